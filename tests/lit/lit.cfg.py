@@ -1,0 +1,18 @@
+# lit configuration for Collc: every test is a .coll file (or a .test script)
+# whose RUN lines call collc and FileCheck.
+import os
+
+import lit.formats
+
+config.name = "Collc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".coll", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.coll_obj_root, "tests", "lit")
+
+# Tools: our own first, then FileCheck and not from LLVM 16.
+config.environment["PATH"] = os.pathsep.join(
+    [config.coll_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+config.substitutions.append(("%stdlib", os.path.join(config.coll_src_root, "stdlib")))
+config.substitutions.append(("%python", config.python_executable))
