@@ -4,10 +4,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "coll/Compiler/Passes.h"
 #include "coll/Lang/ASTDump.h"
 #include "coll/Lang/Frontend.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 
 using namespace coll;
@@ -21,14 +23,36 @@ cl::OptionCategory collcCategory("collc options");
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.coll>"), cl::Required,
                                cl::cat(collcCategory));
 
-enum class EmitKind { Check, Summary, Ast };
-cl::opt<EmitKind>
-    emit("emit", cl::desc("What to print (default: nothing; check the program only)"),
-         cl::values(clEnumValN(EmitKind::Check, "check", "nothing: parse and check the program"),
-                    clEnumValN(EmitKind::Summary, "summary",
-                               "what the front end found: algorithms, collectives, parameters"),
-                    clEnumValN(EmitKind::Ast, "ast", "the checked AST, one node per line")),
-         cl::init(EmitKind::Check), cl::cat(collcCategory));
+enum class EmitKind { Check, Summary, Ast, Trace, VerifyReport };
+cl::opt<EmitKind> emit(
+    "emit", cl::desc("What to print (default: nothing; compile and check only)"),
+    cl::values(clEnumValN(EmitKind::Check, "check", "nothing: compile and check the program"),
+               clEnumValN(EmitKind::Summary, "summary",
+                          "what the front end found: algorithms, collectives, parameters"),
+               clEnumValN(EmitKind::Ast, "ast", "the checked AST, one node per line"),
+               clEnumValN(EmitKind::Trace, "trace",
+                          "the chunk operations of the program instantiated for N ranks"),
+               clEnumValN(EmitKind::VerifyReport, "verify-report",
+                          "what verification proved, including bitwise identity across ranks")),
+    cl::init(EmitKind::Check), cl::cat(collcCategory));
+
+cl::opt<int64_t> nranks("nranks", cl::value_desc("N"),
+                        cl::desc("Number of ranks (default: the algorithm's 'with nranks = N')"),
+                        cl::init(-1), cl::cat(collcCategory));
+
+/// The pass names, from PassList.def.
+const char *const passNames[] = {
+#define COLL_PASS(Id, Name, Description) Name,
+#include "coll/Compiler/PassList.def"
+};
+
+cl::list<std::string> printAfter("print-after", cl::value_desc("pass"), cl::CommaSeparated,
+                                 cl::desc("Print the IR after the named pass (see --list-passes)"),
+                                 cl::cat(collcCategory));
+cl::opt<bool> printAfterAll("print-after-all", cl::desc("Print the IR after every pass"),
+                            cl::cat(collcCategory));
+cl::opt<bool> listPasses("list-passes", cl::desc("List the passes in pipeline order and exit"),
+                         cl::cat(collcCategory));
 
 cl::list<std::string> defines("D", cl::Prefix, cl::value_desc("name=value"),
                               cl::desc("Override the default of parameter 'name'"),
@@ -148,8 +172,21 @@ int main(int argc, char **argv) {
       "  collc prog.coll --emit=ast      print the checked AST\n"
       "  collc prog.coll --emit=summary  print what the program declares\n");
 
+  if (listPasses) {
+#define COLL_PASS(Id, Name, Description)                                                           \
+  llvm::outs() << llvm::left_justify(Name, 14) << " " << Description << "\n";
+#include "coll/Compiler/PassList.def"
+    return 0;
+  }
+
   llvm::SourceMgr srcMgr;
   DiagnosticEngine diag(srcMgr);
+  for (const std::string &p : printAfter) {
+    if (std::find(std::begin(passNames), std::end(passNames), p) == std::end(passNames)) {
+      diag.errorNoLoc("--print-after: unknown pass '" + p + "'; --list-passes lists them");
+      return 1;
+    }
+  }
   diag.setErrorLimit(errorLimit);
 
   std::vector<std::pair<std::string, int64_t>> overrides;
@@ -179,32 +216,80 @@ int main(int argc, char **argv) {
       diag.errorNoLoc("-D " + name + ": '" + inputFile + "' declares no parameter '" + name + "'");
 
   std::vector<AlgorithmDecl *> algorithms = module->algorithms();
+  AlgorithmDecl *algorithm = algorithms.empty() ? nullptr : algorithms.front();
   if (algorithms.empty()) {
     diag.errorNoLoc("'" + inputFile + "' declares no algorithm");
   } else if (!algorithmName.empty()) {
-    bool found = false;
+    algorithm = nullptr;
     for (AlgorithmDecl *a : algorithms)
-      found |= a->name == algorithmName;
-    if (!found) {
+      if (a->name == algorithmName)
+        algorithm = a;
+    if (!algorithm) {
       std::string names;
       for (AlgorithmDecl *a : algorithms)
         names += (names.empty() ? "'" : ", '") + a->name + "'";
       diag.errorNoLoc("'" + inputFile + "' declares no algorithm '" + algorithmName +
                       "'; it declares " + names);
     }
+  } else if (algorithms.size() > 1 && emit != EmitKind::Summary && emit != EmitKind::Ast) {
+    std::string names;
+    for (AlgorithmDecl *a : algorithms)
+      names += (names.empty() ? "'" : ", '") + a->name + "'";
+    diag.errorNoLoc("'" + inputFile + "' declares several algorithms (" + names +
+                    "); choose one with --algorithm=name");
   }
   if (diag.hasErrors())
     return 1;
 
-  switch (emit) {
-  case EmitKind::Check:
-    break;
-  case EmitKind::Summary:
+  // Front-end outputs.
+  if (emit == EmitKind::Summary) {
     printSummary(*module, overrides, llvm::outs());
-    break;
-  case EmitKind::Ast:
-    dumpModule(*module, srcMgr, llvm::outs());
-    break;
+    return 0;
   }
+  if (emit == EmitKind::Ast) {
+    dumpModule(*module, srcMgr, llvm::outs());
+    return 0;
+  }
+
+  // The rank count: --nranks, else the algorithm's default.
+  compiler::InstantiateOptions opts;
+  if (nranks >= 0) {
+    opts.nranks = nranks > int64_t(UINT32_MAX) ? UINT32_MAX : uint32_t(nranks);
+  } else if (algorithm->nranksDefault) {
+    opts.nranks = uint32_t(*algorithm->nranksDefault->getConstant());
+  } else {
+    diag.error(algorithm->nameRange, "no rank count for algorithm '" + algorithm->name +
+                                         "': pass --nranks N, or declare a default with "
+                                         "'with nranks = N'");
+    return 1;
+  }
+  for (const auto &[name, value] : overrides)
+    opts.defines[name] = value;
+
+  auto shouldPrint = [&](const char *pass) {
+    return printAfterAll ||
+           std::find(printAfter.begin(), printAfter.end(), std::string(pass)) != printAfter.end();
+  };
+
+  std::optional<compiler::Trace> trace = compiler::instantiate(*module, *algorithm, opts, diag);
+  if (!trace)
+    return 1;
+  if (shouldPrint("instantiate")) {
+    llvm::outs() << "// -----// IR after instantiate //----- //\n";
+    compiler::printTrace(*trace, llvm::outs());
+  }
+  if (emit == EmitKind::Trace) {
+    compiler::printTrace(*trace, llvm::outs());
+    return 0;
+  }
+  std::optional<compiler::VerifyReport> report = compiler::verify(*trace, diag);
+  if (!report)
+    return 1;
+  if (shouldPrint("verify")) {
+    llvm::outs() << "// -----// IR after verify //----- //\n";
+    compiler::printVerifyReport(*trace, *report, llvm::outs());
+  }
+  if (emit == EmitKind::VerifyReport)
+    compiler::printVerifyReport(*trace, *report, llvm::outs());
   return 0;
 }

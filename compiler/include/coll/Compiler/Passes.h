@@ -1,0 +1,53 @@
+//===- Passes.h - The compilation pipeline ----------------------*- C++ -*-===//
+/// \file
+/// Every pass of collc, each a function in its own file (ARCHITECTURE.md
+/// section 4). Passes report user errors through the DiagnosticEngine and
+/// return failure; they never exit.
+//===----------------------------------------------------------------------===//
+#ifndef COLL_COMPILER_PASSES_H
+#define COLL_COMPILER_PASSES_H
+
+#include "coll/Compiler/Trace.h"
+#include "coll/Lang/AST.h"
+#include "coll/Lang/Diagnostics.h"
+
+#include "llvm/ADT/StringMap.h"
+
+#include <optional>
+
+namespace coll::compiler {
+
+/// What instantiation needs beyond the program.
+struct InstantiateOptions {
+  uint32_t nranks = 0;
+  llvm::StringMap<int64_t> defines; ///< -D name=value
+  uint64_t maxOps = 20'000'000;     ///< Chunk operations per program.
+  uint64_t maxIterations = 1'000'000'000;
+  uint32_t maxRanks = 65536;
+  uint32_t maxChunksPerBuffer = 1u << 24;
+};
+
+/// Pass `instantiate`: unrolls \p algorithm for opts.nranks ranks.
+std::optional<Trace> instantiate(const ast::Module &module, const ast::AlgorithmDecl &algorithm,
+                                 const InstantiateOptions &opts, DiagnosticEngine &diag);
+
+/// What the verifier found besides correctness.
+struct VerifyReport {
+  bool identicalAcrossRanks = true; ///< Every rank's result is the same expression tree.
+  /// Output indices whose expression trees differ between ranks (first few).
+  std::vector<uint32_t> differingIndices;
+  uint64_t reductions = 0; ///< Distinct reduction nodes built.
+  uint64_t checkedSlots = 0;
+};
+
+/// Pass `verify`: symbolically executes the trace and checks the
+/// collective's post-condition. Returns the report, or nothing after
+/// reporting the first problems.
+std::optional<VerifyReport> verify(const Trace &trace, DiagnosticEngine &diag);
+
+/// Prints the report (--emit=verify-report).
+void printVerifyReport(const Trace &trace, const VerifyReport &report, llvm::raw_ostream &os);
+
+} // namespace coll::compiler
+
+#endif // COLL_COMPILER_PASSES_H

@@ -1,0 +1,700 @@
+//===- Instantiate.cpp - Unroll a program for one rank count --------------===//
+//
+// Pass 1: evaluate the algorithm for N ranks and the parameters, producing a
+// trace of chunk operations in program order. Every run-time check of the
+// language happens here, reported at the expression that failed: a failed
+// `require`, ranks and chunk indices out of range, division by zero and
+// overflow, hints out of range, and limits on the program's size.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/Compiler/Passes.h"
+#include "coll/Lang/IntArith.h"
+#include "coll/Lang/Sema.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+#include <functional>
+
+using namespace coll;
+using namespace coll::ast;
+using namespace coll::compiler;
+using llvm::Twine;
+
+namespace {
+
+/// A value of the evaluator: an integer or a chunk range, as Sema typed it.
+struct Value {
+  int64_t i = 0;
+  SlotRange c;
+};
+
+class Instantiator {
+public:
+  Instantiator(const Module &module, const AlgorithmDecl &algo, const InstantiateOptions &opts,
+               DiagnosticEngine &diag, Trace &trace)
+      : module(module), algo(algo), opts(opts), diag(diag), t(trace) {}
+
+  bool run();
+
+private:
+  bool fail(llvm::SMRange where, const Twine &msg) {
+    if (!failed)
+      diag.error(where, msg);
+    failed = true;
+    return false;
+  }
+  std::string forN() const { return " for N = " + std::to_string(t.nranks); }
+
+  bool evalInt(const Expr &e, int64_t &out);
+  bool evalChunk(const Expr &e, SlotRange &out);
+  bool evalRef(const ChunkRefExpr &e, SlotRange &out);
+  bool evalTransfer(const TransferExpr &e, SlotRange &out);
+  bool arith(ArithResult r, const Expr &where, int64_t &out);
+  bool exec(const Stmt &s);
+  bool execBlock(const BlockStmt &b);
+  bool bindCollective();
+  bool evalUserCollective(const CollectiveDecl &c);
+  bool forEachBinding(const ForClause *clause, size_t binder, const std::function<bool()> &body);
+  bool checkHint(const Expr *e, int64_t limit, const char *what, int16_t &out);
+  /// Maps a reference to the physical buffer of an in-place program.
+  void alias(SlotRange &r) const;
+
+  const Module &module;
+  const AlgorithmDecl &algo;
+  const InstantiateOptions &opts;
+  DiagnosticEngine &diag;
+  Trace &t;
+  std::vector<int64_t> params;
+  std::vector<int64_t> collParams;
+  std::vector<Value> frame;
+  uint64_t iterations = 0;
+  bool failed = false;
+  uint16_t physical = InputBuffer; ///< In-place: the buffer both names mean.
+  llvm::DenseMap<const TransferExpr *, uint32_t> siteIndex;
+};
+
+} // namespace
+
+bool Instantiator::arith(ArithResult r, const Expr &where, int64_t &out) {
+  switch (r.error) {
+  case ArithError::None:
+    out = r.value;
+    return true;
+  case ArithError::Overflow:
+    return fail(where.getRange(), "integer overflow" + forN());
+  case ArithError::DivByZero:
+    return fail(where.getRange(), "division by zero" + forN());
+  case ArithError::BadShift:
+    return fail(where.getRange(), "shift amount out of range [0, 63]" + forN());
+  case ArithError::Domain:
+    return fail(where.getRange(), "argument out of the function's domain" + forN());
+  }
+  return false;
+}
+
+bool Instantiator::evalInt(const Expr &e, int64_t &out) {
+  if (std::optional<int64_t> c = e.getConstant()) {
+    out = *c;
+    return true;
+  }
+  switch (e.getKind()) {
+  case NodeKind::Name: {
+    const Decl *d = llvm::cast<NameExpr>(e).decl;
+    if (auto *v = llvm::dyn_cast<VarDecl>(d))
+      out = frame[v->slot].i;
+    else if (auto *p = llvm::dyn_cast<ParamDecl>(d))
+      out = params[p->index];
+    else if (auto *cp = llvm::dyn_cast<CollParamDecl>(d))
+      out = collParams[cp->index];
+    else
+      out = t.nranks; // NRanksDecl
+    return true;
+  }
+  case NodeKind::Unary: {
+    auto &u = llvm::cast<UnaryExpr>(e);
+    int64_t v;
+    if (!evalInt(*u.operand, v))
+      return false;
+    switch (u.op) {
+    case UnaryOp::Neg:
+      return arith(checkedNeg(v), e, out);
+    case UnaryOp::Not:
+      out = v == 0;
+      return true;
+    case UnaryOp::BitNot:
+      out = ~v;
+      return true;
+    }
+    return false;
+  }
+  case NodeKind::Binary: {
+    auto &b = llvm::cast<BinaryExpr>(e);
+    int64_t l, r;
+    if (!evalInt(*b.lhs, l))
+      return false;
+    // && and || evaluate their right side only when needed.
+    if (b.op == BinaryOp::And && l == 0) {
+      out = 0;
+      return true;
+    }
+    if (b.op == BinaryOp::Or && l != 0) {
+      out = 1;
+      return true;
+    }
+    if (!evalInt(*b.rhs, r))
+      return false;
+    switch (b.op) {
+    case BinaryOp::Mul:
+      return arith(checkedMul(l, r), e, out);
+    case BinaryOp::Div:
+      return arith(checkedDiv(l, r), *b.rhs, out);
+    case BinaryOp::Mod:
+      return arith(checkedMod(l, r), *b.rhs, out);
+    case BinaryOp::Add:
+      return arith(checkedAdd(l, r), e, out);
+    case BinaryOp::Sub:
+      return arith(checkedSub(l, r), e, out);
+    case BinaryOp::Shl:
+      return arith(checkedShl(l, r), e, out);
+    case BinaryOp::Shr:
+      return arith(checkedShr(l, r), e, out);
+    case BinaryOp::Lt:
+      out = l < r;
+      return true;
+    case BinaryOp::Le:
+      out = l <= r;
+      return true;
+    case BinaryOp::Gt:
+      out = l > r;
+      return true;
+    case BinaryOp::Ge:
+      out = l >= r;
+      return true;
+    case BinaryOp::Eq:
+      out = l == r;
+      return true;
+    case BinaryOp::Ne:
+      out = l != r;
+      return true;
+    case BinaryOp::BitAnd:
+      out = l & r;
+      return true;
+    case BinaryOp::BitXor:
+      out = l ^ r;
+      return true;
+    case BinaryOp::BitOr:
+      out = l | r;
+      return true;
+    case BinaryOp::And:
+    case BinaryOp::Or:
+      out = r != 0;
+      return true;
+    }
+    return false;
+  }
+  case NodeKind::Cond: {
+    auto &c = llvm::cast<CondExpr>(e);
+    int64_t v;
+    if (!evalInt(*c.cond, v))
+      return false;
+    return evalInt(v ? *c.thenExpr : *c.elseExpr, out);
+  }
+  case NodeKind::Call: {
+    auto &c = llvm::cast<CallExpr>(e);
+    std::vector<int64_t> args(c.args.size());
+    for (size_t k = 0; k < args.size(); ++k)
+      if (!evalInt(*c.args[k], args[k]))
+        return false;
+    switch (c.fn) {
+    case IntFunction::Min:
+      out = *std::min_element(args.begin(), args.end());
+      return true;
+    case IntFunction::Max:
+      out = *std::max_element(args.begin(), args.end());
+      return true;
+    case IntFunction::Abs:
+      return arith(checkedAbs(args[0]), e, out);
+    case IntFunction::Log2:
+      if (args[0] <= 0)
+        return fail(e.getRange(),
+                    "log2 of " + Twine(args[0]) + forN() + "; the argument must be positive");
+      return arith(checkedLog2(args[0]), e, out);
+    case IntFunction::IsPow2:
+      out = args[0] > 0 && (args[0] & (args[0] - 1)) == 0;
+      return true;
+    case IntFunction::DivCeil:
+      if (args[1] <= 0)
+        return fail(c.args[1]->getRange(),
+                    "div_ceil by " + Twine(args[1]) + forN() + "; the divisor must be positive");
+      return arith(checkedDivCeil(args[0], args[1]), e, out);
+    }
+    return false;
+  }
+  default:
+    return fail(e.getRange(), "expected an integer");
+  }
+}
+
+void Instantiator::alias(SlotRange &r) const {
+  if (!t.inplace || r.buffer == physical || r.buffer >= FirstScratchBuffer)
+    return;
+  // allgather: input[r] is output[r][r*C ..]; reducescatter: output[r] is
+  // input[r][r*C ..]; the others alias index for index.
+  if (t.builtin->id == BuiltinCollective::AllGather ||
+      t.builtin->id == BuiltinCollective::ReduceScatter)
+    r.index += r.rank * t.chunks;
+  r.buffer = physical;
+}
+
+bool Instantiator::evalRef(const ChunkRefExpr &e, SlotRange &out) {
+  int64_t rank, lo, hi;
+  if (!evalInt(*e.rank, rank))
+    return false;
+  if (rank < 0 || rank >= t.nranks)
+    return fail(e.rank->getRange(), "rank " + Twine(rank) + " is out of range" + forN() +
+                                        " (ranks are 0 .. " + Twine(t.nranks - 1) + ")");
+  uint16_t buffer = e.buffer->bufferKind == BufferKind::Input ? uint16_t(InputBuffer)
+                    : e.buffer->bufferKind == BufferKind::Output
+                        ? uint16_t(OutputBuffer)
+                        : uint16_t(FirstScratchBuffer + e.buffer->index);
+  int64_t size = t.bufferChunks(buffer);
+  if (!evalInt(*e.lo, lo))
+    return false;
+  hi = lo + 1;
+  if (e.hi && !evalInt(*e.hi, hi))
+    return false;
+  const Expr &where = e.hi ? static_cast<const Expr &>(e) : *e.lo;
+  if (lo < 0 || hi > size || lo >= hi) {
+    if (e.hi && lo < hi && lo >= 0)
+      return fail(where.getRange(), "chunk range " + Twine(lo) + " .. " + Twine(hi) + " exceeds " +
+                                        e.bufferName + ", which has " + Twine(size) +
+                                        " chunks per rank" + forN());
+    if (e.hi && lo >= hi)
+      return fail(where.getRange(), "empty chunk range " + Twine(lo) + " .. " + Twine(hi) + forN());
+    return fail(where.getRange(), "chunk index " + Twine(lo) + " is out of range: " + e.bufferName +
+                                      " has " + Twine(size) + " chunks per rank" + forN());
+  }
+  out = SlotRange{static_cast<uint32_t>(rank), buffer, static_cast<uint32_t>(lo),
+                  static_cast<uint32_t>(hi - lo)};
+  alias(out);
+  return true;
+}
+
+bool Instantiator::checkHint(const Expr *e, int64_t limit, const char *what, int16_t &out) {
+  if (!e)
+    return true;
+  int64_t v;
+  if (!evalInt(*e, v))
+    return false;
+  if (v < 0 || v >= limit)
+    return fail(e->getRange(), Twine(what) + " " + Twine(v) + " is out of range [0, " +
+                                   Twine(limit - 1) + "]" + forN());
+  out = static_cast<int16_t>(v);
+  return true;
+}
+
+bool Instantiator::evalTransfer(const TransferExpr &e, SlotRange &out) {
+  ChunkOp op;
+  op.kind = llvm::isa<CopyExpr>(e) ? OpKind::Copy : OpKind::Reduce;
+  if (!evalChunk(*e.src, op.src) || !evalChunk(*e.dst, op.dst))
+    return false;
+  const char *name = op.kind == OpKind::Copy ? "copy" : "reduce";
+  if (op.src.count != op.dst.count)
+    return fail(e.getRange(), Twine(name) + " of " + Twine(op.src.count) + " chunk" +
+                                  (op.src.count == 1 ? "" : "s") + " into " + Twine(op.dst.count) +
+                                  " chunk" + (op.dst.count == 1 ? "" : "s") + forN());
+  if (op.src.rank == op.dst.rank && op.src.buffer == op.dst.buffer &&
+      op.src.index < op.dst.index + op.dst.count && op.dst.index < op.src.index + op.src.count)
+    return fail(e.getRange(), Twine(name) + " source and destination overlap" + forN());
+  if (!checkHint(e.hints.channel.get(), LanguageLimits::maxChannels, "channel", op.channel) ||
+      !checkHint(e.hints.sendTb.get(), LanguageLimits::maxThreadblocks,
+                 e.hints.tbShared ? "tb" : "sendtb", op.sendTb) ||
+      !checkHint(e.hints.recvTb.get(), LanguageLimits::maxThreadblocks, "recvtb", op.recvTb))
+    return false;
+  if (e.hints.tbShared)
+    op.recvTb = op.sendTb;
+  if (t.ops.size() >= opts.maxOps)
+    return fail(e.getRange(), "the program performs more than " + Twine(opts.maxOps) +
+                                  " chunk operations" + forN() + "; that is the compiler's limit");
+  auto [it, inserted] = siteIndex.try_emplace(&e, uint32_t(t.sites.size()));
+  if (inserted)
+    t.sites.push_back(&e);
+  op.site = it->second;
+  t.ops.push_back(op);
+  out = op.dst;
+  return true;
+}
+
+bool Instantiator::evalChunk(const Expr &e, SlotRange &out) {
+  switch (e.getKind()) {
+  case NodeKind::Name:
+    out = frame[llvm::cast<VarDecl>(llvm::cast<NameExpr>(e).decl)->slot].c;
+    return true;
+  case NodeKind::ChunkRef:
+    return evalRef(llvm::cast<ChunkRefExpr>(e), out);
+  case NodeKind::Copy:
+  case NodeKind::Reduce:
+    return evalTransfer(llvm::cast<TransferExpr>(e), out);
+  case NodeKind::Cond: {
+    auto &c = llvm::cast<CondExpr>(e);
+    int64_t v;
+    if (!evalInt(*c.cond, v))
+      return false;
+    return evalChunk(v ? *c.thenExpr : *c.elseExpr, out);
+  }
+  default:
+    return fail(e.getRange(), "expected a chunk reference");
+  }
+}
+
+bool Instantiator::execBlock(const BlockStmt &b) {
+  for (const auto &s : b.body)
+    if (!exec(*s))
+      return false;
+  return true;
+}
+
+bool Instantiator::exec(const Stmt &s) {
+  switch (s.getKind()) {
+  case NodeKind::Block:
+    return execBlock(llvm::cast<BlockStmt>(s));
+  case NodeKind::Let: {
+    auto &l = llvm::cast<LetStmt>(s);
+    Value &slot = frame[l.var->slot];
+    return l.var->valueKind == ValueKind::Int ? evalInt(*l.value, slot.i)
+                                              : evalChunk(*l.value, slot.c);
+  }
+  case NodeKind::Assign: {
+    auto &a = llvm::cast<AssignStmt>(s);
+    Value v;
+    bool isInt = a.target->valueKind == ValueKind::Int;
+    if (!(isInt ? evalInt(*a.value, v.i) : evalChunk(*a.value, v.c)))
+      return false;
+    frame[a.target->slot] = v;
+    return true;
+  }
+  case NodeKind::Expr: {
+    auto &e = llvm::cast<ExprStmt>(s);
+    if (e.expr->getValueKind() == ValueKind::Chunk) {
+      SlotRange ignored;
+      return evalChunk(*e.expr, ignored);
+    }
+    int64_t ignored;
+    return evalInt(*e.expr, ignored);
+  }
+  case NodeKind::For: {
+    auto &f = llvm::cast<ForStmt>(s);
+    int64_t lo, hi, step = 1;
+    if (!evalInt(*f.lo, lo) || !evalInt(*f.hi, hi) || (f.step && !evalInt(*f.step, step)))
+      return false;
+    if (step == 0)
+      return fail(f.step->getRange(), "loop step is zero" + forN());
+    for (int64_t v = lo; step > 0 ? v < hi : v > hi;) {
+      if (++iterations > opts.maxIterations)
+        return fail(f.getRange(), "the program runs more than " + Twine(opts.maxIterations) +
+                                      " loop iterations" + forN() +
+                                      "; that is the compiler's limit");
+      frame[f.var->slot].i = v;
+      if (!execBlock(*f.body))
+        return false;
+      int64_t next;
+      if (__builtin_add_overflow(v, step, &next))
+        break;
+      v = next;
+    }
+    return true;
+  }
+  case NodeKind::If: {
+    auto &i = llvm::cast<IfStmt>(s);
+    int64_t c;
+    if (!evalInt(*i.cond, c))
+      return false;
+    if (c)
+      return execBlock(*i.thenBlock);
+    return i.elseStmt ? exec(*i.elseStmt) : true;
+  }
+  case NodeKind::Require: {
+    auto &r = llvm::cast<RequireStmt>(s);
+    int64_t c;
+    if (!evalInt(*r.cond, c))
+      return false;
+    if (c)
+      return true;
+    if (r.message)
+      return fail(r.getRange(), "requirement failed" + forN() + ": " + *r.message);
+    return fail(r.cond->getRange(), "requirement failed" + forN());
+  }
+  case NodeKind::Scratch:
+    return true; // sized before the body runs
+  default:
+    return true;
+  }
+}
+
+bool Instantiator::forEachBinding(const ForClause *clause, size_t binder,
+                                  const std::function<bool()> &body) {
+  if (!clause)
+    return body();
+  if (binder == clause->binders.size()) {
+    int64_t c = 1;
+    if (clause->cond && !evalInt(*clause->cond, c))
+      return false;
+    return c ? body() : true;
+  }
+  const Binder &b = clause->binders[binder];
+  int64_t lo, hi;
+  if (!evalInt(*b.lo, lo) || !evalInt(*b.hi, hi))
+    return false;
+  for (int64_t v = lo; v < hi; ++v) {
+    if (++iterations > opts.maxIterations)
+      return fail(clause->range, "the collective's conditions run more than " +
+                                     Twine(opts.maxIterations) + " iterations" + forN());
+    frame[b.var->slot].i = v;
+    if (!forEachBinding(clause, binder + 1, body))
+      return false;
+  }
+  return true;
+}
+
+bool Instantiator::evalUserCollective(const CollectiveDecl &c) {
+  frame.assign(c.numSlots, Value());
+  for (const auto &item : c.items) {
+    if (auto *bs = llvm::dyn_cast<BufferSizeStmt>(item.get())) {
+      int64_t v;
+      if (!evalInt(*bs->size, v))
+        return false;
+      if (v <= 0 || v > int64_t(opts.maxChunksPerBuffer))
+        return fail(bs->size->getRange(), bufferKindName(bs->which) + " size " + Twine(v) + forN() +
+                                              " is out of range [1, " +
+                                              Twine(opts.maxChunksPerBuffer) + "]");
+      (bs->which == BufferKind::Input ? t.inputChunks : t.outputChunks) = uint32_t(v);
+    } else if (auto *r = llvm::dyn_cast<RequireStmt>(item.get())) {
+      if (!exec(*r))
+        return false;
+    } else if (auto *l = llvm::dyn_cast<LetStmt>(item.get())) {
+      if (!exec(*l))
+        return false;
+    }
+  }
+  // Pre- and post-conditions, now that the sizes are known.
+  for (const auto &item : c.items) {
+    if (auto *p = llvm::dyn_cast<PreStmt>(item.get())) {
+      t.hasUserPre = true;
+      bool ok = forEachBinding(p->clause.get(), 0, [&] {
+        SlotRange r;
+        if (!evalChunk(*p->ref, r))
+          return false;
+        for (uint32_t k = 0; k < r.count; ++k)
+          t.userPre.emplace_back(r.rank, r.index + k);
+        return true;
+      });
+      if (!ok)
+        return false;
+    } else if (auto *p = llvm::dyn_cast<PostStmt>(item.get())) {
+      bool ok = forEachBinding(p->clause.get(), 0, [&] {
+        SlotRange target;
+        if (!evalChunk(*p->target, target))
+          return false;
+        PostFact fact;
+        fact.site = p;
+        if (auto *all = llvm::dyn_cast<ReduceAllExpr>(p->value.get())) {
+          if (target.count != 1)
+            return fail(p->target->getRange(), "a reduction post-condition names one output "
+                                               "chunk");
+          fact.isReduction = true;
+          bool inner = forEachBinding(all->clause.get(), 0, [&] {
+            SlotRange in;
+            if (!evalChunk(*all->element, in))
+              return false;
+            for (uint32_t k = 0; k < in.count; ++k)
+              fact.inputs.emplace_back(in.rank, in.index + k);
+            return true;
+          });
+          if (!inner)
+            return false;
+          fact.rank = target.rank;
+          fact.index = target.index;
+          t.userPost.push_back(std::move(fact));
+          return true;
+        }
+        SlotRange in;
+        if (!evalChunk(*p->value, in))
+          return false;
+        if (in.count != target.count)
+          return fail(p->getRange(), "post-condition relates " + Twine(target.count) +
+                                         " output chunks to " + Twine(in.count) + " input chunks");
+        for (uint32_t k = 0; k < target.count; ++k) {
+          PostFact f;
+          f.site = p;
+          f.rank = target.rank;
+          f.index = target.index + k;
+          f.inputs.emplace_back(in.rank, in.index + k);
+          t.userPost.push_back(std::move(f));
+        }
+        return true;
+      });
+      if (!ok)
+        return false;
+    }
+  }
+  return true;
+}
+
+bool Instantiator::bindCollective() {
+  // Collective parameters: arguments or defaults, in declaration order.
+  collParams.assign(algo.collParamValues.size(), 0);
+  for (size_t k = 0; k < algo.collParamValues.size(); ++k) {
+    const Expr *v = algo.collParamValues[k];
+    if (!v) {
+      collParams[k] = 1; // the built-in default of `chunks`
+      continue;
+    }
+    if (!evalInt(*v, collParams[k]))
+      return false;
+  }
+  auto param = [&](llvm::StringRef name) -> std::optional<int64_t> {
+    for (size_t k = 0; k < algo.collParamNames.size(); ++k)
+      if (algo.collParamNames[k] == name)
+        return collParams[k];
+    return std::nullopt;
+  };
+  auto argRange = [&](llvm::StringRef name) {
+    for (const NamedArg &a : algo.collArgs)
+      if (a.name == name)
+        return a.value->getRange();
+    return algo.collectiveRange;
+  };
+  t.builtin = algo.builtin;
+  t.collectiveName = algo.collectiveName;
+  if (algo.builtin) {
+    int64_t chunks = *param("chunks");
+    if (chunks < 1 || chunks > int64_t(opts.maxChunksPerBuffer))
+      return fail(argRange("chunks"), "chunks = " + Twine(chunks) + forN() +
+                                          " is out of range [1, " + Twine(opts.maxChunksPerBuffer) +
+                                          "]");
+    t.chunks = uint32_t(chunks);
+    if (algo.builtin->hasRoot) {
+      int64_t root = *param("root");
+      if (root < 0 || root >= t.nranks)
+        return fail(argRange("root"), "root " + Twine(root) + " is out of range" + forN());
+      t.root = uint32_t(root);
+    }
+    uint64_t in = uint64_t(t.chunks) * (algo.builtin->inputScaledByN ? t.nranks : 1);
+    uint64_t out = uint64_t(t.chunks) * (algo.builtin->outputScaledByN ? t.nranks : 1);
+    if (std::max(in, out) > opts.maxChunksPerBuffer)
+      return fail(argRange("chunks"), "buffers of " + Twine(std::max(in, out)) +
+                                          " chunks per rank" + forN() + " exceed the limit of " +
+                                          Twine(opts.maxChunksPerBuffer));
+    t.inputChunks = uint32_t(in);
+    t.outputChunks = uint32_t(out);
+  } else {
+    // User collective: its parameters' defaults were taken above; its body
+    // gives sizes and conditions.
+    if (!evalUserCollective(*algo.userCollective))
+      return false;
+    if (std::optional<int64_t> c = param("chunks"); c && *c >= 1)
+      t.chunks = uint32_t(*c);
+  }
+
+  if (algo.inplace) {
+    if (!algo.builtin)
+      return fail(algo.nameRange, "'" + algo.collectiveName + "' has no in-place form");
+    t.inplace = true;
+    using BC = BuiltinCollective;
+    BC id = algo.builtin->id;
+    if (id == BC::Gather || id == BC::Scatter || id == BC::AllToAll)
+      return fail(algo.nameRange, "'" + algo.collectiveName +
+                                      "' has no in-place form; remove "
+                                      "'inplace = true'");
+    physical = id == BC::AllGather ? OutputBuffer : InputBuffer;
+  }
+  return true;
+}
+
+bool Instantiator::run() {
+  t.algorithm = &algo;
+  t.name = algo.name;
+  t.protocol = algo.protocol;
+
+  // File parameters, in order: -D overrides, else defaults.
+  for (ParamDecl *p : module.params()) {
+    auto it = opts.defines.find(p->name);
+    int64_t v;
+    if (it != opts.defines.end())
+      v = it->second;
+    else if (!evalInt(*p->defaultValue, v))
+      return false;
+    params.push_back(v);
+  }
+  if (!bindCollective())
+    return false;
+
+  frame.assign(algo.numSlots, Value());
+  if (algo.instances) {
+    int64_t k;
+    if (!evalInt(*algo.instances, k))
+      return false;
+    if (k < 1 || k > LanguageLimits::maxInstances)
+      return fail(algo.instances->getRange(), "instances " + Twine(k) + forN() +
+                                                  " is out of range [1, " +
+                                                  Twine(LanguageLimits::maxInstances) + "]");
+    t.instances = uint32_t(k);
+  }
+  for (const ScratchStmt *s : algo.scratch) {
+    int64_t v;
+    if (!evalInt(*s->size, v))
+      return false;
+    if (v <= 0 || v > int64_t(opts.maxChunksPerBuffer))
+      return fail(s->size->getRange(), "scratch buffer '" + s->buffer->name + "' size " + Twine(v) +
+                                           forN() + " is out of range [1, " +
+                                           Twine(opts.maxChunksPerBuffer) + "]");
+    t.scratchChunks.push_back(uint32_t(v));
+    t.scratchNames.push_back(s->buffer->name);
+  }
+  return execBlock(*algo.body);
+}
+
+std::optional<Trace> compiler::instantiate(const Module &module, const AlgorithmDecl &algorithm,
+                                           const InstantiateOptions &opts, DiagnosticEngine &diag) {
+  if (opts.nranks < 1 || opts.nranks > opts.maxRanks) {
+    diag.errorNoLoc("--nranks " + Twine(opts.nranks) + " is out of range [1, " +
+                    Twine(opts.maxRanks) + "]");
+    return std::nullopt;
+  }
+  Trace trace;
+  trace.nranks = opts.nranks;
+  if (!Instantiator(module, algorithm, opts, diag, trace).run())
+    return std::nullopt;
+  return trace;
+}
+
+void compiler::printSlotRange(const Trace &trace, const SlotRange &r, llvm::raw_ostream &os) {
+  os << trace.bufferName(r.buffer) << "[" << r.rank << "][" << r.index;
+  if (r.count != 1)
+    os << " .. " << r.index + r.count;
+  os << "]";
+}
+
+void compiler::printTrace(const Trace &trace, llvm::raw_ostream &os) {
+  os << "trace " << trace.name << ": " << trace.collectiveName << ", N = " << trace.nranks
+     << ", chunks = " << trace.chunks << ", input " << trace.inputChunks << ", output "
+     << trace.outputChunks << (trace.inplace ? ", in-place" : "") << ", " << trace.ops.size()
+     << " operations\n";
+  for (size_t k = 0; k < trace.scratchChunks.size(); ++k)
+    os << "  scratch " << trace.scratchNames[k] << "[" << trace.scratchChunks[k] << "]\n";
+  for (size_t k = 0; k < trace.ops.size(); ++k) {
+    const ChunkOp &op = trace.ops[k];
+    os << "  " << k << ": " << (op.kind == OpKind::Copy ? "copy " : "reduce ");
+    printSlotRange(trace, op.src, os);
+    os << " -> ";
+    printSlotRange(trace, op.dst, os);
+    if (op.channel >= 0)
+      os << " channel " << op.channel;
+    if (op.sendTb >= 0)
+      os << " sendtb " << op.sendTb;
+    if (op.recvTb >= 0)
+      os << " recvtb " << op.recvTb;
+    os << "\n";
+  }
+}

@@ -1,0 +1,533 @@
+//===- Verify.cpp - Symbolic check of the post-condition ------------------===//
+//
+// Pass 2: execute the trace on symbolic values. Every buffer slot holds the
+// expression it computes: an input chunk of some rank, or a reduction node
+// whose operands are ordered (the incoming value on the left). Nodes are
+// hash-consed, so two slots hold the same node exactly when they compute the
+// same expression tree, which is what "bitwise identical across ranks" needs.
+//
+// Each node also carries a summary of the multiset of input chunks it
+// combines (their count and a sum of 64-bit hashes), which makes checking a
+// reduction result O(1). Only when a slot is wrong are the leaves walked to
+// say what is missing or counted twice, and where.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/Compiler/Passes.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+#include <functional>
+#include <map>
+
+using namespace coll;
+using namespace coll::compiler;
+using llvm::Twine;
+
+namespace {
+
+/// A symbolic value: a leaf (an input chunk) or a reduction of two values.
+struct Node {
+  uint32_t lhs = 0;     ///< Leaf: input rank. Reduction: left operand node.
+  uint32_t rhs = 0;     ///< Leaf: input index. Reduction: right operand node.
+  uint64_t count = 0;   ///< Input chunks combined (with repetition).
+  uint64_t hash = 0;    ///< Sum of the leaves' hashes.
+  uint32_t op = 0;      ///< Trace operation that created it (reductions).
+  uint32_t holders = 0; ///< Slots that hold it now.
+  uint32_t reads = 0;   ///< Times an operation read it.
+  bool leaf = false;
+};
+
+/// splitmix64: well-mixed 64-bit hashes of leaf numbers.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// What an output slot must hold.
+struct Expected {
+  enum Kind { Free, Leaf, Set } kind = Free;
+  uint32_t leaf = 0;  ///< Leaf: node id.
+  uint64_t count = 0; ///< Set: number of contributions.
+  uint64_t hash = 0;  ///< Set: sum of their hashes.
+  /// Set: the contributions, when the caller can list them cheaply.
+  std::vector<uint32_t> members;
+};
+
+/// A value overwritten before anything read it.
+struct Lost {
+  uint32_t op;
+  uint32_t node;
+  uint64_t slot;
+};
+
+class Verifier {
+public:
+  Verifier(const Trace &t, DiagnosticEngine &diag) : t(t), diag(diag) {}
+  std::optional<VerifyReport> run();
+
+private:
+  // Slots.
+  uint64_t slotId(uint16_t buffer, uint32_t rank, uint32_t index) const {
+    return base[buffer] + uint64_t(rank) * t.bufferChunks(buffer) + index;
+  }
+  void describeSlot(uint64_t slot, llvm::raw_ostream &os) const;
+  uint32_t leafId(uint32_t rank, uint32_t index) const { return 1 + rank * t.inputChunks + index; }
+  uint32_t reduceNode(uint32_t lhs, uint32_t rhs, uint32_t op);
+
+  // Checks.
+  bool execute();
+  Expected expectedFor(uint32_t rank, uint32_t index);
+  uint64_t outputSlot(uint32_t rank, uint32_t index) const;
+  bool checkOutputs(VerifyReport &report);
+  void explainWrong(uint32_t rank, uint32_t index, uint64_t slot, const Expected &exp);
+
+  // Describing values.
+  void leaves(uint32_t node, std::map<uint32_t, uint32_t> &out) const;
+  std::string describe(uint32_t node) const;
+  std::string describeExpected(const Expected &exp) const;
+  std::string leafName(uint32_t leaf) const;
+  llvm::SMRange siteRange(uint32_t op) const { return t.sites[t.ops[op].site]->getRange(); }
+  const char *opName(uint32_t op) const {
+    return t.ops[op].kind == OpKind::Copy ? "copy" : "reduce";
+  }
+  std::string forN() const { return " for N = " + std::to_string(t.nranks); }
+  /// The lowest reduction under \p node that combines \p leaf on both sides.
+  uint32_t findDoubleCount(uint32_t node, uint32_t leaf) const;
+  bool contains(uint32_t node, uint32_t leaf) const;
+
+  const Trace &t;
+  DiagnosticEngine &diag;
+  std::vector<Node> nodes;
+  llvm::DenseMap<uint64_t, uint32_t> reductions;
+  std::vector<uint64_t> base;
+  std::vector<uint32_t> slots;      ///< Node held by each slot (0: nothing).
+  std::vector<uint32_t> lastWriter; ///< Operation that last wrote each slot.
+  std::vector<Lost> lost;
+  std::vector<uint64_t> columnHash; ///< Sum over ranks of leaf hashes, per input index.
+};
+
+} // namespace
+
+uint32_t Verifier::reduceNode(uint32_t lhs, uint32_t rhs, uint32_t op) {
+  uint64_t key = (uint64_t(lhs) << 32) | rhs;
+  auto [it, inserted] = reductions.try_emplace(key, uint32_t(nodes.size()));
+  if (inserted) {
+    Node n;
+    n.lhs = lhs;
+    n.rhs = rhs;
+    const Node &a = nodes[lhs], &b = nodes[rhs];
+    n.count = a.count + b.count;
+    n.hash = a.hash + b.hash;
+    n.op = op;
+    nodes.push_back(n);
+  }
+  return it->second;
+}
+
+void Verifier::describeSlot(uint64_t slot, llvm::raw_ostream &os) const {
+  uint16_t buffer = 0;
+  while (size_t(buffer) + 1 < base.size() && slot >= base[buffer + 1])
+    ++buffer;
+  uint64_t off = slot - base[buffer];
+  uint32_t size = t.bufferChunks(buffer);
+  printSlotRange(t, SlotRange{uint32_t(off / size), buffer, uint32_t(off % size), 1}, os);
+}
+
+bool Verifier::execute() {
+  for (uint32_t k = 0; k < t.ops.size(); ++k) {
+    const ChunkOp &op = t.ops[k];
+    for (uint32_t c = 0; c < op.src.count; ++c) {
+      uint64_t src = slotId(op.src.buffer, op.src.rank, op.src.index + c);
+      uint64_t dst = slotId(op.dst.buffer, op.dst.rank, op.dst.index + c);
+      uint32_t value = slots[src];
+      if (value == 0) {
+        std::string where;
+        llvm::raw_string_ostream os(where);
+        describeSlot(src, os);
+        diag.error(siteRange(k), Twine(opName(k)) + " reads " + os.str() +
+                                     ", which holds nothing at this point" + forN());
+        return false;
+      }
+      uint32_t old = slots[dst];
+      ++nodes[value].reads;
+      if (op.kind == OpKind::Reduce) {
+        if (old == 0) {
+          std::string where;
+          llvm::raw_string_ostream os(where);
+          describeSlot(dst, os);
+          diag.error(siteRange(k),
+                     "reduce into " + os.str() + ", which holds nothing at this point" + forN());
+          return false;
+        }
+        ++nodes[old].reads;
+        value = reduceNode(value, old, k);
+      }
+      if (old != 0 && --nodes[old].holders == 0 && nodes[old].reads == 0)
+        lost.push_back(Lost{k, old, dst});
+      ++nodes[value].holders;
+      slots[dst] = value;
+      lastWriter[dst] = k;
+    }
+  }
+  return true;
+}
+
+uint64_t Verifier::outputSlot(uint32_t rank, uint32_t index) const {
+  if (!t.inplace)
+    return slotId(OutputBuffer, rank, index);
+  // In-place programs hold the output where the collective's alias puts it.
+  if (t.builtin->id == ast::BuiltinCollective::AllGather)
+    return slotId(OutputBuffer, rank, index);
+  if (t.builtin->id == ast::BuiltinCollective::ReduceScatter)
+    return slotId(InputBuffer, rank, rank * t.chunks + index);
+  return slotId(InputBuffer, rank, index);
+}
+
+Expected Verifier::expectedFor(uint32_t rank, uint32_t index) {
+  using BC = ast::BuiltinCollective;
+  Expected e;
+  uint32_t C = t.chunks;
+  auto leaf = [&](uint32_t r, uint32_t i) {
+    e.kind = Expected::Leaf;
+    e.leaf = leafId(r, i);
+  };
+  auto column = [&](uint32_t i) {
+    e.kind = Expected::Set;
+    e.count = t.nranks;
+    e.hash = columnHash[i];
+    e.members.clear();
+    for (uint32_t j = 0; j < t.nranks; ++j)
+      e.members.push_back(leafId(j, i));
+  };
+  switch (t.builtin->id) {
+  case BC::AllReduce:
+    column(index);
+    break;
+  case BC::AllGather:
+    leaf(index / C, index % C);
+    break;
+  case BC::ReduceScatter:
+    column(rank * C + index);
+    break;
+  case BC::Broadcast:
+    leaf(t.root, index);
+    break;
+  case BC::Reduce:
+    if (rank == t.root)
+      column(index);
+    break;
+  case BC::Gather:
+    if (rank == t.root)
+      leaf(index / C, index % C);
+    break;
+  case BC::Scatter:
+    leaf(t.root, rank * C + index);
+    break;
+  case BC::AllToAll:
+    leaf(index / C, rank * C + index % C);
+    break;
+  }
+  return e;
+}
+
+void Verifier::leaves(uint32_t node, std::map<uint32_t, uint32_t> &out) const {
+  std::vector<uint32_t> stack = {node};
+  while (!stack.empty()) {
+    uint32_t n = stack.back();
+    stack.pop_back();
+    if (nodes[n].leaf) {
+      ++out[n];
+    } else {
+      stack.push_back(nodes[n].lhs);
+      stack.push_back(nodes[n].rhs);
+    }
+  }
+}
+
+std::string Verifier::leafName(uint32_t leaf) const {
+  return "in[" + std::to_string(nodes[leaf].lhs) + "][" + std::to_string(nodes[leaf].rhs) + "]";
+}
+
+std::string Verifier::describe(uint32_t node) const {
+  if (node == 0)
+    return "nothing";
+  if (nodes[node].leaf)
+    return leafName(node);
+  if (nodes[node].count <= 6) {
+    // Small trees print in full, operand order included.
+    std::function<std::string(uint32_t, bool)> rec = [&](uint32_t n, bool top) -> std::string {
+      if (nodes[n].leaf)
+        return leafName(n);
+      std::string s = rec(nodes[n].lhs, false) + " + " + rec(nodes[n].rhs, false);
+      return top ? s : "(" + s + ")";
+    };
+    return rec(node, true);
+  }
+  return "a reduction of " + std::to_string(nodes[node].count) + " chunks";
+}
+
+std::string Verifier::describeExpected(const Expected &exp) const {
+  if (exp.kind == Expected::Leaf)
+    return leafName(exp.leaf);
+  if (exp.members.size() <= 6) {
+    std::string s;
+    for (uint32_t m : exp.members)
+      s += (s.empty() ? "" : " + ") + leafName(m);
+    return "the reduction of " + s;
+  }
+  return "the reduction of " + std::to_string(exp.count) + " chunks (" + leafName(exp.members[0]) +
+         " ... " + leafName(exp.members.back()) + ")";
+}
+
+bool Verifier::contains(uint32_t node, uint32_t leaf) const {
+  std::vector<uint32_t> stack = {node};
+  while (!stack.empty()) {
+    uint32_t n = stack.back();
+    stack.pop_back();
+    if (n == leaf)
+      return true;
+    if (!nodes[n].leaf) {
+      stack.push_back(nodes[n].lhs);
+      stack.push_back(nodes[n].rhs);
+    }
+  }
+  return false;
+}
+
+uint32_t Verifier::findDoubleCount(uint32_t node, uint32_t leaf) const {
+  // Descend while one side alone holds the leaf twice.
+  while (!nodes[node].leaf) {
+    bool l = contains(nodes[node].lhs, leaf), r = contains(nodes[node].rhs, leaf);
+    if (l && r)
+      return node;
+    node = l ? nodes[node].lhs : nodes[node].rhs;
+  }
+  return 0;
+}
+
+void Verifier::explainWrong(uint32_t rank, uint32_t index, uint64_t slot, const Expected &exp) {
+  uint32_t have = slots[slot];
+  std::string outName = "output[" + std::to_string(rank) + "][" + std::to_string(index) + "]";
+  std::string should = describeExpected(exp);
+
+  std::map<uint32_t, uint32_t> got;
+  if (have)
+    leaves(have, got);
+  std::vector<uint32_t> expectedLeaves =
+      exp.kind == Expected::Leaf ? std::vector<uint32_t>{exp.leaf} : exp.members;
+
+  // A needed value destroyed before anything read it.
+  for (uint32_t leaf : expectedLeaves) {
+    if (got.count(leaf))
+      continue;
+    for (const Lost &l : lost) {
+      if (!contains(l.node, leaf))
+        continue;
+      std::string where;
+      llvm::raw_string_ostream os(where);
+      describeSlot(l.slot, os);
+      diag.error(siteRange(l.op), Twine(opName(l.op)) + " overwrites " + os.str() +
+                                      ", which holds " + describe(l.node) +
+                                      ", before anything reads it" + forN() +
+                                      "; the result needs it");
+      if (lastWriter[slot] != UINT32_MAX)
+        diag.note(siteRange(lastWriter[slot]),
+                  outName + " ends holding " + describe(have) + "; it should hold " + should);
+      return;
+    }
+    break;
+  }
+  // A contribution counted twice: blame the reduce that combined it again.
+  for (auto [leaf, times] : got) {
+    if (times < 2)
+      continue;
+    uint32_t node = findDoubleCount(have, leaf);
+    uint32_t op = node ? nodes[node].op : lastWriter[slot];
+    diag.error(siteRange(op), "contribution " + leafName(leaf) + " is counted twice" + forN());
+    diag.note(siteRange(lastWriter[slot]),
+              outName + " ends holding " + describe(have) + "; it should hold " + should);
+    return;
+  }
+  if (lastWriter[slot] == UINT32_MAX) {
+    diag.error(t.algorithm->nameRange,
+               outName + " is never written" + forN() + "; it should hold " + should);
+    return;
+  }
+  std::string detail;
+  if (exp.kind == Expected::Set && have) {
+    std::vector<std::string> missing, extra;
+    for (uint32_t leaf : expectedLeaves)
+      if (!got.count(leaf))
+        missing.push_back(leafName(leaf));
+    for (auto [leaf, times] : got)
+      if (std::find(expectedLeaves.begin(), expectedLeaves.end(), leaf) == expectedLeaves.end())
+        extra.push_back(leafName(leaf));
+    auto list = [](const std::vector<std::string> &v) {
+      std::string s;
+      for (size_t k = 0; k < v.size() && k < 4; ++k)
+        s += (k ? ", " : "") + v[k];
+      if (v.size() > 4)
+        s += " and " + std::to_string(v.size() - 4) + " more";
+      return s;
+    };
+    if (!missing.empty())
+      detail += "; missing " + list(missing);
+    if (!extra.empty())
+      detail += "; not expected: " + list(extra);
+  }
+  diag.error(siteRange(lastWriter[slot]), outName + " ends holding " + describe(have) + forN() +
+                                              "; it should hold " + should + detail);
+}
+
+bool Verifier::checkOutputs(VerifyReport &report) {
+  unsigned wrong = 0;
+  auto check = [&](uint32_t rank, uint32_t index, const Expected &exp) {
+    if (exp.kind == Expected::Free)
+      return;
+    ++report.checkedSlots;
+    uint64_t slot = outputSlot(rank, index);
+    uint32_t have = slots[slot];
+    bool ok = exp.kind == Expected::Leaf
+                  ? have == exp.leaf
+                  : have != 0 && nodes[have].count == exp.count && nodes[have].hash == exp.hash;
+    if (ok)
+      return;
+    if (wrong++ == 0)
+      explainWrong(rank, index, slot, exp);
+  };
+
+  if (t.builtin) {
+    for (uint32_t r = 0; r < t.nranks; ++r)
+      for (uint32_t i = 0; i < t.outputChunks; ++i)
+        check(r, i, expectedFor(r, i));
+  } else {
+    for (const PostFact &f : t.userPost) {
+      Expected e;
+      if (f.rank >= t.nranks || f.index >= t.outputChunks)
+        continue;
+      bool inputsOk = true;
+      for (auto [r, i] : f.inputs)
+        inputsOk &= r < t.nranks && i < t.inputChunks;
+      if (!inputsOk)
+        continue;
+      if (!f.isReduction) {
+        e.kind = Expected::Leaf;
+        e.leaf = leafId(f.inputs[0].first, f.inputs[0].second);
+      } else {
+        e.kind = Expected::Set;
+        for (auto [r, i] : f.inputs) {
+          uint32_t leaf = leafId(r, i);
+          e.members.push_back(leaf);
+          e.hash += nodes[leaf].hash;
+        }
+        e.count = e.members.size();
+      }
+      check(f.rank, f.index, e);
+    }
+  }
+  if (wrong > 1)
+    diag.note(t.algorithm->nameRange,
+              Twine(wrong - 1) + " more output chunk" + (wrong == 2 ? " is" : "s are") + " wrong");
+  if (wrong)
+    return false;
+
+  // Bitwise identity: every rank's output index i is the same tree.
+  if (t.builtin && t.builtin->reduces) {
+    for (uint32_t i = 0; i < t.outputChunks; ++i) {
+      uint32_t first = 0;
+      bool differs = false;
+      for (uint32_t r = 0; r < t.nranks; ++r) {
+        if (expectedFor(r, i).kind == Expected::Free)
+          continue;
+        uint32_t n = slots[outputSlot(r, i)];
+        if (first == 0)
+          first = n;
+        else if (n != first)
+          differs = true;
+      }
+      if (differs) {
+        report.identicalAcrossRanks = false;
+        if (report.differingIndices.size() < 8)
+          report.differingIndices.push_back(i);
+      }
+    }
+  }
+  return true;
+}
+
+std::optional<VerifyReport> Verifier::run() {
+  // Slot storage for every buffer of every rank.
+  uint16_t numBuffers = FirstScratchBuffer + t.scratchChunks.size();
+  base.assign(numBuffers + 1, 0);
+  for (uint16_t b = 0; b < numBuffers; ++b)
+    base[b + 1] = base[b] + uint64_t(t.nranks) * t.bufferChunks(b);
+  slots.assign(base[numBuffers], 0);
+  lastWriter.assign(base[numBuffers], UINT32_MAX);
+
+  // Node 0 is "nothing"; leaves follow, one per input chunk of every rank.
+  nodes.resize(1 + uint64_t(t.nranks) * t.inputChunks);
+  for (uint32_t r = 0; r < t.nranks; ++r)
+    for (uint32_t i = 0; i < t.inputChunks; ++i) {
+      Node &n = nodes[leafId(r, i)];
+      n.leaf = true;
+      n.lhs = r;
+      n.rhs = i;
+      n.count = 1;
+      n.hash = mix(leafId(r, i));
+    }
+  columnHash.assign(t.inputChunks, 0);
+  for (uint32_t r = 0; r < t.nranks; ++r)
+    for (uint32_t i = 0; i < t.inputChunks; ++i)
+      columnHash[i] += nodes[leafId(r, i)].hash;
+
+  // Initial state: input chunks where the program sees them.
+  auto place = [&](uint32_t r, uint32_t i) {
+    uint64_t slot = t.inplace && t.builtin->id == ast::BuiltinCollective::AllGather
+                        ? slotId(OutputBuffer, r, r * t.chunks + i)
+                        : slotId(InputBuffer, r, i);
+    slots[slot] = leafId(r, i);
+    ++nodes[leafId(r, i)].holders;
+  };
+  if (t.hasUserPre) {
+    for (auto [r, i] : t.userPre)
+      if (r < t.nranks && i < t.inputChunks && slots[slotId(InputBuffer, r, i)] == 0)
+        place(r, i);
+  } else {
+    for (uint32_t r = 0; r < t.nranks; ++r)
+      for (uint32_t i = 0; i < t.inputChunks; ++i)
+        place(r, i);
+  }
+
+  if (!execute())
+    return std::nullopt;
+  VerifyReport report;
+  if (!checkOutputs(report))
+    return std::nullopt;
+  report.reductions = reductions.size();
+  return report;
+}
+
+std::optional<VerifyReport> compiler::verify(const Trace &trace, DiagnosticEngine &diag) {
+  return Verifier(trace, diag).run();
+}
+
+void compiler::printVerifyReport(const Trace &trace, const VerifyReport &report,
+                                 llvm::raw_ostream &os) {
+  os << "verified: " << trace.name << " implements " << trace.collectiveName
+     << " for N = " << trace.nranks << "\n";
+  os << "  " << trace.ops.size() << " chunk operations, " << report.reductions
+     << " distinct reductions, " << report.checkedSlots << " output chunks checked\n";
+  if (trace.builtin && !trace.builtin->reduces) {
+    os << "  results are copies of input chunks: all ranks hold identical data\n";
+  } else if (report.identicalAcrossRanks) {
+    os << "  bitwise identical: every rank combines every output chunk in the same order\n";
+  } else {
+    os << "  not bitwise identical: ranks combine output chunk";
+    for (size_t k = 0; k < report.differingIndices.size(); ++k)
+      os << (k ? ", " : " ") << report.differingIndices[k];
+    os << " in different orders\n";
+  }
+}
