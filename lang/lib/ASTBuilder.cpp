@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ParserImpl.h"
+#include "coll/Lang/IntArith.h"
 
 #include "llvm/ADT/StringSwitch.h"
 
@@ -310,32 +311,14 @@ ExprPtr Builder::buildExpr(CollParser::ExprContext &ctx) {
                                     std::move(elseExpr));
 }
 
-/// Parses a decimal or hexadecimal literal with `_` separators.
-static std::optional<int64_t> parseIntLiteral(llvm::StringRef text) {
-  unsigned radix = 10;
-  if (text.startswith("0x")) {
-    radix = 16;
-    text = text.drop_front(2);
-  }
-  uint64_t value = 0;
-  bool any = false;
-  for (char c : text) {
-    if (c == '_')
-      continue;
-    unsigned digit = c >= 'a' ? c - 'a' + 10 : c >= 'A' ? c - 'A' + 10 : c - '0';
-    if (__builtin_mul_overflow(value, radix, &value) ||
-        __builtin_add_overflow(value, digit, &value))
-      return std::nullopt;
-    any = true;
-  }
-  if (!any || value > static_cast<uint64_t>(INT64_MAX))
-    return std::nullopt;
-  return static_cast<int64_t>(value);
-}
-
 ExprPtr Builder::buildPrimary(CollParser::PrimaryContext &ctx) {
   if (auto *lit = dynamic_cast<CollParser::IntLitContext *>(&ctx)) {
     llvm::StringRef text = map.text(lit->getStart());
+    if (text.drop_front(text.startswith("0x") ? 2 : 0).find_first_not_of('_') ==
+        llvm::StringRef::npos) {
+      diag.error(range(&ctx), "integer literal '" + text + "' has no digits");
+      return invalid(range(&ctx));
+    }
     std::optional<int64_t> v = parseIntLiteral(text);
     if (!v) {
       diag.error(range(&ctx), "integer literal '" + text + "' does not fit in 64 bits");
@@ -491,7 +474,9 @@ ExprPtr Builder::buildTransfer(CollParser::CallExprContext &ctx, bool isCopy) {
     } else {
       std::vector<std::string> known = {destLabel, "channel", "tb", "sendtb", "recvtb"};
       diag.error(labelRange, "unknown argument '" + label + "' to '" + callee + "'");
-      std::string guess = detail::closestName(label, known);
+      // The other transfer's destination label is the likeliest slip.
+      std::string guess =
+          label == (isCopy ? "into" : "to") ? destLabel : detail::closestName(label, known);
       if (guess.empty())
         diag.note(labelRange, "'" + llvm::Twine(callee) + "' takes '" + destLabel +
                                   "', 'channel', 'tb', 'sendtb' and 'recvtb'");

@@ -117,7 +117,12 @@ protected:
     if (suppressed(tok))
       return;
     if (tok->getType() == antlr4::Token::EOF) {
-      diag.error(map.loc(tok->getStartIndex()), "unexpected end of file");
+      std::string closer = closerAtEof(parser, getExpectedTokens(parser));
+      diag.error(map.loc(tok->getStartIndex()), closer.empty()
+                                                    ? "unexpected end of file"
+                                                    : "expected " + closer + " at end of file");
+      if (!closer.empty())
+        noteOpener(parser, tok, closer);
       return;
     }
     std::string expected = describeExpected(parser, getExpectedTokens(parser));
@@ -134,6 +139,11 @@ protected:
     if (inErrorRecoveryMode(parser))
       return;
     beginErrorCondition(parser);
+    antlr4::Token *prev = parser->getTokenStream()->LT(-1);
+    if (prev && lexicalErrorLines.count(prev->getLine())) {
+      ++errors;
+      return;
+    }
     report(parser, parser->getCurrentToken(), getExpectedTokens(parser), /*missing=*/true);
   }
 
@@ -142,6 +152,17 @@ private:
     if (tok->getType() == antlr4::Token::EOF && truncated)
       return true;
     return lexicalErrorLines.count(tok->getLine()) != 0;
+  }
+
+  /// At the end of the file, the bracket the parser still waits for, if any:
+  /// an unclosed block matters more than what else could have come.
+  std::string closerAtEof(antlr4::Parser *parser, const antlr4::misc::IntervalSet &set) {
+    for (size_t t : set.toList()) {
+      std::string lit = parser->getVocabulary().getLiteralName(t);
+      if (lit == "'}'" || lit == "')'" || lit == "']'")
+        return lit;
+    }
+    return "";
   }
 
   static bool isCloser(const std::string &expected) {
@@ -283,6 +304,11 @@ private:
     if (suppressed(offending))
       return;
     std::string expected = describeExpected(parser, expectedSet);
+    if (offending->getType() == antlr4::Token::EOF) {
+      std::string closer = closerAtEof(parser, expectedSet);
+      if (!closer.empty())
+        expected = closer;
+    }
     antlr4::Token *prev = parser->getTokenStream()->LT(-1);
     bool single = expected.size() == 3 && expected[0] == '\'';
 
@@ -463,7 +489,21 @@ std::unique_ptr<ast::Module> coll::parseModule(unsigned bufferId, DiagnosticEngi
   ByteInputStream input(source, name);
   CollLexer lexer(&input);
   lexer.removeErrorListeners();
-  TokenCheck checked = checkTokens(lexer.getAllTokens(), map, source, diag);
+  // Every token, the end-of-file token included (the parser needs one even
+  // for an empty file).
+  std::vector<std::unique_ptr<antlr4::Token>> all;
+  for (;;) {
+    std::unique_ptr<antlr4::Token> tok = lexer.nextToken();
+    bool eof = tok->getType() == antlr4::Token::EOF;
+    all.push_back(std::move(tok));
+    if (eof)
+      break;
+  }
+  TokenCheck checked = checkTokens(std::move(all), map, source, diag);
+  if (checked.tokens.empty() || checked.tokens.back()->getType() != antlr4::Token::EOF) {
+    // The error limit stopped the check early; nothing more to parse.
+    return nullptr;
+  }
   if (diag.shouldStop())
     return nullptr;
   if (!checkBracketDepth(checked.tokens, map, limits.maxBracketDepth, diag))
@@ -493,8 +533,11 @@ std::unique_ptr<ast::Module> coll::parseModule(unsigned bufferId, DiagnosticEngi
   // Left-recursive operator chains grow the tree without recursion in the
   // parser (and without listener events), so measure the finished tree.
   if (antlr4::tree::ParseTree *deep = firstTooDeep(program, limits.maxTreeDepth)) {
-    auto *ctx = dynamic_cast<antlr4::ParserRuleContext *>(deep);
-    antlr4::Token *at = ctx ? ctx->getStart() : program->getStart();
+    antlr4::Token *at = program->getStart();
+    if (auto *ctx = dynamic_cast<antlr4::ParserRuleContext *>(deep))
+      at = ctx->getStart();
+    else if (auto *term = dynamic_cast<antlr4::tree::TerminalNode *>(deep))
+      at = term->getSymbol();
     diag.error(map.loc(at->getStartIndex()), "program nests too deeply (more than " +
                                                  llvm::Twine(limits.maxTreeDepth) +
                                                  " levels); split long expressions with 'let'");

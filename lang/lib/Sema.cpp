@@ -5,6 +5,7 @@
 #include "ParserImpl.h"
 #include "coll/Lang/IntArith.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 using namespace coll;
@@ -117,6 +118,9 @@ std::vector<std::string> Sema::visibleNames() const {
 }
 
 void Sema::reportUndeclared(llvm::StringRef name, SMRange range) {
+  // A name with non-ASCII bytes was already reported by the lexer.
+  if (llvm::any_of(name, [](char c) { return static_cast<unsigned char>(c) >= 0x80; }))
+    return;
   diag.error(range, "use of undeclared identifier '" + name + "'");
   std::string guess = detail::closestName(name, visibleNames());
   if (!guess.empty()) {
@@ -720,10 +724,10 @@ void Sema::checkCollectiveArgs(AlgorithmDecl &a) {
       continue;
     }
     given[idx] = &arg;
-    if (arg.name == "chunks")
-      checkRange(*arg.value, "chunks", 1, INT64_MAX);
-    if (arg.name == "root")
-      checkRange(*arg.value, "root", 0, INT64_MAX);
+    if (auto v = arg.value->getConstant(); arg.name == "chunks" && v && *v < 1)
+      diag.error(arg.value->getRange(), "chunks must be at least 1, not " + Twine(*v));
+    if (auto v = arg.value->getConstant(); arg.name == "root" && v && *v < 0)
+      diag.error(arg.value->getRange(), "root must not be negative, not " + Twine(*v));
   }
   for (size_t i = 0; i < names.size(); ++i) {
     if (!given[i] && !hasDefault[i]) {
@@ -783,7 +787,10 @@ void Sema::checkOptions(AlgorithmDecl &a) {
         continue;
       }
       a.inplace = *v == 1;
-      if (a.inplace && a.userCollective)
+      bool hasAlias = a.builtin && a.builtin->id != BuiltinCollective::Gather &&
+                      a.builtin->id != BuiltinCollective::Scatter &&
+                      a.builtin->id != BuiltinCollective::AllToAll;
+      if (a.inplace && !hasAlias && (a.builtin || a.userCollective))
         diag.error(opt.value->getRange(), "collective '" + a.collectiveName +
                                               "' defines no in-place alias; write the result "
                                               "to 'output'");

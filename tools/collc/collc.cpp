@@ -7,6 +7,7 @@
 #include "coll/Compiler/Passes.h"
 #include "coll/Lang/ASTDump.h"
 #include "coll/Lang/Frontend.h"
+#include "coll/Lang/IntArith.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
@@ -192,12 +193,18 @@ int main(int argc, char **argv) {
   std::vector<std::pair<std::string, int64_t>> overrides;
   for (const std::string &d : defines) {
     auto [name, value] = llvm::StringRef(d).split('=');
-    int64_t v = 0;
-    if (name.empty() || value.empty() || value.getAsInteger(0, v)) {
+    std::optional<int64_t> v = parseIntLiteral(std::string_view(value.data(), value.size()),
+                                               /*allowSign=*/true);
+    if (name.empty() || !v) {
       diag.errorNoLoc("bad -D '" + d + "': expected name=integer");
       return 1;
     }
-    overrides.emplace_back(name.str(), v);
+    for (const auto &[prev, unused] : overrides)
+      if (prev == name) {
+        diag.errorNoLoc("-D " + name + " is given twice");
+        return 1;
+      }
+    overrides.emplace_back(name.str(), *v);
   }
 
   unsigned bufferId = loadSourceFile(inputFile, diag);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 namespace coll {
 
@@ -110,6 +111,52 @@ inline ArithResult checkedDivCeil(int64_t a, int64_t b) {
   if (q.value * b != a)
     return checkedAdd(q.value, 1);
   return q;
+}
+
+/// Parses an integer literal as the language writes it: decimal or `0x`
+/// hexadecimal, `_` separators allowed, with an optional leading '-' when
+/// \p allowSign (for `-D name=value`). Empty when it has no digit, a bad
+/// character, or does not fit in 64 bits.
+inline std::optional<int64_t> parseIntLiteral(std::string_view text, bool allowSign = false) {
+  bool negative = false;
+  if (allowSign && !text.empty() && text[0] == '-') {
+    negative = true;
+    text.remove_prefix(1);
+  }
+  unsigned radix = 10;
+  if (text.size() >= 2 && text[0] == '0' && text[1] == 'x') {
+    radix = 16;
+    text.remove_prefix(2);
+  }
+  uint64_t value = 0;
+  bool anyDigit = false;
+  for (char c : text) {
+    if (c == '_')
+      continue;
+    unsigned digit;
+    if (c >= '0' && c <= '9')
+      digit = unsigned(c - '0');
+    else if (radix == 16 && c >= 'a' && c <= 'f')
+      digit = unsigned(c - 'a' + 10);
+    else if (radix == 16 && c >= 'A' && c <= 'F')
+      digit = unsigned(c - 'A' + 10);
+    else
+      return std::nullopt;
+    if (__builtin_mul_overflow(value, radix, &value) ||
+        __builtin_add_overflow(value, digit, &value))
+      return std::nullopt;
+    anyDigit = true;
+  }
+  if (!anyDigit)
+    return std::nullopt;
+  if (negative) {
+    if (value > uint64_t(INT64_MAX) + 1)
+      return std::nullopt;
+    return int64_t(0 - value);
+  }
+  if (value > uint64_t(INT64_MAX))
+    return std::nullopt;
+  return int64_t(value);
 }
 
 } // namespace coll
