@@ -1,0 +1,157 @@
+//===- Plan.h - The plan: contract between compiler and runtime -*- C++ -*-===//
+/// \file
+/// The in-memory form of a plan (ARCHITECTURE.md section 5). A plan holds, for
+/// every rank, its threadblocks; each threadblock owns at most one send and
+/// one receive connection (peer, channel) and a list of fixed-size
+/// instructions whose cross-threadblock dependencies live in a side array.
+/// Offsets and counts are in chunks; the runtime maps chunks to elements.
+/// PlanIO.h reads, writes, validates and prints plans.
+//===----------------------------------------------------------------------===//
+#ifndef COLL_RUNTIME_PLAN_H
+#define COLL_RUNTIME_PLAN_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace coll {
+
+/// Every plan opcode, from Opcodes.def.
+enum class Opcode : uint8_t {
+#define COLL_OPCODE(Id, Mnemonic, Recv, Send, ReadSrc, WriteDst, Reduce) Id,
+#include "coll/Runtime/Opcodes.def"
+};
+
+/// Static facts about an opcode, from Opcodes.def.
+struct OpcodeInfo {
+  const char *mnemonic;
+  bool recv, send, readSrc, writeDst, reduce;
+};
+/// The facts of \p op. \p op must be a valid opcode.
+const OpcodeInfo &opcodeInfo(Opcode op);
+/// Number of opcodes.
+constexpr unsigned numOpcodes() {
+  return 0
+#define COLL_OPCODE(Id, Mnemonic, Recv, Send, ReadSrc, WriteDst, Reduce) +1
+#include "coll/Runtime/Opcodes.def"
+      ;
+}
+
+/// The buffers an instruction addresses.
+enum class BufferKind : uint8_t { Input = 0, Output = 1, Scratch = 2 };
+/// "i", "o", "s".
+const char *bufferKindLetter(BufferKind kind);
+
+/// The collective a plan implements (ARCHITECTURE.md section 3).
+enum class CollectiveKind : uint8_t {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  Reduce,
+  Gather,
+  Scatter,
+  AllToAll,
+  Custom, ///< A user-declared collective.
+};
+const char *collectiveName(CollectiveKind kind);
+
+/// Wire protocol (ARCHITECTURE.md section 6).
+enum class ProtocolKind : uint8_t { Simple, LL, LL128 };
+const char *protocolName(ProtocolKind kind);
+
+/// A wait for another threadblock of the same rank to finish a step.
+struct Dependency {
+  uint32_t tb;   ///< Threadblock index within the rank.
+  uint32_t step; ///< That threadblock's instruction index; wait until it is done.
+  bool operator==(const Dependency &o) const { return tb == o.tb && step == o.step; }
+};
+
+/// One step of a threadblock. Fields an opcode does not use are zero.
+struct Instruction {
+  Opcode op = Opcode::Nop;
+  BufferKind srcBuf = BufferKind::Input;
+  BufferKind dstBuf = BufferKind::Input;
+  uint32_t srcOff = 0;   ///< Chunk offset in srcBuf.
+  uint32_t dstOff = 0;   ///< Chunk offset in dstBuf.
+  uint32_t count = 0;    ///< Chunks moved.
+  uint32_t depBegin = 0; ///< First of this step's dependencies in Threadblock::deps.
+  uint32_t depCount = 0; ///< Number of dependencies.
+  bool operator==(const Instruction &o) const {
+    return op == o.op && srcBuf == o.srcBuf && dstBuf == o.dstBuf && srcOff == o.srcOff &&
+           dstOff == o.dstOff && count == o.count && depBegin == o.depBegin &&
+           depCount == o.depCount;
+  }
+};
+
+/// A threadblock: one CTA on a GPU, one worker task on a CPU.
+struct Threadblock {
+  int32_t sendPeer = -1; ///< Rank this threadblock sends to, or -1.
+  int32_t recvPeer = -1; ///< Rank this threadblock receives from, or -1.
+  uint32_t channel = 0;  ///< Channel of both connections.
+  std::vector<Instruction> steps;
+  std::vector<Dependency> deps; ///< Indexed by Instruction::depBegin/depCount.
+  bool operator==(const Threadblock &o) const {
+    return sendPeer == o.sendPeer && recvPeer == o.recvPeer && channel == o.channel &&
+           steps == o.steps && deps == o.deps;
+  }
+};
+
+/// Everything one rank executes.
+struct RankPlan {
+  uint32_t scratchChunks = 0; ///< Scratch buffer size in chunks.
+  std::vector<Threadblock> threadblocks;
+  bool operator==(const RankPlan &o) const {
+    return scratchChunks == o.scratchChunks && threadblocks == o.threadblocks;
+  }
+};
+
+/// Facts about the whole plan.
+struct PlanInfo {
+  std::string name; ///< The algorithm's name.
+  CollectiveKind collective = CollectiveKind::AllReduce;
+  uint32_t nranks = 0;
+  uint32_t root = 0;         ///< Rooted collectives only.
+  uint32_t inputChunks = 0;  ///< Input buffer size per rank, in chunks.
+  uint32_t outputChunks = 0; ///< Output buffer size per rank, in chunks.
+  ProtocolKind protocol = ProtocolKind::Simple;
+  uint32_t connectionDepth = 0; ///< Slots per connection FIFO.
+  uint32_t instances = 1;       ///< Replicas on separate channels (already applied).
+  bool inplace = false;         ///< Instructions address one aliased buffer (see docs).
+  bool operator==(const PlanInfo &o) const {
+    return name == o.name && collective == o.collective && nranks == o.nranks && root == o.root &&
+           inputChunks == o.inputChunks && outputChunks == o.outputChunks &&
+           protocol == o.protocol && connectionDepth == o.connectionDepth &&
+           instances == o.instances && inplace == o.inplace;
+  }
+};
+
+/// A whole plan. `ranks` holds every rank, or just one when loaded for a
+/// single rank (then `loadedRank` says which).
+struct Plan {
+  PlanInfo info;
+  std::vector<RankPlan> ranks;
+  int32_t loadedRank = -1; ///< -1: all ranks are present.
+  bool operator==(const Plan &o) const {
+    return info == o.info && ranks == o.ranks && loadedRank == o.loadedRank;
+  }
+};
+
+/// Limits the runtime accepts; plans beyond them are rejected with an error
+/// naming the limit.
+struct PlanLimits {
+  static constexpr uint32_t maxRanks = 65536;
+  static constexpr uint32_t maxChannels = 32;
+  static constexpr uint32_t maxThreadblocksPerRank = 1024;
+  static constexpr uint32_t maxStepsPerThreadblock = 1u << 24;
+  static constexpr uint32_t maxChunks = 1u << 28; ///< Per buffer.
+  static constexpr uint32_t maxConnectionDepth = 64;
+  static constexpr uint32_t maxDepsPerStep = 1024;
+  static constexpr uint32_t maxInstances = 32;
+  static constexpr uint64_t maxFileBytes = 4ull << 30;
+  static constexpr uint32_t maxNameBytes = 1024; ///< PlanInfo::name, in bytes.
+};
+
+} // namespace coll
+
+#endif // COLL_RUNTIME_PLAN_H
