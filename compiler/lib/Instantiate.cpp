@@ -321,7 +321,19 @@ bool Instantiator::evalTransfer(const TransferExpr &e, SlotRange &out) {
   if (inserted)
     t.sites.push_back(&e);
   op.site = it->second;
-  t.ops.push_back(op);
+  if (t.instances > 1 && op.src.count > 1) {
+    // Each instance moves one slice of every chunk, and one instance's
+    // slices of consecutive chunks are not contiguous: move them one by one.
+    for (uint32_t c = 0; c < op.src.count; ++c) {
+      ChunkOp one = op;
+      one.src.index += c;
+      one.dst.index += c;
+      one.src.count = one.dst.count = 1;
+      t.ops.push_back(one);
+    }
+  } else {
+    t.ops.push_back(op);
+  }
   out = op.dst;
   return true;
 }

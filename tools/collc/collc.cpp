@@ -4,14 +4,18 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "coll/Compiler/Passes.h"
+#include "coll/Compiler/Pipeline.h"
 #include "coll/Lang/ASTDump.h"
 #include "coll/Lang/Frontend.h"
 #include "coll/Lang/IntArith.h"
+#include "coll/Runtime/PlanIO.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+
+#include <sstream>
 
 using namespace coll;
 using namespace coll::ast;
@@ -24,18 +28,23 @@ cl::OptionCategory collcCategory("collc options");
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.coll>"), cl::Required,
                                cl::cat(collcCategory));
 
-enum class EmitKind { Check, Summary, Ast, Trace, VerifyReport };
-cl::opt<EmitKind> emit(
-    "emit", cl::desc("What to print (default: nothing; compile and check only)"),
-    cl::values(clEnumValN(EmitKind::Check, "check", "nothing: compile and check the program"),
-               clEnumValN(EmitKind::Summary, "summary",
-                          "what the front end found: algorithms, collectives, parameters"),
-               clEnumValN(EmitKind::Ast, "ast", "the checked AST, one node per line"),
-               clEnumValN(EmitKind::Trace, "trace",
-                          "the chunk operations of the program instantiated for N ranks"),
-               clEnumValN(EmitKind::VerifyReport, "verify-report",
-                          "what verification proved, including bitwise identity across ranks")),
-    cl::init(EmitKind::Check), cl::cat(collcCategory));
+enum class EmitKind { Check, Summary, Ast, Trace, VerifyReport, Ir, PlanText, Plan, Dot, DotDag };
+cl::opt<EmitKind>
+    emit("emit", cl::desc("What to print (default: nothing; compile and check only)"),
+         cl::values(clEnumValN(EmitKind::Check, "check", "nothing: compile and check the program"),
+                    clEnumValN(EmitKind::Summary, "summary",
+                               "what the front end found: algorithms, collectives, parameters"),
+                    clEnumValN(EmitKind::Ast, "ast", "the checked AST, one node per line"),
+                    clEnumValN(EmitKind::Trace, "trace",
+                               "the chunk operations of the program instantiated for N ranks"),
+                    clEnumValN(EmitKind::VerifyReport, "verify-report",
+                               "what verification proved, including bitwise identity across ranks"),
+                    clEnumValN(EmitKind::Ir, "ir", "per-rank, per-threadblock instruction streams"),
+                    clEnumValN(EmitKind::PlanText, "plan-text", "the plan as stable text"),
+                    clEnumValN(EmitKind::Plan, "plan", "the binary plan (to -o, default plan.bin)"),
+                    clEnumValN(EmitKind::Dot, "dot", "the per-threadblock schedule as Graphviz"),
+                    clEnumValN(EmitKind::DotDag, "dot-dag", "the dependence DAG as Graphviz")),
+         cl::init(EmitKind::Check), cl::cat(collcCategory));
 
 cl::opt<int64_t> nranks("nranks", cl::value_desc("N"),
                         cl::desc("Number of ranks (default: the algorithm's 'with nranks = N')"),
@@ -54,6 +63,24 @@ cl::opt<bool> printAfterAll("print-after-all", cl::desc("Print the IR after ever
                             cl::cat(collcCategory));
 cl::opt<bool> listPasses("list-passes", cl::desc("List the passes in pipeline order and exit"),
                          cl::cat(collcCategory));
+
+cl::opt<std::string> outputFile("o", cl::value_desc("file"),
+                                cl::desc("Write the binary plan to file ('-': standard output)"),
+                                cl::cat(collcCategory));
+
+cl::opt<unsigned> connectionDepth(
+    "connection-depth", cl::value_desc("slots"),
+    cl::desc("Slots per connection the plan is proven deadlock-free with (default 4)"), cl::init(4),
+    cl::cat(collcCategory));
+
+cl::opt<compiler::PipelineOptions::Fuse>
+    fuse("fuse", cl::desc("Receive-and-forward fusion (rcs, rrs, rrcs)"),
+         cl::values(clEnumValN(compiler::PipelineOptions::Fuse::Auto, "auto",
+                               "fuse unless the plan could then deadlock (default)"),
+                    clEnumValN(compiler::PipelineOptions::Fuse::Always, "always",
+                               "fuse, and reject a plan that could then deadlock"),
+                    clEnumValN(compiler::PipelineOptions::Fuse::Never, "never", "do not fuse")),
+         cl::init(compiler::PipelineOptions::Fuse::Auto), cl::cat(collcCategory));
 
 cl::list<std::string> defines("D", cl::Prefix, cl::value_desc("name=value"),
                               cl::desc("Override the default of parameter 'name'"),
@@ -273,30 +300,78 @@ int main(int argc, char **argv) {
   for (const auto &[name, value] : overrides)
     opts.defines[name] = value;
 
-  auto shouldPrint = [&](const char *pass) {
-    return printAfterAll ||
-           std::find(printAfter.begin(), printAfter.end(), std::string(pass)) != printAfter.end();
-  };
-
-  std::optional<compiler::Trace> trace = compiler::instantiate(*module, *algorithm, opts, diag);
-  if (!trace)
+  if (connectionDepth < 1 || connectionDepth > PlanLimits::maxConnectionDepth) {
+    diag.errorNoLoc("--connection-depth " + llvm::Twine(connectionDepth) + " is out of range [1, " +
+                    llvm::Twine(PlanLimits::maxConnectionDepth) + "]");
     return 1;
-  if (shouldPrint("instantiate")) {
-    llvm::outs() << "// -----// IR after instantiate //----- //\n";
-    compiler::printTrace(*trace, llvm::outs());
   }
-  if (emit == EmitKind::Trace) {
-    compiler::printTrace(*trace, llvm::outs());
+
+  compiler::PipelineOptions popts;
+  popts.instantiate = opts;
+  popts.connectionDepth = connectionDepth;
+  popts.fuse = fuse;
+  popts.printAfter = [&](llvm::StringRef pass) {
+    return printAfterAll || llvm::is_contained(printAfter, pass.str());
+  };
+  if (emit == EmitKind::Trace)
+    popts.stopAfter = "instantiate";
+  else if (emit == EmitKind::VerifyReport)
+    popts.stopAfter = "verify";
+  else if (emit == EmitKind::DotDag)
+    popts.stopAfter = "dag";
+  std::unique_ptr<compiler::Compilation> c = compiler::compile(*module, *algorithm, popts, diag);
+  if (!c)
+    return 1;
+
+  switch (emit) {
+  case EmitKind::Trace:
+    compiler::printTrace(*c->trace, llvm::outs());
+    return 0;
+  case EmitKind::VerifyReport:
+    compiler::printVerifyReport(*c->trace, c->report, llvm::outs());
+    return 0;
+  case EmitKind::DotDag:
+    compiler::printDot(*c->trace, c->schedule.dag, nullptr, llvm::outs());
+    return 0;
+  case EmitKind::Ir:
+    compiler::printSchedule(c->schedule, llvm::outs());
+    return 0;
+  case EmitKind::Dot:
+    compiler::printDot(*c->trace, c->schedule.dag, &c->schedule, llvm::outs());
+    return 0;
+  case EmitKind::PlanText: {
+    std::ostringstream text;
+    printPlanText(c->plan, text);
+    llvm::outs() << text.str();
     return 0;
   }
-  std::optional<compiler::VerifyReport> report = compiler::verify(*trace, diag);
-  if (!report)
-    return 1;
-  if (shouldPrint("verify")) {
-    llvm::outs() << "// -----// IR after verify //----- //\n";
-    compiler::printVerifyReport(*trace, *report, llvm::outs());
+  default:
+    break;
   }
-  if (emit == EmitKind::VerifyReport)
-    compiler::printVerifyReport(*trace, *report, llvm::outs());
+
+  // The binary plan: to -o, or plan.bin for --emit=plan.
+  std::string out = outputFile;
+  if (out.empty() && emit == EmitKind::Plan)
+    out = "plan.bin";
+  if (out.empty())
+    return 0;
+  std::vector<uint8_t> bytes = serializePlan(c->plan);
+  if (out == "-") {
+    llvm::outs().write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    return 0;
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream file(out, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    diag.errorNoLoc("cannot write '" + out + "': " + ec.message());
+    return 1;
+  }
+  file.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  file.close();
+  if (file.has_error()) {
+    diag.errorNoLoc("cannot write '" + out + "': " + file.error().message());
+    file.clear_error();
+    return 1;
+  }
   return 0;
 }

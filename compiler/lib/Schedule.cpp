@@ -1,0 +1,128 @@
+//===- Schedule.cpp - Printing the lowering IR ----------------------------===//
+
+#include "coll/Compiler/Schedule.h"
+
+using namespace coll;
+using namespace coll::compiler;
+
+static void printOperand(const Trace &t, uint16_t buf, uint32_t off, uint32_t count,
+                         llvm::raw_ostream &os) {
+  if (buf >= FirstScratchBuffer && t.scratchNames.empty())
+    os << "scratch";
+  else
+    os << (buf >= FirstScratchBuffer ? llvm::StringRef("scratch") : t.bufferName(buf));
+  os << "[" << off;
+  if (count != 1)
+    os << " .. " << off + count;
+  os << "]";
+}
+
+void compiler::printSchedule(const Schedule &s, llvm::raw_ostream &os) {
+  const Trace &t = *s.trace;
+  os << "schedule " << t.name << ": N = " << t.nranks << ", " << s.connections.size()
+     << " connections, depth " << s.connectionDepth << ", " << s.numChannels << " channel"
+     << (s.numChannels == 1 ? "" : "s") << "\n";
+  for (uint32_t r = 0; r < s.ranks.size(); ++r) {
+    const RankSchedule &rs = s.ranks[r];
+    os << "rank " << r << ": " << rs.tbs.size() << " threadblock"
+       << (rs.tbs.size() == 1 ? "" : "s");
+    if (rs.scratchChunks)
+      os << ", scratch " << rs.scratchChunks;
+    os << "\n";
+    for (uint32_t b = 0; b < rs.tbs.size(); ++b) {
+      const ThreadblockSchedule &tb = rs.tbs[b];
+      os << "  tb " << b;
+      if (tb.sendConn != NoIndex)
+        os << " send " << s.connections[tb.sendConn].to;
+      if (tb.recvConn != NoIndex)
+        os << " recv " << s.connections[tb.recvConn].from;
+      uint32_t ch = tb.sendConn != NoIndex   ? s.connections[tb.sendConn].channel
+                    : tb.recvConn != NoIndex ? s.connections[tb.recvConn].channel
+                                             : 0;
+      os << " channel " << ch << "\n";
+      for (uint32_t p = 0; p < tb.steps.size(); ++p) {
+        const Step &st = rs.steps[tb.steps[p]];
+        const OpcodeInfo &info = opcodeInfo(st.op);
+        os << "    " << p << ": " << info.mnemonic;
+        if (info.readSrc) {
+          os << " src ";
+          printOperand(t, st.srcBuf, st.srcOff, st.count, os);
+        }
+        if (info.writeDst) {
+          os << " dst ";
+          printOperand(t, st.dstBuf, st.dstOff, st.count, os);
+        }
+        if (!info.readSrc && !info.writeDst)
+          os << " count " << st.count;
+        os << "  ; op " << st.traceOp;
+        if (st.fusedTraceOp != NoIndex)
+          os << "+" << st.fusedTraceOp;
+        if (p < tb.deps.size() && !tb.deps[p].empty()) {
+          os << " deps";
+          for (const Dependency &d : tb.deps[p])
+            os << " tb" << d.tb << ":" << d.step;
+        }
+        os << "\n";
+      }
+    }
+  }
+}
+
+void compiler::printDag(const Trace &t, const Dag &dag, llvm::raw_ostream &os) {
+  static const char *const kinds[] = {"raw", "war", "waw"};
+  os << "dag " << t.name << ": " << t.ops.size() << " operations, " << dag.preds.size()
+     << " edges\n";
+  for (uint32_t k = 0; k < t.ops.size(); ++k) {
+    os << "  " << k << ": depth " << dag.depth[k];
+    for (uint64_t e = dag.predBegin[k]; e < dag.predBegin[k + 1]; ++e)
+      os << (e == dag.predBegin[k] ? " after " : ", ") << dag.preds[e] << " ("
+         << kinds[dag.predKinds[e]] << ")";
+    os << "\n";
+  }
+}
+
+void compiler::printDot(const Trace &t, const Dag &dag, const Schedule *s, llvm::raw_ostream &os) {
+  if (!s) {
+    static const char *const styles[] = {"solid", "dashed", "dotted"};
+    os << "digraph dag {\n  node [shape=box, fontname=monospace];\n";
+    for (uint32_t k = 0; k < t.ops.size(); ++k) {
+      const ChunkOp &op = t.ops[k];
+      os << "  op" << k << " [label=\"" << k << ": "
+         << (op.kind == OpKind::Copy ? "copy " : "reduce ");
+      printSlotRange(t, op.src, os);
+      os << " -> ";
+      printSlotRange(t, op.dst, os);
+      os << "\"];\n";
+    }
+    // Solid: read after write; dashed: write after read; dotted: write after write.
+    for (uint32_t k = 0; k < t.ops.size(); ++k)
+      for (uint64_t e = dag.predBegin[k]; e < dag.predBegin[k + 1]; ++e)
+        os << "  op" << dag.preds[e] << " -> op" << k << " [style=" << styles[dag.predKinds[e]]
+           << "];\n";
+    os << "}\n";
+    return;
+  }
+  os << "digraph schedule {\n  node [shape=box, fontname=monospace];\n";
+  for (uint32_t r = 0; r < s->ranks.size(); ++r) {
+    const RankSchedule &rs = s->ranks[r];
+    for (uint32_t b = 0; b < rs.tbs.size(); ++b) {
+      const ThreadblockSchedule &tb = rs.tbs[b];
+      os << "  subgraph cluster_r" << r << "_tb" << b << " {\n    label=\"rank " << r << " tb " << b
+         << "\";\n";
+      for (uint32_t p = 0; p < tb.steps.size(); ++p) {
+        const Step &st = rs.steps[tb.steps[p]];
+        os << "    r" << r << "_t" << b << "_s" << p << " [label=\"" << p << ": "
+           << opcodeInfo(st.op).mnemonic << "\"];\n";
+        if (p)
+          os << "    r" << r << "_t" << b << "_s" << p - 1 << " -> r" << r << "_t" << b << "_s" << p
+             << ";\n";
+      }
+      os << "  }\n";
+      for (uint32_t p = 0; p < tb.deps.size(); ++p)
+        for (const Dependency &d : tb.deps[p])
+          os << "  r" << r << "_t" << d.tb << "_s" << d.step << " -> r" << r << "_t" << b << "_s"
+             << p << " [style=dashed];\n";
+    }
+  }
+  os << "}\n";
+}
