@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Parallel.h"
 #include "coll/Compiler/Lowering.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -53,9 +54,10 @@ void compiler::allocateScratch(Schedule &s) {
   for (size_t k = 0; k < numScratch; ++k)
     layoutBase[k + 1] = layoutBase[k] + t.scratchChunks[k];
 
-  for (RankSchedule &rs : s.ranks) {
-    if (numScratch == 0)
-      continue;
+  if (numScratch == 0)
+    return;
+  parallelForEach(s.ranks.size(), [&](size_t rank) {
+    RankSchedule &rs = s.ranks[rank];
     std::vector<uint32_t> order = stepsInKeyOrder(rs);
     bool wide = false;
     for (uint32_t i : order) {
@@ -80,7 +82,7 @@ void compiler::allocateScratch(Schedule &s) {
           st.dstBuf = FirstScratchBuffer;
       }
       rs.scratchChunks = layoutBase[numScratch];
-      continue;
+      return;
     }
 
     // Pass 1: the live segment of every value and the position of its last
@@ -145,5 +147,5 @@ void compiler::allocateScratch(Schedule &s) {
       st.dstBuf = FirstScratchBuffer;
     }
     rs.scratchChunks = used;
-  }
+  });
 }

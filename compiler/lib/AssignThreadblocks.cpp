@@ -40,6 +40,7 @@ private:
   Schedule &s;
   const Trace &t;
   DiagnosticEngine &diag;
+  std::vector<uint32_t> recvConnOfOp; ///< Per trace operation; NoIndex if local.
 };
 
 } // namespace
@@ -119,10 +120,13 @@ bool Assigner::assignRank(uint32_t rank) {
 
   // 2. Pair free receive and send connections along the data flow.
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> flow; // (recv, send) -> chunks
-  llvm::DenseMap<uint32_t, uint32_t> recvConnOfOp;        // trace op -> recv conn here
-  for (const Step &st : rs.steps)
-    if (st.recvConn != NoIndex)
-      recvConnOfOp[st.traceOp] = st.recvConn;
+  // The receive connection on this rank of the operation that wrote a step's
+  // source, if that operation was received here.
+  auto recvConnOfWriter = [&](uint32_t writer) -> uint32_t {
+    if (writer == NoIndex || t.ops[writer].dst.rank != rank)
+      return NoIndex;
+    return recvConnOfOp[writer];
+  };
   std::vector<uint32_t> freeSend, freeRecv;
   llvm::DenseSet<uint32_t> listed;
   for (const Step &st : rs.steps) {
@@ -134,13 +138,10 @@ bool Assigner::assignRank(uint32_t rank) {
       freeRecv.push_back(st.recvConn);
     if (st.sendConn == NoIndex || sendOwner.count(st.sendConn))
       continue;
-    uint32_t writer = s.dag.srcWriter[st.traceOp];
-    if (writer == NoIndex)
-      continue;
-    auto it = recvConnOfOp.find(writer);
-    if (it != recvConnOfOp.end() && !recvOwner.count(it->second) &&
-        s.connections[it->second].channel == s.connections[st.sendConn].channel)
-      flow[{it->second, st.sendConn}] += st.count;
+    uint32_t recv = recvConnOfWriter(s.dag.srcWriter[st.traceOp]);
+    if (recv != NoIndex && !recvOwner.count(recv) &&
+        s.connections[recv].channel == s.connections[st.sendConn].channel)
+      flow[{recv, st.sendConn}] += st.count;
   }
   std::vector<std::pair<uint64_t, std::pair<uint32_t, uint32_t>>> ranked;
   for (auto &[pair, chunks] : flow)
@@ -214,10 +215,9 @@ bool Assigner::assignRank(uint32_t rank) {
     } else if (st.recvConn != NoIndex) {
       st.tb = recvOwner[st.recvConn];
     } else {
-      uint32_t writer = s.dag.srcWriter[st.traceOp];
-      auto it = writer == NoIndex ? recvConnOfOp.end() : recvConnOfOp.find(writer);
-      if (it != recvConnOfOp.end())
-        st.tb = recvOwner[it->second];
+      uint32_t recv = recvConnOfWriter(s.dag.srcWriter[st.traceOp]);
+      if (recv != NoIndex)
+        st.tb = recvOwner[recv];
       else
         st.tb = tbs.empty() ? newTb(-1) : 0;
     }
@@ -240,6 +240,11 @@ bool Assigner::assignRank(uint32_t rank) {
 }
 
 bool Assigner::run() {
+  recvConnOfOp.assign(t.ops.size(), NoIndex);
+  for (const RankSchedule &rs : s.ranks)
+    for (const Step &st : rs.steps)
+      if (st.recvConn != NoIndex)
+        recvConnOfOp[st.traceOp] = st.recvConn;
   for (uint32_t r = 0; r < t.nranks; ++r)
     if (!assignRank(r))
       return false;

@@ -24,9 +24,14 @@ Dag compiler::buildDag(const Trace &t) {
   };
 
   std::vector<uint32_t> lastWriter(base[numBuffers], NoIndex);
-  // Readers of each slot since its last write: a short list per slot, reset
-  // on every write, so the total work is linear in the slot accesses.
-  std::vector<std::vector<uint32_t>> readers(base[numBuffers]);
+  // Readers of each slot since its last write: a linked list per slot in one
+  // pool, dropped (not freed) on every write, so the work is linear in the
+  // slot accesses and there is one allocation, not one per slot.
+  struct Reader {
+    uint32_t op, next;
+  };
+  std::vector<Reader> pool;
+  std::vector<uint32_t> readers(base[numBuffers], NoIndex); // head of each list
 
   Dag dag;
   size_t n = t.ops.size();
@@ -60,8 +65,8 @@ Dag compiler::buildDag(const Trace &t) {
         local.emplace_back(lastWriter[s], Dag::Raw);
       if (lastWriter[d] != NoIndex)
         local.emplace_back(lastWriter[d], reduces ? Dag::Raw : Dag::Waw);
-      for (uint32_t r : readers[d])
-        local.emplace_back(r, Dag::War);
+      for (uint32_t r = readers[d]; r != NoIndex; r = pool[r].next)
+        local.emplace_back(pool[r].op, Dag::War);
     }
     // Keep one edge per predecessor (the strongest kind: RAW).
     std::sort(local.begin(), local.end());
@@ -91,11 +96,12 @@ Dag compiler::buildDag(const Trace &t) {
       if (lastWriter[d] != NoIndex &&
           ++overwrittenChunks[lastWriter[d]] == t.ops[lastWriter[d]].dst.count)
         dag.overwritten[lastWriter[d]] = 1;
-      std::vector<uint32_t> &rs = readers[s];
-      if (rs.empty() || rs.back() != k)
-        rs.push_back(k);
+      if (readers[s] == NoIndex || pool[readers[s]].op != k) {
+        pool.push_back(Reader{k, readers[s]});
+        readers[s] = uint32_t(pool.size() - 1);
+      }
       lastWriter[d] = k;
-      readers[d].clear();
+      readers[d] = NoIndex;
     }
   }
   for (uint32_t &r : dag.soleReader)

@@ -74,7 +74,7 @@ bool compiler::checkDeadlock(const Schedule &s, DiagnosticEngine &diag, bool qui
       const Step &step = stepOf(st);
       const OpcodeInfo &info = opcodeInfo(step.op);
       bool blocked = false;
-      for (const Dependency &d : tb.deps[st.pc]) {
+      for (const Dependency &d : tb.depsOf(st.pc)) {
         uint32_t other = base[st.rank] + d.tb;
         if (tbs[other].pc <= d.step) {
           st.wait = Wait::Progress;

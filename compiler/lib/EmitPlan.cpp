@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Parallel.h"
 #include "coll/Compiler/Lowering.h"
 
 using namespace coll;
@@ -55,7 +56,7 @@ Plan compiler::emitPlan(const Schedule &s) {
   info.inplace = t.inplace;
 
   plan.ranks.resize(t.nranks);
-  for (uint32_t r = 0; r < t.nranks; ++r) {
+  parallelForEach(t.nranks, [&](size_t r) {
     const RankSchedule &rs = s.ranks[r];
     RankPlan &rp = plan.ranks[r];
     rp.scratchChunks = rs.scratchChunks;
@@ -86,12 +87,13 @@ Plan compiler::emitPlan(const Schedule &s) {
           in.dstBuf = planBuffer(st.dstBuf);
           in.dstOff = st.dstOff;
         }
-        in.depCount = uint32_t(tb.deps[p].size());
+        llvm::ArrayRef<Dependency> deps = tb.depsOf(p);
+        in.depCount = uint32_t(deps.size());
         in.depBegin = in.depCount ? uint32_t(out.deps.size()) : 0;
-        out.deps.insert(out.deps.end(), tb.deps[p].begin(), tb.deps[p].end());
+        out.deps.insert(out.deps.end(), deps.begin(), deps.end());
         out.steps.push_back(in);
       }
     }
-  }
+  });
   return plan;
 }

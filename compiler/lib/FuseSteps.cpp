@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Parallel.h"
 #include "coll/Compiler/Lowering.h"
 
 using namespace coll;
@@ -15,7 +16,8 @@ using namespace coll::compiler;
 
 void compiler::fuseSteps(Schedule &s) {
   const Dag &dag = s.dag;
-  for (RankSchedule &rs : s.ranks) {
+  parallelForEach(s.ranks.size(), [&](size_t r) {
+    RankSchedule &rs = s.ranks[r];
     for (ThreadblockSchedule &tb : rs.tbs) {
       std::vector<uint32_t> kept;
       kept.reserve(tb.steps.size());
@@ -44,5 +46,5 @@ void compiler::fuseSteps(Schedule &s) {
       }
       tb.steps = std::move(kept);
     }
-  }
+  });
 }

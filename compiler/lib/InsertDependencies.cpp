@@ -12,9 +12,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Parallel.h"
 #include "coll/Compiler/Lowering.h"
 
-#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <map>
 
@@ -37,12 +38,14 @@ void merge(Clock &into, const Clock &from) {
 } // namespace
 
 void compiler::insertDependencies(Schedule &s) {
-  for (RankSchedule &rs : s.ranks) {
+  parallelForEach(s.ranks.size(), [&](size_t rank) {
+    RankSchedule &rs = s.ranks[rank];
     size_t ntb = rs.tbs.size();
     // Position of each step in its threadblock.
     std::vector<uint32_t> position(rs.steps.size(), NoIndex);
     for (auto &tb : rs.tbs) {
-      tb.deps.assign(tb.steps.size(), {});
+      tb.depList.clear();
+      tb.depStart.assign(tb.steps.size() + 1, 0);
       for (uint32_t p = 0; p < tb.steps.size(); ++p)
         position[tb.steps[p]] = p;
     }
@@ -59,9 +62,12 @@ void compiler::insertDependencies(Schedule &s) {
     };
     struct SlotState {
       Access writer;
-      std::vector<Access> readers; ///< Since the write; one entry per threadblock.
+      llvm::SmallVector<Access, 2> readers; ///< Since the write; one per threadblock.
     };
-    llvm::DenseMap<uint64_t, SlotState> slots;
+    // One state per physical chunk: input, then output, then scratch.
+    const Trace &t = *s.trace;
+    uint32_t outputBase = t.inputChunks, scratchBase = t.inputChunks + t.outputChunks;
+    std::vector<SlotState> slots(size_t(scratchBase) + rs.scratchChunks);
     std::vector<Clock> clock(ntb);
     // Snapshots of each threadblock's clock at the steps where it changed.
     std::vector<std::vector<std::pair<uint32_t, Clock>>> history(ntb);
@@ -77,14 +83,22 @@ void compiler::insertDependencies(Schedule &s) {
       const Step &st = rs.steps[i];
       uint32_t tb = st.tb, pos = position[i];
       const OpcodeInfo &info = opcodeInfo(st.op);
-      std::map<uint32_t, uint32_t> needed; // other tb -> step
+      // Other threadblock -> latest step needed; few entries, kept sorted
+      // by threadblock so the result is deterministic.
+      llvm::SmallVector<std::pair<uint32_t, uint32_t>, 4> needed;
       auto need = [&](const Access &a) {
         if (a.tb == NoIndex || a.tb == tb)
           return;
-        uint32_t &slot = needed[a.tb];
-        slot = std::max(slot, a.pos);
+        for (auto &n : needed)
+          if (n.first == a.tb) {
+            n.second = std::max(n.second, a.pos);
+            return;
+          }
+        needed.emplace_back(a.tb, a.pos);
       };
-      auto slotKey = [](uint16_t buf, uint32_t off) { return (uint64_t(buf) << 32) | off; };
+      auto slotKey = [&](uint16_t buf, uint32_t off) {
+        return (buf == InputBuffer ? 0 : buf == OutputBuffer ? outputBase : scratchBase) + off;
+      };
       // Reads: after the last write.
       if (info.readSrc)
         for (uint32_t c = 0; c < st.count; ++c)
@@ -98,8 +112,11 @@ void compiler::insertDependencies(Schedule &s) {
             need(r);
         }
 
+      std::sort(needed.begin(), needed.end());
       // Drop what this threadblock already knows; merge what it learns.
-      std::vector<Dependency> &deps = rs.tbs[tb].deps[pos];
+      // Positions of a threadblock come here in increasing order, so its
+      // waits are appended in place.
+      std::vector<Dependency> deps;
       bool changed = false;
       for (auto [otherTb, otherPos] : needed) {
         auto known = clock[tb].find(otherTb);
@@ -131,6 +148,10 @@ void compiler::insertDependencies(Schedule &s) {
         }
         deps = std::move(kept);
       }
+      ThreadblockSchedule &own = rs.tbs[tb];
+      own.depStart[pos] = uint32_t(own.depList.size());
+      own.depList.insert(own.depList.end(), deps.begin(), deps.end());
+      own.depStart[pos + 1] = uint32_t(own.depList.size());
 
       // Record this step's accesses.
       if (info.readSrc)
@@ -152,5 +173,5 @@ void compiler::insertDependencies(Schedule &s) {
           ss.readers.clear();
         }
     }
-  }
+  });
 }

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Parallel.h"
 #include "coll/Compiler/Lowering.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -46,8 +47,10 @@ void compiler::orderSteps(Schedule &s, bool pairForwards) {
 
   // Candidate forwards: a receive and, on the same threadblock, the send of
   // exactly the chunks it wrote, reading the value it wrote.
-  for (RankSchedule &rs : s.ranks) {
-    llvm::DenseMap<uint32_t, uint32_t> recvOfOp; // trace op -> recv step here
+  // Each operation is received on at most one rank: its receive step there.
+  std::vector<uint32_t> recvOfOp(nops, NoIndex);
+  parallelForEach(s.ranks.size(), [&](size_t rank) {
+    RankSchedule &rs = s.ranks[rank];
     for (uint32_t i = 0; i < rs.steps.size(); ++i) {
       Step &st = rs.steps[i];
       st.key = stepKey(dag, st.traceOp, false, false);
@@ -58,11 +61,13 @@ void compiler::orderSteps(Schedule &s, bool pairForwards) {
       Step &send = rs.steps[j];
       if (send.op != Opcode::Send)
         continue;
+      // The writer's receive must be on this rank (other ranks' entries of
+      // recvOfOp are theirs to write).
       uint32_t writer = dag.srcWriter[send.traceOp];
-      auto it = writer == NoIndex ? recvOfOp.end() : recvOfOp.find(writer);
-      if (it == recvOfOp.end())
+      if (writer == NoIndex || t.ops[writer].dst.rank != rank || t.ops[writer].src.rank == rank ||
+          recvOfOp[writer] == NoIndex)
         continue;
-      Step &recv = rs.steps[it->second];
+      Step &recv = rs.steps[recvOfOp[writer]];
       if (recv.tb != send.tb || recv.forwardTo != NoIndex || recv.dstBuf != send.srcBuf ||
           recv.dstOff != send.srcOff || recv.count != send.count)
         continue;
@@ -78,15 +83,14 @@ void compiler::orderSteps(Schedule &s, bool pairForwards) {
       recv.key = pairKey;
       send.key = stepKey(dag, send.traceOp, true, true);
     }
-  }
+  });
 
   auto sortTbs = [&](RankSchedule &rs) {
     for (ThreadblockSchedule &tb : rs.tbs)
       std::stable_sort(tb.steps.begin(), tb.steps.end(),
                        [&](uint32_t a, uint32_t b) { return rs.steps[a].key < rs.steps[b].key; });
   };
-  for (RankSchedule &rs : s.ranks)
-    sortTbs(rs);
+  parallelForEach(s.ranks.size(), [&](size_t rank) { sortTbs(s.ranks[rank]); });
 
   // Both ends of every connection must see the same message order; where a
   // moved receive breaks that, keep that connection's receives in place.

@@ -4,6 +4,10 @@
 
 #include "coll/Runtime/PlanIO.h"
 
+#include "llvm/Support/Format.h"
+
+#include <chrono>
+
 using namespace coll;
 using namespace coll::compiler;
 
@@ -14,7 +18,14 @@ std::unique_ptr<Compilation> compiler::compile(const ast::Module &module,
   auto c = std::make_unique<Compilation>();
   llvm::raw_ostream &os = opts.printStream ? *opts.printStream : llvm::outs();
   // Prints after `pass` when asked; says whether to stop there.
+  auto last = std::chrono::steady_clock::now();
   auto after = [&](llvm::StringRef pass, const std::function<void()> &print) {
+    if (opts.timeStream) {
+      auto now = std::chrono::steady_clock::now();
+      *opts.timeStream << llvm::format("  %-20s %9.3f s\n", pass.str().c_str(),
+                                       std::chrono::duration<double>(now - last).count());
+      last = now;
+    }
     if (opts.printAfter && opts.printAfter(pass)) {
       os << "// -----// IR after " << pass << " //----- //\n";
       print();
@@ -57,10 +68,7 @@ std::unique_ptr<Compilation> compiler::compile(const ast::Module &module,
   if (after("assign-threadblocks", print))
     return c;
   // Passes 5-9, with or without moving receives next to their forwards.
-  Schedule assigned;
   bool pair = opts.fuse != PipelineOptions::Fuse::Never;
-  if (opts.fuse == PipelineOptions::Fuse::Auto)
-    assigned = sched;
   for (;;) {
     orderSteps(sched, pair);
     if (after("order", print))
@@ -80,8 +88,15 @@ std::unique_ptr<Compilation> compiler::compile(const ast::Module &module,
     if (!retry)
       return nullptr;
     // Forwarding holds a received slot while waiting to send, which the
-    // connection depth cannot always afford: order again without it.
-    sched = std::move(assigned);
+    // connection depth cannot always afford: lower again without it (the
+    // same steps and threadblocks as before, deterministically).
+    Dag kept = std::move(sched.dag);
+    std::optional<Schedule> again = splitTransfers(t, std::move(kept), opts.connectionDepth, diag);
+    if (!again)
+      return nullptr;
+    sched = std::move(*again);
+    if (!assignThreadblocks(sched, diag))
+      return nullptr;
     pair = false;
   }
   if (after("deadlock-check",

@@ -80,9 +80,8 @@ bool compiler::replicateInstances(Schedule &s, DiagnosticEngine &diag) {
           copy.sendConn += i * nconn;
         if (copy.recvConn != NoIndex)
           copy.recvConn += i * nconn;
-        for (auto &deps : copy.deps)
-          for (Dependency &d : deps)
-            d.tb += i * ntb;
+        for (Dependency &d : copy.depList)
+          d.tb += i * ntb;
         tbs.push_back(std::move(copy));
       }
     }

@@ -57,9 +57,9 @@ void compiler::printSchedule(const Schedule &s, llvm::raw_ostream &os) {
         os << "  ; op " << st.traceOp;
         if (st.fusedTraceOp != NoIndex)
           os << "+" << st.fusedTraceOp;
-        if (p < tb.deps.size() && !tb.deps[p].empty()) {
+        if (!tb.depsOf(p).empty()) {
           os << " deps";
-          for (const Dependency &d : tb.deps[p])
+          for (const Dependency &d : tb.depsOf(p))
             os << " tb" << d.tb << ":" << d.step;
         }
         os << "\n";
@@ -118,8 +118,8 @@ void compiler::printDot(const Trace &t, const Dag &dag, const Schedule *s, llvm:
              << ";\n";
       }
       os << "  }\n";
-      for (uint32_t p = 0; p < tb.deps.size(); ++p)
-        for (const Dependency &d : tb.deps[p])
+      for (uint32_t p = 0; p < tb.steps.size(); ++p)
+        for (const Dependency &d : tb.depsOf(p))
           os << "  r" << r << "_t" << d.tb << "_s" << d.step << " -> r" << r << "_t" << b << "_s"
              << p << " [style=dashed];\n";
     }

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MixedKey.h"
 #include "coll/Compiler/Lowering.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -22,7 +23,7 @@ std::optional<Schedule> compiler::splitTransfers(const Trace &t, Dag dag, uint32
   s.connectionDepth = connectionDepth;
   s.ranks.resize(t.nranks);
 
-  llvm::DenseMap<uint64_t, uint32_t> connIndex;
+  llvm::DenseMap<uint64_t, uint32_t, MixedKeyInfo> connIndex;
   auto connection = [&](uint32_t from, uint32_t to, uint32_t channel) {
     uint64_t key = (uint64_t(from) << 40) | (uint64_t(to) << 16) | channel;
     auto [it, inserted] = connIndex.try_emplace(key, uint32_t(s.connections.size()));
@@ -30,6 +31,16 @@ std::optional<Schedule> compiler::splitTransfers(const Trace &t, Dag dag, uint32
       s.connections.push_back(Connection{from, to, channel});
     return it->second;
   };
+
+  // Size every rank's step list first: one allocation each.
+  std::vector<uint32_t> perRank(t.nranks, 0);
+  for (const ChunkOp &op : t.ops) {
+    ++perRank[op.src.rank];
+    if (op.src.rank != op.dst.rank)
+      ++perRank[op.dst.rank];
+  }
+  for (uint32_t r = 0; r < t.nranks; ++r)
+    s.ranks[r].steps.reserve(perRank[r]);
 
   uint32_t maxChannel = 0;
   for (uint32_t k = 0; k < t.ops.size(); ++k) {

@@ -29,6 +29,8 @@ struct PipelineOptions {
   /// Whether to print the IR after the named pass.
   std::function<bool(llvm::StringRef)> printAfter;
   llvm::raw_ostream *printStream = nullptr;
+  /// Print each pass's wall time to this stream (--time-passes).
+  llvm::raw_ostream *timeStream = nullptr;
 };
 
 /// Everything a compilation produced.

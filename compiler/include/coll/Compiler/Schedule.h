@@ -11,6 +11,7 @@
 #include "coll/Compiler/Trace.h"
 #include "coll/Runtime/Plan.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
@@ -79,9 +80,18 @@ inline uint64_t stepKey(const Dag &dag, uint32_t op, bool pair, bool second) {
 /// A threadblock of a rank: at most one send and one receive connection.
 struct ThreadblockSchedule {
   uint32_t sendConn = NoIndex, recvConn = NoIndex;
-  int16_t hint = -1;                         ///< The program's number for it, if any.
-  std::vector<uint32_t> steps;               ///< Step indices, in execution order.
-  std::vector<std::vector<Dependency>> deps; ///< Per position in `steps`.
+  int16_t hint = -1;           ///< The program's number for it, if any.
+  std::vector<uint32_t> steps; ///< Step indices, in execution order.
+  /// Cross-threadblock waits, set by the dependency pass: those of the step
+  /// at position p are depList[depStart[p] .. depStart[p + 1]).
+  std::vector<Dependency> depList;
+  std::vector<uint32_t> depStart;
+  /// The waits of the step at position \p p (none before the dependency pass).
+  llvm::ArrayRef<Dependency> depsOf(size_t p) const {
+    if (p + 1 >= depStart.size())
+      return {};
+    return llvm::ArrayRef<Dependency>(depList).slice(depStart[p], depStart[p + 1] - depStart[p]);
+  }
 };
 
 /// Everything one rank executes.
