@@ -94,9 +94,12 @@ std::unique_ptr<CollectiveDecl> Builder::buildCollective(CollParser::CollectiveD
     coll->params.push_back(std::make_unique<CollParamDecl>(range(p), identText(p->name),
                                                            range(p->name), std::move(def)));
   }
-  for (auto *item : ctx.collectiveItem())
+  for (auto *item : ctx.collectiveItem()) {
     if (auto s = buildCollectiveItem(*item))
       coll->items.push_back(std::move(s));
+    else
+      coll->hasMalformedItems = true;
+  }
   return coll;
 }
 
@@ -519,6 +522,10 @@ std::unique_ptr<Module> detail::buildModule(CollParser::ProgramContext &program,
 std::string detail::closestName(llvm::StringRef name, llvm::ArrayRef<std::string> candidates) {
   std::string best;
   unsigned bestDist = 0;
+  // Short names are within a small distance of every other short name
+  // (`k` of `N`): suggest nothing for them.
+  if (name.size() < 3)
+    return "";
   unsigned maxDist = std::max<size_t>(1, name.size() / 3);
   for (const std::string &c : candidates) {
     if (c == name)

@@ -386,7 +386,8 @@ TokenCheck checkTokens(std::vector<std::unique_ptr<antlr4::Token>> all, const So
         if (std::isprint(c))
           diag.error(r, "invalid character '" + llvm::Twine(static_cast<char>(c)) + "'");
         else
-          diag.error(r, "invalid character '\\x" + llvm::utohexstr(c, true, 2) + "'");
+          diag.error(r, "invalid character '\\x" + llvm::Twine("0123456789ABCDEF"[c >> 4]) +
+                            llvm::Twine("0123456789ABCDEF"[c & 15]) + "'");
         i = j;
       } else {
         // Merge with identifier characters on either side into one ID.

@@ -360,6 +360,13 @@ ValueKind Sema::checkCall(CallExpr &e) {
   }
   if (!ok)
     return ValueKind::Unknown;
+  if (e.fn == IntFunction::DivCeil) {
+    if (auto d = e.args[1]->getConstant(); d && *d <= 0) {
+      diag.error(e.args[1]->getRange(),
+                 *d == 0 ? Twine("division by zero") : Twine("div_ceil needs a positive divisor"));
+      return ValueKind::Int;
+    }
+  }
   if (!allConstant)
     return ValueKind::Int;
   ArithResult r;
@@ -519,7 +526,8 @@ void Sema::checkStmt(Stmt &s) {
     }
     auto *v = llvm::dyn_cast<VarDecl>(d);
     if (!v || !v->isMutable()) {
-      const char *what = !v                            ? "a buffer or parameter"
+      const char *what = llvm::isa<BufferDecl>(d)      ? "a buffer"
+                         : !v                          ? "a parameter"
                          : v->varKind == VarKind::Loop ? "a loop variable"
                                                        : "a for-clause variable";
       if (llvm::isa<NRanksDecl>(d))
@@ -669,7 +677,7 @@ void Sema::checkCollective(CollectiveDecl &c) {
     diag.error(c.nameRange, "collective '" + c.name +
                                 "' does not declare its output size; add "
                                 "'output[chunks];'");
-  if (!hasPost)
+  if (!hasPost && !c.hasMalformedItems)
     diag.error(c.nameRange, "collective '" + c.name +
                                 "' has no post-condition; add "
                                 "'post output[r][i] == ...;'");
@@ -850,15 +858,9 @@ void Sema::run() {
 
   // Top-level names: collectives and algorithms each have their own space.
   llvm::StringMap<Decl *> collectives, algorithms;
-  unsigned paramIndex = 0;
   for (auto &d : module.decls) {
-    if (diag.shouldStop())
-      return;
-    if (auto *p = llvm::dyn_cast<ParamDecl>(d.get())) {
-      p->index = paramIndex++;
-      checkParam(*p);
+    if (llvm::isa<ParamDecl>(d.get()))
       continue;
-    }
     auto &space = llvm::isa<CollectiveDecl>(d.get()) ? collectives : algorithms;
     const char *what = llvm::isa<CollectiveDecl>(d.get()) ? "collective" : "algorithm";
     if (llvm::isa<CollectiveDecl>(d.get()) && findBuiltinCollective(d->name)) {
@@ -870,13 +872,20 @@ void Sema::run() {
       space[d->name] = d.get();
     }
   }
+  // Then everything in source order: a parameter is visible from its
+  // declaration on, like any other name.
+  unsigned paramIndex = 0;
   for (auto &d : module.decls) {
     if (diag.shouldStop())
       return;
-    if (auto *c = llvm::dyn_cast<CollectiveDecl>(d.get()))
+    if (auto *p = llvm::dyn_cast<ParamDecl>(d.get())) {
+      p->index = paramIndex++;
+      checkParam(*p);
+    } else if (auto *c = llvm::dyn_cast<CollectiveDecl>(d.get())) {
       checkCollective(*c);
-    else if (auto *a = llvm::dyn_cast<AlgorithmDecl>(d.get()))
+    } else if (auto *a = llvm::dyn_cast<AlgorithmDecl>(d.get())) {
       checkAlgorithm(*a);
+    }
   }
   popScope();
 }

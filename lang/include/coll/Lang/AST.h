@@ -492,6 +492,8 @@ public:
   std::vector<StmtPtr> items; ///< BufferSize, Pre, Post, Require and Let statements.
   BufferDecl input{{}, "input", {}, BufferKind::Input};
   BufferDecl output{{}, "output", {}, BufferKind::Output};
+  /// The builder dropped a malformed item (already diagnosed).
+  bool hasMalformedItems = false;
   // Set by Sema:
   BufferSizeStmt *inputSize = nullptr;
   BufferSizeStmt *outputSize = nullptr;
