@@ -1,0 +1,110 @@
+//===- coll-plan.cpp - Inspect plan files ---------------------------------===//
+//
+// coll-plan dump plan.bin [--rank R]   the plan as text (as collc --emit=plan-text)
+// coll-plan info plan.bin              a summary: collective, ranks, sizes, hash
+// coll-plan check plan.bin             load and validate; exit status only
+//
+// Built on the runtime alone (no LLVM, no ANTLR), like anything that loads
+// plans in a user's job.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/Runtime/PlanIO.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+
+using namespace coll;
+
+namespace {
+
+int usage() {
+  std::cerr << "usage: coll-plan dump <plan> [--rank R]\n"
+               "       coll-plan info <plan>\n"
+               "       coll-plan check <plan>\n";
+  return 2;
+}
+
+/// Prints the summary of coll-plan info.
+void printInfo(const Plan &plan, uint64_t checksum, size_t bytes, std::ostream &os) {
+  const PlanInfo &info = plan.info;
+  uint64_t tbs = 0, steps = 0, deps = 0, maxTbs = 0, maxScratch = 0, sends = 0;
+  for (const RankPlan &rp : plan.ranks) {
+    tbs += rp.threadblocks.size();
+    maxTbs = std::max<uint64_t>(maxTbs, rp.threadblocks.size());
+    maxScratch = std::max<uint64_t>(maxScratch, rp.scratchChunks);
+    for (const Threadblock &tb : rp.threadblocks) {
+      steps += tb.steps.size();
+      deps += tb.deps.size();
+      if (tb.sendPeer >= 0)
+        ++sends;
+    }
+  }
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(checksum));
+  os << "plan:          " << info.name << "\n"
+     << "collective:    " << collectiveName(info.collective);
+  if (info.collective == CollectiveKind::Broadcast || info.collective == CollectiveKind::Reduce ||
+      info.collective == CollectiveKind::Gather || info.collective == CollectiveKind::Scatter)
+    os << " (root " << info.root << ")";
+  os << (info.inplace ? ", in-place" : ", out-of-place") << "\n"
+     << "ranks:         " << info.nranks << "\n"
+     << "chunks:        input " << info.inputChunks << ", output " << info.outputChunks
+     << ", scratch up to " << maxScratch << " per rank\n"
+     << "protocol:      " << protocolName(info.protocol) << ", connection depth "
+     << info.connectionDepth << ", instances " << info.instances << "\n"
+     << "threadblocks:  " << tbs << " (up to " << maxTbs << " per rank)\n"
+     << "instructions:  " << steps << ", cross-threadblock dependencies " << deps << "\n"
+     << "connections:   " << sends << "\n"
+     << "size:          " << bytes << " bytes, checksum " << hash << "\n";
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 3)
+    return usage();
+  std::string cmd = argv[1], path = argv[2];
+  int rank = -1;
+  for (int i = 3; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--rank") == 0 && i + 1 < argc && cmd == "dump") {
+      char *end = nullptr;
+      long r = std::strtol(argv[++i], &end, 10);
+      if (!*argv[i] || *end || r < 0 || r > long(PlanLimits::maxRanks)) {
+        std::cerr << "coll-plan: error: bad --rank '" << argv[i] << "'\n";
+        return 2;
+      }
+      rank = int(r);
+    } else {
+      return usage();
+    }
+  }
+  if (cmd != "dump" && cmd != "info" && cmd != "check")
+    return usage();
+
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::cerr << "coll-plan: error: cannot open '" << path << "': " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  if (in.bad()) {
+    std::cerr << "coll-plan: error: cannot read '" << path << "'\n";
+    return 1;
+  }
+  Result<Plan> plan = parsePlan(bytes.data(), bytes.size(), rank);
+  if (!plan) {
+    std::cerr << "coll-plan: error: " << path << ": " << plan.message() << "\n";
+    return 1;
+  }
+  if (cmd == "dump")
+    printPlanText(*plan, std::cout);
+  else if (cmd == "info")
+    printInfo(*plan, planChecksum(bytes.data() + 32, bytes.size() - 32), bytes.size(), std::cout);
+  return 0;
+}
