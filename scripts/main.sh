@@ -1,8 +1,20 @@
 #!/usr/bin/env bash
-# The main job: set up and build Collc, then run the compiler on the standard
-# ring allreduce and show what it found.
+# The main job: set up and build Collc, then compile the standard ring
+# allreduce for 8 ranks: what the front end found, what verification proved,
+# and a summary of the plan written.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
-echo "== collc $COLL_ROOT/stdlib/ring_allreduce.coll --emit=summary"
-"$BUILD_DIR/tools/collc/collc" "$COLL_ROOT/stdlib/ring_allreduce.coll" --emit=summary
+collc="$BUILD_DIR/tools/collc/collc"
+plan="$BUILD_DIR/ring_allreduce.plan"
+program="$COLL_ROOT/stdlib/ring_allreduce.coll"
+
+echo "== collc stdlib/ring_allreduce.coll --emit=summary"
+"$collc" "$program" --emit=summary
+echo
+echo "== collc stdlib/ring_allreduce.coll --nranks 8 -o $plan --emit=verify-report"
+"$collc" "$program" --nranks 8 --emit=verify-report
+"$collc" "$program" --nranks 8 -o "$plan"
+echo
+echo "== coll-plan info $plan"
+"$BUILD_DIR/tools/coll-plan/coll-plan" info "$plan"

@@ -5,7 +5,8 @@
 // topological order of the DAG, so every read of a value comes before the
 // write that replaces it), each value written to scratch takes the lowest
 // free physical chunk, and a chunk is free again once the last read of its
-// value has passed. A reduction into scratch updates its value in place.
+// value has passed. A reduction into scratch (a received rrc, or a local re,
+// which also reads its destination) updates its value in place.
 // The dependency pass then orders reuse across threadblocks.
 //
 // Steps that move several scratch chunks at once need them contiguous; a
@@ -102,11 +103,24 @@ void compiler::allocateScratch(Schedule &s) {
           lastUse[it->second] = pos;
         }
       }
+      // A local reduce also reads its destination (dst = src (op) dst).
+      uint32_t rmwSegment = NoIndex;
+      if (st.op == Opcode::Reduce && st.dstBuf >= FirstScratchBuffer) {
+        auto it = current.find(virtualSlot(st.dstBuf, st.dstOff));
+        if (it != current.end()) {
+          rmwSegment = it->second;
+          lastUse[it->second] = pos;
+        }
+      }
       if (!writesScratch(st))
         continue;
       uint32_t writeV = virtualSlot(st.dstBuf, st.dstOff);
       if (writeV == readV && readSegment[pos] != NoIndex) {
         writeSegment[pos] = readSegment[pos];
+        continue;
+      }
+      if (rmwSegment != NoIndex) {
+        writeSegment[pos] = rmwSegment;
         continue;
       }
       uint32_t seg = uint32_t(lastUse.size());

@@ -39,6 +39,12 @@ void *trackedAlloc(size_t n) {
 }
 } // namespace
 
+// The replacements pair malloc with free; with inlining (sanitizer builds)
+// GCC cannot see that and warns.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
 void *operator new(size_t n) {
   if (void *p = trackedAlloc(n))
     return p;

@@ -1,0 +1,749 @@
+//===- CompilerLoweringTest.cpp - Passes from a verified trace to a plan --===//
+//
+// The deadlock checker on hand-built schedules and on the library ring at
+// several connection depths; scratch allocation by liveness; the fused shape
+// of the ring; instances; and threadblock hints.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CompilerTestUtil.h"
+
+#include <fstream>
+#include <gtest/gtest.h>
+#include <set>
+#include <sstream>
+
+using namespace coll;
+using namespace coll::compiler;
+using coll::test::CompilerRun;
+using coll::test::countOpcode;
+using coll::test::opcodeSequence;
+
+namespace {
+
+//===--------------------------------------------------------------------===//
+// Deadlock checker on hand-built schedules
+//===--------------------------------------------------------------------===//
+
+// Sites for the hand-built trace: one line per operation.
+const char *const SitesSource = "algorithm sites implements alltoall(chunks = 2) {\n" // line 1
+                                "  copy(input[0][2], to: output[1][0]);\n" // line 2: op 0
+                                "  copy(input[0][3], to: output[1][1]);\n" // line 3: op 1
+                                "  copy(input[1][0], to: output[0][2]);\n" // line 4: op 2
+                                "  copy(input[1][1], to: output[0][3]);\n" // line 5: op 3
+                                "}\n";
+constexpr unsigned lineOfOp(uint32_t op) {
+  return op + 2;
+}
+
+class DeadlockCheck : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_TRUE(run.frontendOk()) << run.text();
+    // Four transfers: ops 0, 1 from rank 0 to rank 1; ops 2, 3 back.
+    std::optional<Trace> t = run.instantiate(2);
+    ASSERT_TRUE(t) << run.text();
+    trace = std::move(*t);
+    ASSERT_EQ(trace.ops.size(), 4u);
+  }
+
+  static Step send(uint32_t op, uint32_t conn) {
+    Step st;
+    st.op = Opcode::Send;
+    st.traceOp = op;
+    st.sendConn = conn;
+    st.tb = 0;
+    return st;
+  }
+  static Step recv(uint32_t op, uint32_t conn) {
+    Step st;
+    st.op = Opcode::Recv;
+    st.traceOp = op;
+    st.recvConn = conn;
+    st.tb = 0;
+    return st;
+  }
+  static void oneThreadblock(RankSchedule &rs, uint32_t sendConn, uint32_t recvConn,
+                             std::vector<Step> steps) {
+    rs.steps = std::move(steps);
+    ThreadblockSchedule tb;
+    tb.sendConn = sendConn;
+    tb.recvConn = recvConn;
+    for (uint32_t i = 0; i < rs.steps.size(); ++i)
+      tb.steps.push_back(i);
+    rs.tbs = {tb};
+  }
+
+  /// Two ranks, connection 0 is 0 -> 1 and connection 1 is 1 -> 0, one
+  /// threadblock each. Rank 0 sends ops 0, 1 then receives 2, 3; rank 1
+  /// does \p rank1 (its steps' ops and connections as given).
+  Schedule twoRanks(uint32_t depth, std::vector<Step> rank1) {
+    Schedule s;
+    s.trace = &trace;
+    s.connectionDepth = depth;
+    s.connections = {Connection{0, 1, 0, 0, 0}, Connection{1, 0, 0, 0, 0}};
+    s.ranks.resize(2);
+    oneThreadblock(s.ranks[0], 0, 1, {send(0, 0), send(1, 0), recv(2, 1), recv(3, 1)});
+    oneThreadblock(s.ranks[1], 1, 0, std::move(rank1));
+    return s;
+  }
+
+  CompilerRun run{SitesSource};
+  Trace trace;
+};
+
+TEST_F(DeadlockCheck, BothRanksSendingTwiceFirstDeadlocksAtDepthOne) {
+  // Each rank fills its one slot, then waits for room the other never makes.
+  Schedule s = twoRanks(1, {send(2, 1), send(3, 1), recv(0, 0), recv(1, 0)});
+  EXPECT_FALSE(checkDeadlock(s, run.diag));
+  auto errors = run.errors();
+  ASSERT_EQ(errors.size(), 1u) << run.text();
+  EXPECT_EQ(errors[0]->message, "the plan can deadlock for N = 2 with 1 slot per connection: 2 "
+                                "steps wait for each other in a cycle");
+  EXPECT_EQ(errors[0]->line, lineOfOp(1));
+  auto notes = run.notes();
+  ASSERT_EQ(notes.size(), 2u) << run.text();
+  EXPECT_EQ(notes[0]->message,
+            "rank 0 threadblock 0 step 1 (s) waits for a free slot on its connection to rank 1");
+  EXPECT_EQ(notes[0]->line, lineOfOp(1));
+  EXPECT_EQ(notes[1]->message,
+            "rank 1 threadblock 0 step 1 (s) waits for a free slot on its connection to rank 0");
+  EXPECT_EQ(notes[1]->line, lineOfOp(3));
+}
+
+TEST_F(DeadlockCheck, QuietCheckReportsNothing) {
+  Schedule s = twoRanks(1, {send(2, 1), send(3, 1), recv(0, 0), recv(1, 0)});
+  EXPECT_FALSE(checkDeadlock(s, run.diag, /*quiet=*/true));
+  EXPECT_TRUE(run.diag.diagnostics().empty()) << run.text();
+}
+
+TEST_F(DeadlockCheck, TheSameScheduleIsFineWithTwoSlots) {
+  Schedule s = twoRanks(2, {send(2, 1), send(3, 1), recv(0, 0), recv(1, 0)});
+  EXPECT_TRUE(checkDeadlock(s, run.diag));
+  EXPECT_TRUE(run.diag.diagnostics().empty()) << run.text();
+}
+
+TEST_F(DeadlockCheck, ReceivingFirstIsFineWithOneSlot) {
+  Schedule s = twoRanks(1, {recv(0, 0), recv(1, 0), send(2, 1), send(3, 1)});
+  EXPECT_TRUE(checkDeadlock(s, run.diag));
+  EXPECT_TRUE(run.diag.diagnostics().empty()) << run.text();
+}
+
+TEST_F(DeadlockCheck, BothRanksReceivingFirstDeadlocksAtAnyDepth) {
+  Schedule s = twoRanks(64, {recv(0, 0), recv(1, 0), send(2, 1), send(3, 1)});
+  // Rank 0 receives first too.
+  RankSchedule &r0 = s.ranks[0];
+  oneThreadblock(r0, 0, 1, {recv(2, 1), recv(3, 1), send(0, 0), send(1, 0)});
+  EXPECT_FALSE(checkDeadlock(s, run.diag));
+  auto errors = run.errors();
+  ASSERT_EQ(errors.size(), 1u) << run.text();
+  EXPECT_EQ(errors[0]->message, "the plan can deadlock for N = 2 with 64 slots per connection: 2 "
+                                "steps wait for each other in a cycle");
+  auto notes = run.notes();
+  ASSERT_EQ(notes.size(), 2u) << run.text();
+  EXPECT_EQ(notes[0]->message, "rank 0 threadblock 0 step 0 (r) waits for data from rank 1");
+  EXPECT_EQ(notes[0]->line, lineOfOp(2));
+  EXPECT_EQ(notes[1]->message, "rank 1 threadblock 0 step 0 (r) waits for data from rank 0");
+  EXPECT_EQ(notes[1]->line, lineOfOp(0));
+}
+
+TEST_F(DeadlockCheck, MessagesReceivedOutOfOrderAreAnInternalError) {
+  Schedule s = twoRanks(2, {recv(1, 0), recv(0, 0), send(2, 1), send(3, 1)});
+  EXPECT_FALSE(checkDeadlock(s, run.diag));
+  auto errors = run.errors();
+  ASSERT_EQ(errors.size(), 1u) << run.text();
+  EXPECT_EQ(errors[0]->message,
+            "internal error: connection rank 0 -> rank 1 delivers messages out of order");
+  EXPECT_EQ(errors[0]->line, lineOfOp(1));
+}
+
+TEST_F(DeadlockCheck, DependenciesThatWaitForEachOtherDeadlock) {
+  // Rank 0: two threadblocks of one local step each, each waiting for the
+  // other's step. Rank 1 does nothing.
+  Schedule s;
+  s.trace = &trace;
+  s.ranks.resize(2);
+  RankSchedule &rs = s.ranks[0];
+  for (uint32_t b = 0; b < 2; ++b) {
+    Step st;
+    st.op = Opcode::Copy;
+    st.traceOp = b;
+    st.tb = b;
+    rs.steps.push_back(st);
+    ThreadblockSchedule tb;
+    tb.steps = {b};
+    tb.depList = {Dependency{1 - b, 0}};
+    tb.depStart = {0, 1};
+    rs.tbs.push_back(tb);
+  }
+  EXPECT_FALSE(checkDeadlock(s, run.diag));
+  auto errors = run.errors();
+  ASSERT_EQ(errors.size(), 1u) << run.text();
+  EXPECT_EQ(errors[0]->message, "the plan can deadlock for N = 2 with 4 slots per connection: 2 "
+                                "steps wait for each other in a cycle");
+  auto notes = run.notes();
+  ASSERT_EQ(notes.size(), 2u) << run.text();
+  EXPECT_EQ(notes[0]->message,
+            "rank 0 threadblock 0 step 0 (cpy) waits for threadblock 1 to finish step 0");
+  EXPECT_EQ(notes[1]->message,
+            "rank 0 threadblock 1 step 0 (cpy) waits for threadblock 0 to finish step 0");
+
+  // Without the cycle it runs.
+  s.ranks[0].tbs[1].depList.clear();
+  s.ranks[0].tbs[1].depStart.clear();
+  EXPECT_TRUE(checkDeadlock(s, run.diag, /*quiet=*/true));
+}
+
+TEST(DeadlockCompiled, CompiledRingPassesAndReorderedRingIsCaught) {
+  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
+  ASSERT_TRUE(lib->frontendOk()) << lib->text();
+  PipelineOptions opts;
+  opts.fuse = PipelineOptions::Fuse::Never;
+  opts.connectionDepth = 1;
+  auto c = lib->compile(3, opts);
+  ASSERT_TRUE(c) << lib->text();
+  EXPECT_TRUE(checkDeadlock(c->schedule, lib->diag));
+  EXPECT_TRUE(lib->diag.diagnostics().empty()) << lib->text();
+
+  // Move every rank's receives after all of its sends: with one slot per
+  // connection, every rank blocks on its second send.
+  Schedule s = c->schedule;
+  for (RankSchedule &rs : s.ranks) {
+    ASSERT_EQ(rs.tbs.size(), 1u);
+    ThreadblockSchedule &tb = rs.tbs[0];
+    std::stable_partition(tb.steps.begin(), tb.steps.end(),
+                          [&](uint32_t i) { return !opcodeInfo(rs.steps[i].op).recv; });
+    EXPECT_TRUE(tb.depList.empty());
+  }
+  EXPECT_FALSE(checkDeadlock(s, lib->diag));
+  auto errors = lib->errors();
+  ASSERT_EQ(errors.size(), 1u) << lib->text();
+  EXPECT_EQ(errors[0]->message, "the plan can deadlock for N = 3 with 1 slot per connection: 3 "
+                                "steps wait for each other in a cycle");
+  auto notes = lib->notes();
+  ASSERT_EQ(notes.size(), 3u) << lib->text();
+  EXPECT_EQ(notes[0]->message,
+            "rank 0 threadblock 0 step 1 (s) waits for a free slot on its connection to rank 1");
+  EXPECT_EQ(notes[1]->message,
+            "rank 1 threadblock 0 step 1 (s) waits for a free slot on its connection to rank 2");
+  EXPECT_EQ(notes[2]->message,
+            "rank 2 threadblock 0 step 1 (s) waits for a free slot on its connection to rank 0");
+}
+
+//===--------------------------------------------------------------------===//
+// Fusion and the connection depth, on the library ring
+//===--------------------------------------------------------------------===//
+
+/// The 1-based line of the first occurrence of \p needle in a library file.
+unsigned stdlibLine(llvm::StringRef file, llvm::StringRef needle) {
+  std::ifstream in(coll::test::stdlibPath(file));
+  std::string line;
+  for (unsigned n = 1; std::getline(in, line); ++n)
+    if (line.find(needle.str()) != std::string::npos)
+      return n;
+  return 0;
+}
+
+TEST(RingFusion, FourRanksGiveOneFusedThreadblockPerRank) {
+  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
+  ASSERT_TRUE(lib->frontendOk()) << lib->text();
+  auto c = lib->compile(4);
+  ASSERT_TRUE(c) << lib->text();
+  EXPECT_TRUE(c->complete);
+  ASSERT_EQ(c->plan.ranks.size(), 4u);
+  for (uint32_t r = 0; r < 4; ++r) {
+    const RankPlan &rp = c->plan.ranks[r];
+    ASSERT_EQ(rp.threadblocks.size(), 1u) << "rank " << r;
+    const Threadblock &tb = rp.threadblocks[0];
+    EXPECT_EQ(opcodeSequence(tb), "s rrs rrs rrcs rcs rcs r") << "rank " << r;
+    EXPECT_EQ(tb.sendPeer, int32_t((r + 1) % 4));
+    EXPECT_EQ(tb.recvPeer, int32_t((r + 3) % 4));
+    EXPECT_EQ(tb.channel, 0u);
+    EXPECT_TRUE(tb.deps.empty());
+    EXPECT_EQ(rp.scratchChunks, 0u);
+    // Rank r starts with its own chunk r and ends receiving chunk r + 2.
+    EXPECT_EQ(tb.steps.front().srcOff, r);
+    EXPECT_EQ(tb.steps.back().dstOff, (r + 2) % 4);
+  }
+  EXPECT_TRUE(validatePlan(c->plan).ok());
+}
+
+TEST(RingFusion, DepthOneWithFusionForcedIsRejected) {
+  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
+  ASSERT_TRUE(lib->frontendOk()) << lib->text();
+  PipelineOptions opts;
+  opts.connectionDepth = 1;
+  opts.fuse = PipelineOptions::Fuse::Always;
+  EXPECT_FALSE(lib->compile(3, opts));
+  auto errors = lib->errors();
+  ASSERT_EQ(errors.size(), 1u) << lib->text();
+  EXPECT_NE(errors[0]->message.find("can deadlock"), std::string::npos) << errors[0]->message;
+  EXPECT_EQ(errors[0]->message, "the plan can deadlock for N = 3 with 1 slot per connection: 3 "
+                                "steps wait for each other in a cycle");
+  EXPECT_EQ(errors[0]->line, stdlibLine("ring_allreduce.coll", "acc = reduce("));
+  auto notes = lib->notes();
+  ASSERT_EQ(notes.size(), 3u) << lib->text();
+  for (uint32_t r = 0; r < 3; ++r)
+    EXPECT_EQ(notes[r]->message, "rank " + std::to_string(r) +
+                                     " threadblock 0 step 1 (rrs) waits for a free slot on its "
+                                     "connection to rank " +
+                                     std::to_string((r + 1) % 3));
+}
+
+TEST(RingFusion, DepthOneWithAutoFusionFallsBackToUnfused) {
+  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
+  ASSERT_TRUE(lib->frontendOk()) << lib->text();
+  PipelineOptions opts;
+  opts.connectionDepth = 1;
+  auto c = lib->compile(3, opts);
+  ASSERT_TRUE(c) << lib->text();
+  EXPECT_TRUE(lib->diag.diagnostics().empty()) << lib->text();
+  EXPECT_EQ(c->plan.info.connectionDepth, 1u);
+  for (Opcode fused : {Opcode::RecvCopySend, Opcode::RecvReduceSend, Opcode::RecvReduceCopySend})
+    EXPECT_EQ(countOpcode(c->plan, fused), 0u) << opcodeInfo(fused).mnemonic;
+  // Per rank 2 (N - 1) sends, N - 1 receive-reduces and N - 1 receives.
+  EXPECT_EQ(countOpcode(c->plan, Opcode::Send), 12u);
+  EXPECT_EQ(countOpcode(c->plan, Opcode::RecvReduceCopy), 6u);
+  EXPECT_EQ(countOpcode(c->plan, Opcode::Recv), 6u);
+  for (const RankPlan &rp : c->plan.ranks) {
+    ASSERT_EQ(rp.threadblocks.size(), 1u);
+    EXPECT_EQ(rp.threadblocks[0].steps.size(), 8u);
+  }
+  EXPECT_TRUE(checkDeadlock(c->schedule, lib->diag));
+  EXPECT_TRUE(validatePlan(c->plan).ok());
+}
+
+TEST(RingFusion, DepthOneWithoutFusionGivesTheSamePlanAsTheFallback) {
+  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
+  ASSERT_TRUE(lib->frontendOk()) << lib->text();
+  PipelineOptions opts;
+  opts.connectionDepth = 1;
+  auto fallback = lib->compile(3, opts);
+  opts.fuse = PipelineOptions::Fuse::Never;
+  auto never = lib->compile(3, opts);
+  ASSERT_TRUE(fallback && never) << lib->text();
+  EXPECT_TRUE(fallback->plan == never->plan);
+}
+
+TEST(RingFusion, DepthFourFusesForThreeRanks) {
+  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
+  ASSERT_TRUE(lib->frontendOk()) << lib->text();
+  PipelineOptions opts;
+  opts.connectionDepth = 4;
+  opts.fuse = PipelineOptions::Fuse::Always;
+  auto c = lib->compile(3, opts);
+  ASSERT_TRUE(c) << lib->text();
+  EXPECT_EQ(c->plan.info.connectionDepth, 4u);
+  for (const RankPlan &rp : c->plan.ranks) {
+    ASSERT_EQ(rp.threadblocks.size(), 1u);
+    EXPECT_EQ(opcodeSequence(rp.threadblocks[0]), "s rrs rrcs rcs r");
+  }
+  EXPECT_EQ(countOpcode(c->plan, Opcode::RecvReduceSend), 3u);
+  EXPECT_EQ(countOpcode(c->plan, Opcode::RecvReduceCopySend), 3u);
+  EXPECT_EQ(countOpcode(c->plan, Opcode::RecvCopySend), 3u);
+  // Auto makes the same choice.
+  opts.fuse = PipelineOptions::Fuse::Auto;
+  auto autoFused = lib->compile(3, opts);
+  ASSERT_TRUE(autoFused) << lib->text();
+  EXPECT_TRUE(autoFused->plan == c->plan);
+}
+
+TEST(RingFusion, NeverFusingGivesOnlyPlainSteps) {
+  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
+  ASSERT_TRUE(lib->frontendOk()) << lib->text();
+  PipelineOptions opts;
+  opts.fuse = PipelineOptions::Fuse::Never;
+  auto c = lib->compile(4, opts);
+  ASSERT_TRUE(c) << lib->text();
+  // Per rank: 2 (N - 1) sends, N - 1 rrc and N - 1 r.
+  EXPECT_EQ(countOpcode(c->plan, Opcode::Send), 24u);
+  EXPECT_EQ(countOpcode(c->plan, Opcode::RecvReduceCopy), 12u);
+  EXPECT_EQ(countOpcode(c->plan, Opcode::Recv), 12u);
+  EXPECT_EQ(countOpcode(c->plan, Opcode::RecvReduceSend), 0u);
+}
+
+//===--------------------------------------------------------------------===//
+// Scratch allocation
+//===--------------------------------------------------------------------===//
+
+TEST(ScratchAllocation, DisjointLifetimesShareChunks) {
+  // Rank 1 passes the value through tmp[0], tmp[1], tmp[2] in turn: tmp[0]
+  // is dead once tmp[1] is written, so tmp[2] can take its place.
+  CompilerRun run("algorithm chain implements broadcast(root = 0) {\n"
+                  "  scratch tmp[3];\n"
+                  "  copy(input[0][0], to: output[0][0]);\n"
+                  "  copy(input[0][0], to: tmp[1][0]);\n"
+                  "  copy(tmp[1][0], to: tmp[1][1]);\n"
+                  "  copy(tmp[1][1], to: tmp[1][2]);\n"
+                  "  copy(tmp[1][2], to: output[1][0]);\n"
+                  "}\n");
+  ASSERT_TRUE(run.frontendOk()) << run.text();
+  auto c = run.compile(2);
+  ASSERT_TRUE(c) << run.text();
+  ASSERT_EQ(c->trace->scratchChunks, std::vector<uint32_t>{3});
+  const Plan &plan = c->plan;
+  EXPECT_EQ(plan.ranks[0].scratchChunks, 0u);
+  EXPECT_EQ(plan.ranks[1].scratchChunks, 2u);
+  EXPECT_TRUE(validatePlan(plan).ok()) << validatePlan(plan).message();
+
+  ASSERT_EQ(plan.ranks[1].threadblocks.size(), 1u);
+  const Threadblock &tb = plan.ranks[1].threadblocks[0];
+  EXPECT_EQ(opcodeSequence(tb), "r cpy cpy cpy");
+  ASSERT_EQ(tb.steps.size(), 4u);
+  auto at = [](BufferKind b, uint32_t off) { return std::make_pair(b, off); };
+  EXPECT_EQ(at(tb.steps[0].dstBuf, tb.steps[0].dstOff), at(BufferKind::Scratch, 0));
+  EXPECT_EQ(at(tb.steps[1].srcBuf, tb.steps[1].srcOff), at(BufferKind::Scratch, 0));
+  EXPECT_EQ(at(tb.steps[1].dstBuf, tb.steps[1].dstOff), at(BufferKind::Scratch, 1));
+  EXPECT_EQ(at(tb.steps[2].srcBuf, tb.steps[2].srcOff), at(BufferKind::Scratch, 1));
+  EXPECT_EQ(at(tb.steps[2].dstBuf, tb.steps[2].dstOff), at(BufferKind::Scratch, 0)); // reused
+  EXPECT_EQ(at(tb.steps[3].srcBuf, tb.steps[3].srcOff), at(BufferKind::Scratch, 0));
+  EXPECT_EQ(at(tb.steps[3].dstBuf, tb.steps[3].dstOff), at(BufferKind::Output, 0));
+}
+
+TEST(ScratchAllocation, TwoBuffersWithDisjointLifetimesShareOneChunk) {
+  // Two scratch buffers, each used for one hop after the other: one
+  // physical chunk holds both.
+  CompilerRun run("algorithm hop implements broadcast(root = 0) {\n"
+                  "  scratch a[1];\n"
+                  "  scratch b[1];\n"
+                  "  copy(input[0][0], to: output[0][0]);\n"
+                  "  copy(input[0][0], to: a[1][0]);\n"
+                  "  copy(a[1][0], to: output[1][0]);\n"
+                  "  copy(output[1][0], to: b[1][0]);\n"
+                  "  copy(b[1][0], to: output[1][0]);\n"
+                  "}\n");
+  ASSERT_TRUE(run.frontendOk()) << run.text();
+  auto c = run.compile(2);
+  ASSERT_TRUE(c) << run.text();
+  EXPECT_EQ(c->plan.ranks[1].scratchChunks, 1u);
+  EXPECT_TRUE(validatePlan(c->plan).ok());
+}
+
+TEST(ScratchAllocation, OverlappingLifetimesStayApart) {
+  // Rank 1 receives all three chunks into scratch before copying any out.
+  CompilerRun run("algorithm keep implements broadcast(root = 0, chunks = 3) {\n"
+                  "  scratch tmp[3];\n"
+                  "  for i in 0 .. 3 {\n"
+                  "    copy(input[0][i], to: output[0][i]);\n"
+                  "    copy(input[0][i], to: tmp[1][i]);\n"
+                  "  }\n"
+                  "  for i in 0 .. 3 {\n"
+                  "    copy(tmp[1][i], to: output[1][i]);\n"
+                  "  }\n"
+                  "}\n");
+  ASSERT_TRUE(run.frontendOk()) << run.text();
+  auto c = run.compile(2);
+  ASSERT_TRUE(c) << run.text();
+  const Plan &plan = c->plan;
+  EXPECT_EQ(plan.ranks[1].scratchChunks, 3u);
+  EXPECT_TRUE(validatePlan(plan).ok());
+  ASSERT_EQ(plan.ranks[1].threadblocks.size(), 1u);
+  const Threadblock &tb = plan.ranks[1].threadblocks[0];
+  ASSERT_EQ(opcodeSequence(tb), "r r r cpy cpy cpy");
+  std::set<uint32_t> offsets;
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(tb.steps[k].dstBuf, BufferKind::Scratch);
+    offsets.insert(tb.steps[k].dstOff);
+    // Each chunk goes out from where it came in.
+    EXPECT_EQ(tb.steps[k + 3].srcBuf, BufferKind::Scratch);
+    EXPECT_EQ(tb.steps[k + 3].srcOff, tb.steps[k].dstOff);
+    EXPECT_EQ(tb.steps[k + 3].dstOff, uint32_t(k));
+  }
+  EXPECT_EQ(offsets, (std::set<uint32_t>{0, 1, 2}));
+}
+
+TEST(ScratchAllocation, RangeStepsKeepTheProgramLayout) {
+  // A two-chunk scratch move needs its chunks contiguous, so the rank keeps
+  // the declared layout: buffer b follows buffer a.
+  CompilerRun run("algorithm wide implements broadcast(root = 0, chunks = 2) {\n"
+                  "  scratch a[2];\n"
+                  "  scratch b[2];\n"
+                  "  copy(input[0][0 .. 2], to: output[0][0 .. 2]);\n"
+                  "  copy(input[0][0 .. 2], to: a[1][0 .. 2]);\n"
+                  "  copy(a[1][0 .. 2], to: b[1][0 .. 2]);\n"
+                  "  copy(b[1][0 .. 2], to: output[1][0 .. 2]);\n"
+                  "}\n");
+  ASSERT_TRUE(run.frontendOk()) << run.text();
+  auto c = run.compile(2);
+  ASSERT_TRUE(c) << run.text();
+  EXPECT_EQ(c->plan.ranks[1].scratchChunks, 4u);
+  EXPECT_TRUE(validatePlan(c->plan).ok());
+  const Threadblock &tb = c->plan.ranks[1].threadblocks[0];
+  ASSERT_EQ(opcodeSequence(tb), "r cpy cpy");
+  EXPECT_EQ(tb.steps[0].dstOff, 0u);
+  EXPECT_EQ(tb.steps[1].srcOff, 0u);
+  EXPECT_EQ(tb.steps[1].dstOff, 2u);
+  EXPECT_EQ(tb.steps[2].srcOff, 2u);
+  EXPECT_EQ(tb.steps[0].count, 2u);
+}
+
+//===--------------------------------------------------------------------===//
+// Instances
+//===--------------------------------------------------------------------===//
+
+const char *const RingAllgatherSource =
+    "param k = 1;\n"
+    "param nchunks = 1;\n"
+    "algorithm ring_allgather implements allgather(chunks = nchunks) with instances = k {\n"
+    "  for r in 0 .. N {\n"
+    "    let lo = r * nchunks;\n"
+    "    let blk = copy(input[r][0 .. nchunks], to: output[r][lo .. lo + nchunks]);\n"
+    "    for s in 1 .. N {\n"
+    "      blk = copy(blk, to: output[(r + s) % N][lo .. lo + nchunks]);\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+std::unique_ptr<Compilation> compileWith(CompilerRun &run, uint32_t n, int64_t k, int64_t nchunks) {
+  PipelineOptions opts;
+  opts.instantiate.defines["k"] = k;
+  opts.instantiate.defines["nchunks"] = nchunks;
+  return run.compile(n, opts);
+}
+
+TEST(Instances, TwoInstancesDoubleThreadblocksChannelsAndChunks) {
+  CompilerRun run(RingAllgatherSource);
+  ASSERT_TRUE(run.frontendOk()) << run.text();
+  auto one = compileWith(run, 4, 1, 1);
+  auto two = compileWith(run, 4, 2, 1);
+  ASSERT_TRUE(one && two) << run.text();
+  const Plan &p1 = one->plan, &p2 = two->plan;
+  EXPECT_EQ(p1.info.instances, 1u);
+  EXPECT_EQ(p2.info.instances, 2u);
+  EXPECT_EQ(p1.info.inputChunks, 1u);
+  EXPECT_EQ(p1.info.outputChunks, 4u);
+  EXPECT_EQ(p2.info.inputChunks, 2u);
+  EXPECT_EQ(p2.info.outputChunks, 8u);
+  EXPECT_EQ(one->schedule.numChannels, 1u);
+  EXPECT_EQ(two->schedule.numChannels, 2u);
+  EXPECT_EQ(two->schedule.connections.size(), 2 * one->schedule.connections.size());
+  EXPECT_TRUE(validatePlan(p2).ok()) << validatePlan(p2).message();
+
+  for (uint32_t r = 0; r < 4; ++r) {
+    const auto &tbs1 = p1.ranks[r].threadblocks, &tbs2 = p2.ranks[r].threadblocks;
+    ASSERT_EQ(tbs2.size(), 2 * tbs1.size()) << "rank " << r;
+    std::set<uint32_t> channels;
+    for (const Threadblock &tb : tbs2)
+      channels.insert(tb.channel);
+    EXPECT_EQ(channels, (std::set<uint32_t>{0, 1})) << "rank " << r;
+    // Instance i is a copy of the single instance on channel i, moving
+    // slice i of every chunk: chunk c becomes c * 2 + i.
+    size_t ntb = tbs1.size();
+    for (uint32_t i = 0; i < 2; ++i)
+      for (size_t b = 0; b < ntb; ++b) {
+        const Threadblock &a = tbs1[b], &x = tbs2[i * ntb + b];
+        EXPECT_EQ(x.channel, a.channel + i);
+        EXPECT_EQ(x.sendPeer, a.sendPeer);
+        EXPECT_EQ(x.recvPeer, a.recvPeer);
+        EXPECT_EQ(opcodeSequence(x), opcodeSequence(a));
+        ASSERT_EQ(x.steps.size(), a.steps.size());
+        for (size_t p = 0; p < a.steps.size(); ++p) {
+          const OpcodeInfo &info = opcodeInfo(a.steps[p].op);
+          if (info.readSrc) {
+            EXPECT_EQ(x.steps[p].srcOff, a.steps[p].srcOff * 2 + i);
+          }
+          if (info.writeDst) {
+            EXPECT_EQ(x.steps[p].dstOff, a.steps[p].dstOff * 2 + i);
+          }
+          EXPECT_EQ(x.steps[p].count, a.steps[p].count);
+        }
+        ASSERT_EQ(x.deps.size(), a.deps.size());
+        for (size_t d = 0; d < a.deps.size(); ++d)
+          EXPECT_EQ(x.deps[d], (Dependency{uint32_t(a.deps[d].tb + i * ntb), a.deps[d].step}));
+      }
+  }
+}
+
+TEST(Instances, RangeOperationsAreSplitPerChunk) {
+  CompilerRun run(RingAllgatherSource);
+  ASSERT_TRUE(run.frontendOk()) << run.text();
+  auto one = compileWith(run, 3, 1, 2);
+  auto two = compileWith(run, 3, 2, 2);
+  ASSERT_TRUE(one && two) << run.text();
+  // 3 ranks x 3 copies, of two chunks each, or of one chunk each.
+  EXPECT_EQ(one->trace->ops.size(), 9u);
+  EXPECT_EQ(two->trace->ops.size(), 18u);
+  EXPECT_EQ(two->plan.info.inputChunks, 4u);
+  EXPECT_EQ(two->plan.info.outputChunks, 12u);
+  for (const RankPlan &rp : two->plan.ranks)
+    for (const Threadblock &tb : rp.threadblocks)
+      for (const Instruction &in : tb.steps)
+        EXPECT_EQ(in.count, 1u);
+  EXPECT_TRUE(validatePlan(two->plan).ok()) << validatePlan(two->plan).message();
+}
+
+TEST(Instances, LibraryRingWithInstances) {
+  // The library ring, declared with two instances.
+  std::ifstream in(coll::test::stdlibPath("ring_allreduce.coll"));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string source = text.str();
+  size_t at = source.find("with ", source.find("algorithm ring_allreduce"));
+  ASSERT_NE(at, std::string::npos);
+  source.insert(at + 5, "instances = 2, ");
+  CompilerRun run(source);
+  ASSERT_TRUE(run.frontendOk()) << run.text();
+  auto c = run.compile(4);
+  ASSERT_TRUE(c) << run.text();
+  EXPECT_EQ(c->trace->instances, 2u);
+  EXPECT_EQ(c->plan.info.inputChunks, 8u);
+  EXPECT_EQ(c->plan.info.outputChunks, 8u);
+  for (const RankPlan &rp : c->plan.ranks) {
+    ASSERT_EQ(rp.threadblocks.size(), 2u);
+    EXPECT_EQ(rp.threadblocks[0].channel, 0u);
+    EXPECT_EQ(rp.threadblocks[1].channel, 1u);
+    EXPECT_EQ(opcodeSequence(rp.threadblocks[1]), "s rrs rrs rrcs rcs rcs r");
+  }
+  EXPECT_TRUE(validatePlan(c->plan).ok());
+}
+
+//===--------------------------------------------------------------------===//
+// Threadblock hints
+//===--------------------------------------------------------------------===//
+
+TEST(ThreadblockHints, OneThreadblockCannotSendOnTwoConnections) {
+  CompilerRun run("algorithm direct implements allgather() {\n"
+                  "  for r in 0 .. N {\n"
+                  "    copy(input[r][0], to: output[r][r]);\n"
+                  "  }\n"
+                  "  copy(input[0][0], to: output[1][0], sendtb: 0);\n"
+                  "  copy(input[0][0], to: output[2][0], sendtb: 0);\n"
+                  "  copy(input[1][0], to: output[0][1]);\n"
+                  "  copy(input[1][0], to: output[2][1]);\n"
+                  "  copy(input[2][0], to: output[0][2]);\n"
+                  "  copy(input[2][0], to: output[1][2]);\n"
+                  "}\n");
+  ASSERT_TRUE(run.frontendOk()) << run.text();
+  EXPECT_FALSE(run.compile(3));
+  auto errors = run.errors();
+  ASSERT_EQ(errors.size(), 1u) << run.text();
+  EXPECT_EQ(errors[0]->message, "threadblock 0 of rank 0 would send on two connections, rank 0 "
+                                "-> rank 1 (channel 0) and rank 0 -> rank 2 (channel 0); a "
+                                "threadblock owns at most one of each");
+  EXPECT_EQ(errors[0]->line, 6u);
+  auto notes = run.notes();
+  ASSERT_EQ(notes.size(), 1u) << run.text();
+  EXPECT_EQ(notes[0]->message, "the other connection is used here");
+  EXPECT_EQ(notes[0]->line, 5u);
+}
+
+TEST(ThreadblockHints, OneThreadblockCannotReceiveOnTwoConnections) {
+  CompilerRun run("algorithm direct implements allgather() {\n"
+                  "  for r in 0 .. N {\n"
+                  "    copy(input[r][0], to: output[r][r]);\n"
+                  "  }\n"
+                  "  copy(input[1][0], to: output[0][1], recvtb: 3);\n"
+                  "  copy(input[2][0], to: output[0][2], recvtb: 3);\n"
+                  "  copy(input[0][0], to: output[1][0]);\n"
+                  "  copy(input[0][0], to: output[2][0]);\n"
+                  "  copy(input[1][0], to: output[2][1]);\n"
+                  "  copy(input[2][0], to: output[1][2]);\n"
+                  "}\n");
+  ASSERT_TRUE(run.frontendOk()) << run.text();
+  EXPECT_FALSE(run.compile(3));
+  auto errors = run.errors();
+  ASSERT_EQ(errors.size(), 1u) << run.text();
+  EXPECT_EQ(errors[0]->message, "threadblock 3 of rank 0 would receive on two connections, rank "
+                                "1 -> rank 0 (channel 0) and rank 2 -> rank 0 (channel 0); a "
+                                "threadblock owns at most one of each");
+  EXPECT_EQ(errors[0]->line, 6u);
+}
+
+TEST(ThreadblockHints, OneConnectionCannotBelongToTwoThreadblocks) {
+  CompilerRun run("algorithm two implements allgather(chunks = 2) {\n"
+                  "  for r in 0 .. 2 {\n"
+                  "    copy(input[r][0 .. 2], to: output[r][2 * r .. 2 * r + 2]);\n"
+                  "  }\n"
+                  "  copy(input[0][0], to: output[1][0], sendtb: 0);\n"
+                  "  copy(input[0][1], to: output[1][1], sendtb: 1);\n"
+                  "  copy(input[1][0 .. 2], to: output[0][2 .. 4]);\n"
+                  "}\n");
+  ASSERT_TRUE(run.frontendOk()) << run.text();
+  EXPECT_FALSE(run.compile(2));
+  auto errors = run.errors();
+  ASSERT_EQ(errors.size(), 1u) << run.text();
+  EXPECT_EQ(errors[0]->message, "connection rank 0 -> rank 1 (channel 0) would belong to two "
+                                "threadblocks; a connection belongs to one");
+  EXPECT_EQ(errors[0]->line, 6u);
+  auto notes = run.notes();
+  ASSERT_EQ(notes.size(), 1u) << run.text();
+  EXPECT_EQ(notes[0]->message, "its other threadblock is chosen here");
+  EXPECT_EQ(notes[0]->line, 5u);
+}
+
+TEST(ThreadblockHints, OneThreadblockCannotUseTwoChannels) {
+  CompilerRun run("algorithm a implements allgather() {\n"
+                  "  copy(input[0][0], to: output[0][0]);\n"
+                  "  copy(input[1][0], to: output[1][1]);\n"
+                  "  copy(input[0][0], to: output[1][0], channel: 0, tb: 0);\n"
+                  "  copy(input[1][0], to: output[0][1], channel: 1, tb: 0);\n"
+                  "}\n");
+  ASSERT_TRUE(run.frontendOk()) << run.text();
+  EXPECT_FALSE(run.compile(2));
+  auto errors = run.errors();
+  ASSERT_EQ(errors.size(), 1u) << run.text();
+  EXPECT_EQ(errors[0]->message, "threadblock 0 of rank 0 would use channels 0 and 1; a "
+                                "threadblock's connections share one channel");
+  EXPECT_EQ(errors[0]->line, 5u);
+}
+
+TEST(ThreadblockHints, HintedGroupingIsKept) {
+  // Sends on threadblock 0, receives on threadblock 1: unlike the automatic
+  // assignment (one threadblock that forwards what it receives), nothing is
+  // fused.
+  const char *source = "algorithm hinted implements allgather() {\n"
+                       "  for r in 0 .. N {\n"
+                       "    let blk = copy(input[r][0], to: output[r][r]);\n"
+                       "    for s in 1 .. N {\n"
+                       "      blk = copy(blk, to: output[(r + s) % N][r]HINTS);\n"
+                       "    }\n"
+                       "  }\n"
+                       "}\n";
+  auto with = [&](llvm::StringRef hints) {
+    std::string s = source;
+    s.replace(s.find("HINTS"), 5, hints.str());
+    return s;
+  };
+  const uint32_t n = 4;
+  CompilerRun hinted(with(", sendtb: 0, recvtb: 1"));
+  ASSERT_TRUE(hinted.frontendOk()) << hinted.text();
+  auto c = hinted.compile(n);
+  ASSERT_TRUE(c) << hinted.text();
+  for (uint32_t r = 0; r < n; ++r) {
+    const RankPlan &rp = c->plan.ranks[r];
+    ASSERT_EQ(rp.threadblocks.size(), 2u) << "rank " << r;
+    const Threadblock &sender = rp.threadblocks[0], &receiver = rp.threadblocks[1];
+    EXPECT_EQ(sender.sendPeer, int32_t((r + 1) % n));
+    EXPECT_EQ(sender.recvPeer, -1);
+    EXPECT_EQ(receiver.sendPeer, -1);
+    EXPECT_EQ(receiver.recvPeer, int32_t((r + n - 1) % n));
+    // The local copy goes on the first threadblock.
+    EXPECT_EQ(opcodeSequence(sender), "cpy s s s");
+    EXPECT_EQ(opcodeSequence(receiver), "r r r");
+    // Forwarding what was received waits for the receiving threadblock.
+    EXPECT_FALSE(sender.deps.empty());
+  }
+  EXPECT_TRUE(validatePlan(c->plan).ok());
+
+  // Reversed numbers put the sends on threadblock 1.
+  CompilerRun reversed(with(", sendtb: 1, recvtb: 0"));
+  ASSERT_TRUE(reversed.frontendOk()) << reversed.text();
+  auto d = reversed.compile(n);
+  ASSERT_TRUE(d) << reversed.text();
+  for (const RankPlan &rp : d->plan.ranks) {
+    ASSERT_EQ(rp.threadblocks.size(), 2u);
+    EXPECT_EQ(opcodeSequence(rp.threadblocks[0]), "cpy r r r");
+    EXPECT_EQ(opcodeSequence(rp.threadblocks[1]), "s s s");
+  }
+
+  CompilerRun automatic(with(""));
+  ASSERT_TRUE(automatic.frontendOk()) << automatic.text();
+  auto e = automatic.compile(n);
+  ASSERT_TRUE(e) << automatic.text();
+  for (const RankPlan &rp : e->plan.ranks) {
+    ASSERT_EQ(rp.threadblocks.size(), 1u);
+    EXPECT_EQ(opcodeSequence(rp.threadblocks[0]), "cpy s rcs rcs r");
+  }
+}
+
+} // namespace
