@@ -266,14 +266,15 @@ bool Instantiator::evalRef(const ChunkRefExpr &e, SlotRange &out) {
     return false;
   const Expr &where = e.hi ? static_cast<const Expr &>(e) : *e.lo;
   if (lo < 0 || hi > size || lo >= hi) {
+    const char *chunks = size == 1 ? " chunk per rank" : " chunks per rank";
     if (e.hi && lo < hi && lo >= 0)
       return fail(where.getRange(), "chunk range " + Twine(lo) + " .. " + Twine(hi) + " exceeds " +
-                                        e.bufferName + ", which has " + Twine(size) +
-                                        " chunks per rank" + forN());
+                                        e.bufferName + ", which has " + Twine(size) + chunks +
+                                        forN());
     if (e.hi && lo >= hi)
       return fail(where.getRange(), "empty chunk range " + Twine(lo) + " .. " + Twine(hi) + forN());
     return fail(where.getRange(), "chunk index " + Twine(lo) + " is out of range: " + e.bufferName +
-                                      " has " + Twine(size) + " chunks per rank" + forN());
+                                      " has " + Twine(size) + chunks + forN());
   }
   out = SlotRange{static_cast<uint32_t>(rank), buffer, static_cast<uint32_t>(lo),
                   static_cast<uint32_t>(hi - lo)};

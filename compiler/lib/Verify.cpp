@@ -390,6 +390,9 @@ void Verifier::explainWrong(uint32_t rank, uint32_t index, uint64_t slot, const 
 
 bool Verifier::checkOutputs(VerifyReport &report) {
   unsigned wrong = 0;
+  // Bitwise identity: every output chunk that must hold a given reduction
+  // (on whichever rank) holds the same expression tree.
+  llvm::DenseMap<uint64_t, uint32_t, MixedKeyInfo> treeOfResult;
   auto check = [&](uint32_t rank, uint32_t index, const Expected &exp) {
     if (exp.kind == Expected::Free)
       return;
@@ -399,10 +402,22 @@ bool Verifier::checkOutputs(VerifyReport &report) {
     bool ok = exp.kind == Expected::Leaf
                   ? have == exp.leaf
                   : have != 0 && nodes[have].count == exp.count && nodes[have].hash == exp.hash;
-    if (ok)
+    if (!ok) {
+      if (wrong++ == 0)
+        explainWrong(rank, index, slot, exp);
       return;
-    if (wrong++ == 0)
-      explainWrong(rank, index, slot, exp);
+    }
+    if (exp.kind != Expected::Set)
+      return;
+    auto [it, inserted] =
+        treeOfResult.try_emplace(exp.hash ^ (exp.count * 0x9e3779b97f4a7c15ull), have);
+    if (!inserted && it->second != have) {
+      report.identicalAcrossRanks = false;
+      if (report.differingIndices.size() < 8 &&
+          std::find(report.differingIndices.begin(), report.differingIndices.end(), index) ==
+              report.differingIndices.end())
+        report.differingIndices.push_back(index);
+    }
   };
 
   if (t.builtin) {
@@ -440,27 +455,6 @@ bool Verifier::checkOutputs(VerifyReport &report) {
   if (wrong)
     return false;
 
-  // Bitwise identity: every rank's output index i is the same tree.
-  if (t.builtin && t.builtin->reduces) {
-    for (uint32_t i = 0; i < t.outputChunks; ++i) {
-      uint32_t first = 0;
-      bool differs = false;
-      for (uint32_t r = 0; r < t.nranks; ++r) {
-        if (expectedFor(r, i).kind == Expected::Free)
-          continue;
-        uint32_t n = slots[outputSlot(r, i)];
-        if (first == 0)
-          first = n;
-        else if (n != first)
-          differs = true;
-      }
-      if (differs) {
-        report.identicalAcrossRanks = false;
-        if (report.differingIndices.size() < 8)
-          report.differingIndices.push_back(i);
-      }
-    }
-  }
   return true;
 }
 
@@ -524,9 +518,13 @@ void compiler::printVerifyReport(const Trace &trace, const VerifyReport &report,
                                  llvm::raw_ostream &os) {
   os << "verified: " << trace.name << " implements " << trace.collectiveName
      << " for N = " << trace.nranks << "\n";
-  os << "  " << trace.ops.size() << " chunk operations, " << report.reductions
-     << " distinct reductions, " << report.checkedSlots << " output chunks checked\n";
-  if (trace.builtin && !trace.builtin->reduces) {
+  auto plural = [](uint64_t n, const char *word) {
+    return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+  };
+  os << "  " << plural(trace.ops.size(), "chunk operation") << ", "
+     << plural(report.reductions, "distinct reduction") << ", "
+     << plural(report.checkedSlots, "output chunk") << " checked\n";
+  if (report.reductions == 0) {
     os << "  results are copies of input chunks; no reduction order to compare\n";
   } else if (report.identicalAcrossRanks) {
     os << "  bitwise identical: every rank combines every output chunk in the same order\n";

@@ -17,3 +17,9 @@ config.environment["PATH"] = os.pathsep.join(
      config.environment.get("PATH", "")])
 config.substitutions.append(("%stdlib", os.path.join(config.coll_src_root, "stdlib")))
 config.substitutions.append(("%python", config.python_executable))
+
+# lit's own shell implements `not` by inverting the exit status, so a crash
+# (a signal) would count as the failure a test expects. LLVM's `not` binary
+# fails on a crash: use it wherever a RUN line starts a command with `not`.
+config.substitutions.insert(
+    0, (r"(^|[|;&]\s*)not\s", r"\g<1>" + os.path.join(config.llvm_tools_dir, "not") + " "))

@@ -27,8 +27,7 @@ namespace {
 
 cl::OptionCategory collcCategory("collc options");
 
-cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.coll>"), cl::Required,
-                               cl::cat(collcCategory));
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.coll>"), cl::cat(collcCategory));
 
 enum class EmitKind { Check, Summary, Ast, Trace, VerifyReport, Ir, PlanText, Plan, Dot, DotDag };
 cl::opt<EmitKind>
@@ -228,6 +227,10 @@ int main(int argc, char **argv) {
 
   llvm::SourceMgr srcMgr;
   DiagnosticEngine diag(srcMgr);
+  if (inputFile.empty()) {
+    diag.errorNoLoc("no input file; usage: collc <input.coll> [options] (see --help)");
+    return 1;
+  }
   for (const std::string &p : printAfter) {
     if (std::find(std::begin(passNames), std::end(passNames), p) == std::end(passNames)) {
       diag.errorNoLoc("--print-after: unknown pass '" + p + "'; --list-passes lists them");
@@ -334,6 +337,15 @@ int main(int argc, char **argv) {
   popts.printAfter = [&](llvm::StringRef pass) {
     return printAfterAll || llvm::is_contained(printAfter, pass.str());
   };
+  if (!outputFile.empty() &&
+      (emit == EmitKind::Trace || emit == EmitKind::VerifyReport || emit == EmitKind::DotDag)) {
+    const char *kind = emit == EmitKind::Trace    ? "trace"
+                       : emit == EmitKind::DotDag ? "dot-dag"
+                                                  : "verify-report";
+    diag.errorNoLoc("-o writes a plan, but --emit=" + llvm::Twine(kind) +
+                    " stops before the plan is made");
+    return 1;
+  }
   if (emit == EmitKind::Trace)
     popts.stopAfter = "instantiate";
   else if (emit == EmitKind::VerifyReport)
@@ -356,15 +368,15 @@ int main(int argc, char **argv) {
     return 0;
   case EmitKind::Ir:
     compiler::printSchedule(c->schedule, llvm::outs());
-    return 0;
+    break;
   case EmitKind::Dot:
     compiler::printDot(*c->trace, c->schedule.dag, &c->schedule, llvm::outs());
-    return 0;
+    break;
   case EmitKind::PlanText: {
     std::ostringstream text;
     printPlanText(c->plan, text);
     llvm::outs() << text.str();
-    return 0;
+    break;
   }
   default:
     break;

@@ -1,7 +1,7 @@
 //===- Passes.h - The compilation pipeline ----------------------*- C++ -*-===//
 /// \file
-/// Every pass of collc, each a function in its own file (ARCHITECTURE.md
-/// section 4). Passes report user errors through the DiagnosticEngine and
+/// Every pass of collc, each a function in its own file (docs/compiler.md).
+/// Passes report user errors through the DiagnosticEngine and
 /// return failure; they never exit.
 //===----------------------------------------------------------------------===//
 #ifndef COLL_COMPILER_PASSES_H
@@ -33,7 +33,9 @@ std::optional<Trace> instantiate(const ast::Module &module, const ast::Algorithm
 
 /// What the verifier found besides correctness.
 struct VerifyReport {
-  bool identicalAcrossRanks = true; ///< Every rank's result is the same expression tree.
+  /// Every output chunk that must hold the same reduction as another (on
+  /// another rank) holds the same expression tree.
+  bool identicalAcrossRanks = true;
   /// Output indices whose expression trees differ between ranks (first few).
   std::vector<uint32_t> differingIndices;
   uint64_t reductions = 0; ///< Distinct reduction nodes built.

@@ -507,7 +507,7 @@ struct NamedArg {
   ExprPtr value;
 };
 
-/// Wire protocols (ARCHITECTURE.md section 6).
+/// Wire protocols (docs/plan-format.md).
 enum class Protocol { Simple, LL, LL128 };
 llvm::StringRef protocolName(Protocol p);
 
@@ -536,7 +536,7 @@ public:
   const Expr *instances = nullptr;     ///< `with instances = ...`
   Protocol protocol = Protocol::Simple;
   /// `with inplace = true`: `input` and `output` name the same memory, as the
-  /// collective's in-place alias defines (ARCHITECTURE.md section 3).
+  /// collective's in-place alias defines (docs/language.md, in-place programs).
   bool inplace = false;
   std::vector<ScratchStmt *> scratch; ///< In declaration order.
   unsigned numSlots = 0;              ///< Frame slots for its variables.

@@ -123,6 +123,9 @@ inline std::optional<int64_t> parseIntLiteral(std::string_view text, bool allowS
     negative = true;
     text.remove_prefix(1);
   }
+  // A literal starts with a digit, like the lexer's.
+  if (text.empty() || text[0] < '0' || text[0] > '9')
+    return std::nullopt;
   unsigned radix = 10;
   if (text.size() >= 2 && text[0] == '0' && text[1] == 'x') {
     radix = 16;

@@ -1,6 +1,6 @@
 //===- Plan.h - The plan: contract between compiler and runtime -*- C++ -*-===//
 /// \file
-/// The in-memory form of a plan (ARCHITECTURE.md section 5). A plan holds, for
+/// The in-memory form of a plan (docs/plan-format.md). A plan holds, for
 /// every rank, its threadblocks; each threadblock owns at most one send and
 /// one receive connection (peer, channel) and a list of fixed-size
 /// instructions whose cross-threadblock dependencies live in a side array.
@@ -42,7 +42,7 @@ enum class BufferKind : uint8_t { Input = 0, Output = 1, Scratch = 2 };
 /// "i", "o", "s".
 const char *bufferKindLetter(BufferKind kind);
 
-/// The collective a plan implements (ARCHITECTURE.md section 3).
+/// The collective a plan implements (docs/language.md, built-in collectives).
 enum class CollectiveKind : uint8_t {
   AllReduce,
   AllGather,
@@ -56,7 +56,7 @@ enum class CollectiveKind : uint8_t {
 };
 const char *collectiveName(CollectiveKind kind);
 
-/// Wire protocol (ARCHITECTURE.md section 6).
+/// Wire protocol (docs/plan-format.md).
 enum class ProtocolKind : uint8_t { Simple, LL, LL128 };
 const char *protocolName(ProtocolKind kind);
 
