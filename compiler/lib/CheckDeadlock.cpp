@@ -142,12 +142,11 @@ bool compiler::checkDeadlock(const Schedule &s, DiagnosticEngine &diag, bool qui
 
   // Follow who waits for whom until a threadblock repeats: that is the cycle.
   auto waitsFor = [&](const TbState &st) -> uint32_t {
-    const Connection &c = s.connections[st.on == NoIndex ? 0 : st.on];
     switch (st.wait) {
     case Wait::Data:
-      return base[c.from] + c.sendTb;
+      return base[s.connections[st.on].from] + s.connections[st.on].sendTb;
     case Wait::Space:
-      return base[c.to] + c.recvTb;
+      return base[s.connections[st.on].to] + s.connections[st.on].recvTb;
     case Wait::Progress:
       return st.on;
     case Wait::None:
