@@ -73,7 +73,7 @@ std::unique_ptr<Compilation> compiler::compile(const ast::Module &module,
     orderSteps(sched, pair);
     if (after("order", print))
       return c;
-    fuseSteps(sched);
+    fuseSteps(sched, opts.fuse != PipelineOptions::Fuse::Never);
     if (after("fuse", print))
       return c;
     allocateScratch(sched);

@@ -378,7 +378,10 @@ TEST(ScratchAllocation, DisjointLifetimesShareChunks) {
                   "  copy(tmp[1][2], to: output[1][0]);\n"
                   "}\n");
   ASSERT_TRUE(run.frontendOk()) << run.text();
-  auto c = run.compile(2);
+  // Allocation on its own: local chains would fuse the staging away.
+  PipelineOptions noFusion;
+  noFusion.fuse = PipelineOptions::Fuse::Never;
+  auto c = run.compile(2, noFusion);
   ASSERT_TRUE(c) << run.text();
   ASSERT_EQ(c->trace->scratchChunks, std::vector<uint32_t>{3});
   const Plan &plan = c->plan;
@@ -400,6 +403,42 @@ TEST(ScratchAllocation, DisjointLifetimesShareChunks) {
   EXPECT_EQ(at(tb.steps[3].dstBuf, tb.steps[3].dstOff), at(BufferKind::Output, 0));
 }
 
+TEST(Fusion, LocalChainsThroughDeadStagingCollapse) {
+  // The same relay through three staging chunks: with fusion, the receive
+  // writes the output directly and no scratch is left.
+  CompilerRun run("algorithm chain implements broadcast(root = 0) {\n"
+                  "  scratch tmp[3];\n"
+                  "  copy(input[0][0], to: output[0][0]);\n"
+                  "  copy(input[0][0], to: tmp[1][0]);\n"
+                  "  copy(tmp[1][0], to: tmp[1][1]);\n"
+                  "  copy(tmp[1][1], to: tmp[1][2]);\n"
+                  "  copy(tmp[1][2], to: output[1][0]);\n"
+                  "}\n");
+  ASSERT_TRUE(run.frontendOk()) << run.text();
+  auto c = run.compile(2);
+  ASSERT_TRUE(c) << run.text();
+  EXPECT_EQ(c->plan.ranks[1].scratchChunks, 0u);
+  ASSERT_EQ(c->plan.ranks[1].threadblocks.size(), 1u);
+  const Threadblock &tb = c->plan.ranks[1].threadblocks[0];
+  EXPECT_EQ(opcodeSequence(tb), "r");
+  EXPECT_EQ(tb.steps[0].dstBuf, BufferKind::Output);
+  EXPECT_EQ(tb.steps[0].dstOff, 0u);
+  EXPECT_TRUE(validatePlan(c->plan).ok());
+
+  // A staging chunk that is read twice must stay.
+  CompilerRun twice("algorithm fan implements broadcast(root = 0) {\n"
+                    "  scratch tmp[1];\n"
+                    "  copy(input[0][0], to: output[0][0]);\n"
+                    "  let t = copy(input[0][0], to: tmp[1][0]);\n"
+                    "  copy(t, to: output[1][0]);\n"
+                    "  for r in 2 .. N { copy(t, to: output[r][0]); }\n"
+                    "}\n");
+  ASSERT_TRUE(twice.frontendOk()) << twice.text();
+  auto d = twice.compile(3);
+  ASSERT_TRUE(d) << twice.text();
+  EXPECT_EQ(d->plan.ranks[1].scratchChunks, 1u);
+}
+
 TEST(ScratchAllocation, TwoBuffersWithDisjointLifetimesShareOneChunk) {
   // Two scratch buffers, each used for one hop after the other: one
   // physical chunk holds both.
@@ -413,7 +452,10 @@ TEST(ScratchAllocation, TwoBuffersWithDisjointLifetimesShareOneChunk) {
                   "  copy(b[1][0], to: output[1][0]);\n"
                   "}\n");
   ASSERT_TRUE(run.frontendOk()) << run.text();
-  auto c = run.compile(2);
+  // Allocation on its own: local chains would fuse the staging away.
+  PipelineOptions noFusion;
+  noFusion.fuse = PipelineOptions::Fuse::Never;
+  auto c = run.compile(2, noFusion);
   ASSERT_TRUE(c) << run.text();
   EXPECT_EQ(c->plan.ranks[1].scratchChunks, 1u);
   EXPECT_TRUE(validatePlan(c->plan).ok());
@@ -464,7 +506,10 @@ TEST(ScratchAllocation, RangeStepsKeepTheProgramLayout) {
                   "  copy(b[1][0 .. 2], to: output[1][0 .. 2]);\n"
                   "}\n");
   ASSERT_TRUE(run.frontendOk()) << run.text();
-  auto c = run.compile(2);
+  // Allocation on its own: local chains would fuse the staging away.
+  PipelineOptions noFusion;
+  noFusion.fuse = PipelineOptions::Fuse::Never;
+  auto c = run.compile(2, noFusion);
   ASSERT_TRUE(c) << run.text();
   EXPECT_EQ(c->plan.ranks[1].scratchChunks, 4u);
   EXPECT_TRUE(validatePlan(c->plan).ok());

@@ -80,7 +80,8 @@ cl::opt<compiler::PipelineOptions::Fuse>
                                "fuse unless the plan could then deadlock (default)"),
                     clEnumValN(compiler::PipelineOptions::Fuse::Always, "always",
                                "fuse, and reject a plan that could then deadlock"),
-                    clEnumValN(compiler::PipelineOptions::Fuse::Never, "never", "do not fuse")),
+                    clEnumValN(compiler::PipelineOptions::Fuse::Never, "never",
+                               "do not fuse (neither forwarding nor local chains)")),
          cl::init(compiler::PipelineOptions::Fuse::Auto), cl::cat(collcCategory));
 
 cl::opt<bool> timePasses("time-passes", cl::desc("Print the wall time of each pass"),

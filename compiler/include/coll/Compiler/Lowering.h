@@ -38,7 +38,8 @@ void orderSteps(Schedule &s, bool pairForwards = true);
 
 /// Pass `fuse`: merges a receive and the send of what it received into one
 /// step (rcs, rrcs; rrs where the received value is dead afterwards).
-void fuseSteps(Schedule &s);
+/// With \p localChains false, local chains are left alone.
+void fuseSteps(Schedule &s, bool localChains = true);
 
 /// Pass `allocate-scratch`: maps scratch chunks to physical slots, reusing
 /// slots whose values are dead.
