@@ -20,8 +20,9 @@ static void printOperand(const Trace &t, uint16_t buf, uint32_t off, uint32_t co
 void compiler::printSchedule(const Schedule &s, llvm::raw_ostream &os) {
   const Trace &t = *s.trace;
   os << "schedule " << t.name << ": N = " << t.nranks << ", " << s.connections.size()
-     << " connections, depth " << s.connectionDepth << ", " << s.numChannels << " channel"
-     << (s.numChannels == 1 ? "" : "s") << "\n";
+     << (s.connections.size() == 1 ? " connection" : " connections") << ", depth "
+     << s.connectionDepth << ", " << s.numChannels << " channel" << (s.numChannels == 1 ? "" : "s")
+     << "\n";
   for (uint32_t r = 0; r < s.ranks.size(); ++r) {
     const RankSchedule &rs = s.ranks[r];
     os << "rank " << r << ": " << rs.tbs.size() << " threadblock"
@@ -29,6 +30,26 @@ void compiler::printSchedule(const Schedule &s, llvm::raw_ostream &os) {
     if (rs.scratchChunks)
       os << ", scratch " << rs.scratchChunks;
     os << "\n";
+    if (rs.tbs.empty()) {
+      // Before threadblock assignment: the rank's steps in program order.
+      for (const Step &st : rs.steps) {
+        const OpcodeInfo &info = opcodeInfo(st.op);
+        os << "    " << info.mnemonic;
+        if (info.readSrc) {
+          os << " src ";
+          printOperand(t, st.srcBuf, st.srcOff, st.count, os);
+        }
+        if (info.writeDst) {
+          os << " dst ";
+          printOperand(t, st.dstBuf, st.dstOff, st.count, os);
+        }
+        if (st.sendConn != NoIndex)
+          os << " to rank " << s.connections[st.sendConn].to;
+        if (st.recvConn != NoIndex)
+          os << " from rank " << s.connections[st.recvConn].from;
+        os << "  ; op " << st.traceOp << "\n";
+      }
+    }
     for (uint32_t b = 0; b < rs.tbs.size(); ++b) {
       const ThreadblockSchedule &tb = rs.tbs[b];
       os << "  tb " << b;

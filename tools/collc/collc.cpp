@@ -49,7 +49,7 @@ cl::opt<EmitKind>
 
 cl::opt<int64_t> nranks("nranks", cl::value_desc("N"),
                         cl::desc("Number of ranks (default: the algorithm's 'with nranks = N')"),
-                        cl::init(-1), cl::cat(collcCategory));
+                        cl::cat(collcCategory));
 
 /// The pass names, from PassList.def.
 const char *const passNames[] = {
@@ -310,8 +310,13 @@ int main(int argc, char **argv) {
 
   // The rank count: --nranks, else the algorithm's default.
   compiler::InstantiateOptions opts;
-  if (nranks >= 0) {
-    opts.nranks = nranks > int64_t(UINT32_MAX) ? UINT32_MAX : uint32_t(nranks);
+  if (nranks.getNumOccurrences()) {
+    if (nranks < 1 || nranks > int64_t(opts.maxRanks)) {
+      diag.errorNoLoc("--nranks " + llvm::Twine(nranks) + " is out of range [1, " +
+                      llvm::Twine(opts.maxRanks) + "]");
+      return 1;
+    }
+    opts.nranks = uint32_t(nranks);
   } else if (algorithm->nranksDefault) {
     opts.nranks = uint32_t(*algorithm->nranksDefault->getConstant());
   } else {
