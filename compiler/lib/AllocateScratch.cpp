@@ -26,17 +26,6 @@ using namespace coll::compiler;
 
 namespace {
 
-/// The steps of a rank that survived fusion, in global key order.
-std::vector<uint32_t> stepsInKeyOrder(const RankSchedule &rs) {
-  std::vector<uint32_t> order;
-  for (uint32_t i = 0; i < rs.steps.size(); ++i)
-    if (!rs.steps[i].dead)
-      order.push_back(i);
-  std::sort(order.begin(), order.end(),
-            [&](uint32_t a, uint32_t b) { return rs.steps[a].key < rs.steps[b].key; });
-  return order;
-}
-
 bool readsScratch(const Step &st) {
   const OpcodeInfo &info = opcodeInfo(st.op);
   return info.readSrc && st.srcBuf >= FirstScratchBuffer;

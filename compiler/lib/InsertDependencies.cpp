@@ -49,13 +49,7 @@ void compiler::insertDependencies(Schedule &s) {
       for (uint32_t p = 0; p < tb.steps.size(); ++p)
         position[tb.steps[p]] = p;
     }
-    // All live steps in global key order.
-    std::vector<uint32_t> order;
-    for (uint32_t i = 0; i < rs.steps.size(); ++i)
-      if (!rs.steps[i].dead)
-        order.push_back(i);
-    std::sort(order.begin(), order.end(),
-              [&](uint32_t a, uint32_t b) { return rs.steps[a].key < rs.steps[b].key; });
+    std::vector<uint32_t> order = stepsInKeyOrder(rs);
 
     struct Access {
       uint32_t tb = NoIndex, pos = 0;

@@ -2,6 +2,8 @@
 
 #include "coll/Compiler/Schedule.h"
 
+#include <algorithm>
+
 using namespace coll;
 using namespace coll::compiler;
 
@@ -15,6 +17,16 @@ static void printOperand(const Trace &t, uint16_t buf, uint32_t off, uint32_t co
   if (count != 1)
     os << " .. " << off + count;
   os << "]";
+}
+
+std::vector<uint32_t> compiler::stepsInKeyOrder(const RankSchedule &rs) {
+  std::vector<uint32_t> order;
+  for (uint32_t i = 0; i < rs.steps.size(); ++i)
+    if (!rs.steps[i].dead)
+      order.push_back(i);
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return rs.steps[a].key < rs.steps[b].key; });
+  return order;
 }
 
 void compiler::printSchedule(const Schedule &s, llvm::raw_ostream &os) {

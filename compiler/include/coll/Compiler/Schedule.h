@@ -114,6 +114,9 @@ struct Schedule {
   uint32_t numChannels = 1;
 };
 
+/// The steps of \p rs that survived fusion, in the rank's global key order.
+std::vector<uint32_t> stepsInKeyOrder(const RankSchedule &rs);
+
 /// Prints the per-rank, per-threadblock streams (--emit=ir, --print-after).
 void printSchedule(const Schedule &s, llvm::raw_ostream &os);
 
