@@ -1,0 +1,128 @@
+//===- Executor.h - Running plans on CPU ranks ------------------*- C++ -*-===//
+/// \file
+/// LocalWorld runs every rank of a plan in one process, on the shared
+/// interpreter core (Interpreter.h): either one thread per threadblock, or
+/// all threadblocks cooperatively in the calling thread (deterministic, and
+/// able to record a timeline for chrome://tracing or Perfetto).
+///
+/// Counts follow NCCL: `count` is the number of elements of one rank's unit
+/// of C chunks, i.e. the per-rank buffer of allreduce, broadcast and reduce,
+/// the input of allgather and gather, the output of reducescatter and
+/// scatter, and one rank's block of alltoall. collectiveBufferElements()
+/// gives every buffer's size.
+///
+/// Connections are FIFOs of the plan's connectionDepth slots in the
+/// receiver's memory; every protocol of the plan runs as Simple on the CPU.
+//===----------------------------------------------------------------------===//
+#ifndef COLL_RUNTIME_EXECUTOR_H
+#define COLL_RUNTIME_EXECUTOR_H
+
+#include "coll/Runtime/DataType.h"
+#include "coll/Runtime/Plan.h"
+#include "coll/Runtime/Status.h"
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace coll {
+
+/// How LocalWorld runs the ranks. Either way a worker runs its threadblocks
+/// round-robin, each until it finishes or a wait would block, so a blocked
+/// threadblock never holds up another.
+enum class ExecMode : uint8_t {
+  Threads, ///< Worker threads per rank (ExecOptions::workersPerRank).
+  Single,  ///< One worker, the calling thread, for every threadblock of every
+           ///< rank: deterministic, and a deadlock is reported at once.
+};
+
+/// One step of one threadblock as it ran (its data movement, not its waits).
+struct TraceEvent {
+  uint32_t rank = 0;
+  uint32_t tb = 0;
+  uint64_t slice = 0;
+  uint32_t step = 0;
+  Opcode op = Opcode::Nop;
+  uint32_t count = 0; ///< Chunks the step moved.
+  double beginUs = 0; ///< Microseconds since the run started.
+  double endUs = 0;
+};
+
+/// The steps of a run, for a timeline view.
+struct Timeline {
+  /// Sorted by rank, threadblock and start time.
+  std::vector<TraceEvent> events;
+
+  /// Writes Chrome trace JSON: one process per rank, one track per
+  /// threadblock, one complete event per step.
+  void writeChromeTrace(std::ostream &os, const Plan &plan) const;
+  /// Writes writeChromeTrace() to \p path.
+  Status writeChromeTraceFile(const std::string &path, const Plan &plan) const;
+};
+
+/// Options of LocalWorld::run.
+struct ExecOptions {
+  ExecMode mode = ExecMode::Threads;
+  /// Elements of each chunk processed per pass of the program (at least 1).
+  /// A message of k chunks carries at most k slices.
+  uint64_t sliceElements = 16384;
+  /// Threads mode: worker threads per rank; 0 gives every threadblock its
+  /// own thread.
+  uint32_t workersPerRank = 1;
+  /// Threads mode: a worker none of whose threadblocks could move for this
+  /// long fails with an error naming the rank, threadblock, step and what
+  /// each waited for. An idle worker spins, then yields, then sleeps with
+  /// backoff.
+  double timeoutSeconds = 30;
+  /// When set, receives the steps of the run (replacing its events).
+  Timeline *timeline = nullptr;
+};
+
+/// Elements of one rank's input and output buffers.
+struct BufferElements {
+  uint64_t input = 0;
+  uint64_t output = 0;
+};
+
+/// The buffer sizes of \p kind on \p nranks ranks for the per-rank
+/// \p count (see the file comment). Custom collectives: count and count.
+BufferElements collectiveBufferElements(CollectiveKind kind, uint32_t nranks, uint64_t count);
+
+/// C, the plan's chunks per rank unit, from its collective and chunk counts;
+/// an error when they do not fit the collective (or it is custom).
+Result<uint32_t> planChunksPerUnit(const PlanInfo &info);
+
+/// Whether \p rank's output holds a defined result after \p kind: every
+/// rank, except for reduce and gather (the root only).
+bool collectiveDefinesOutput(CollectiveKind kind, uint32_t root, uint32_t rank);
+
+/// Whether \p kind combines values with the operator.
+bool collectiveReduces(CollectiveKind kind);
+
+/// Every rank of a plan, in this process.
+class LocalWorld {
+public:
+  /// Runs \p plan once. sendbufs[r] and recvbufs[r] are rank r's buffers,
+  /// sized by collectiveBufferElements(); all must be non-null when count >
+  /// 0. A rank runs in place when its buffers are the collective's in-place
+  /// alias (allreduce, broadcast, reduce: sendbuf == recvbuf; allgather:
+  /// sendbuf == recvbuf + r*count; reducescatter: recvbuf == sendbuf +
+  /// r*count), and ranks may differ in that choice:
+  ///  - an in-place plan run in place uses the one buffer; reducescatter
+  ///    may overwrite the rest of its input;
+  ///  - an in-place plan run out of place first copies the input to its
+  ///    alias position in the output (reducescatter: runs in a copy of the
+  ///    input and copies block r out), so sendbuf is never written;
+  ///  - an out-of-place plan whose input overlaps its output (e.g. called in
+  ///    place), or which writes its input, runs on a copy of the input.
+  /// With RedOp::Avg the plan runs as Sum and each rank divides its
+  /// complete result by nranks at the end (reduce: the root only).
+  Status run(const Plan &plan, const std::vector<const void *> &sendbufs,
+             const std::vector<void *> &recvbufs, uint64_t count, DataType type, RedOp op,
+             const ExecOptions &options = ExecOptions()) const;
+};
+
+} // namespace coll
+
+#endif // COLL_RUNTIME_EXECUTOR_H

@@ -1,0 +1,271 @@
+//===- CpuPlatform.h - The interpreter's platform on CPU threads -*- C++ -*-===//
+//
+// The Platform of Interpreter.h for ranks that share one address space:
+// connections are FIFOs in the receiver's (host) memory with head and tail
+// counters, and cross-threadblock dependencies are per-threadblock progress
+// counters. Waits never block: they return WouldBlock, and the worker thread
+// that runs the threadblock turns to its other threadblocks, or paces itself
+// with Backoff (spin, yield, sleep) until a time limit.
+// Private to the runtime library.
+//
+//===----------------------------------------------------------------------===//
+#ifndef COLL_RUNTIME_LIB_CPUPLATFORM_H
+#define COLL_RUNTIME_LIB_CPUPLATFORM_H
+
+#include "HostKernels.h"
+#include "coll/Runtime/ChunkLayout.h"
+#include "coll/Runtime/Executor.h"
+#include "coll/Runtime/Interpreter.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace coll {
+namespace detail {
+
+using Clock = std::chrono::steady_clock;
+
+/// A counter alone on its cache line, so that the sender's and the
+/// receiver's counters (and neighbouring threadblocks' progress) do not
+/// bounce one line between cores.
+struct alignas(64) PaddedCounter {
+  std::atomic<uint64_t> value{0};
+};
+
+/// One connection: `depth` message slots in the receiver's memory. The
+/// sender fills slot (tail % depth) and then advances tail; the receiver
+/// reads slot (head % depth) and then advances head. Each counter has a
+/// single writer, so plain stores suffice (no read-modify-write).
+struct Fifo {
+  uint32_t depth = 0;
+  uint64_t slotBytes = 0; ///< One message: its largest chunk count times a piece.
+  std::unique_ptr<char[]> memory;
+  PaddedCounter tail; ///< Messages the sender has published.
+  PaddedCounter head; ///< Messages the receiver has released.
+
+  char *slot(uint64_t message) { return memory.get() + (message % depth) * slotBytes; }
+};
+
+/// What every threadblock of a run shares.
+struct WorldState {
+  /// Set when any threadblock fails; the others stop waiting. Advisory
+  /// only (relaxed): results are read after the threads are joined.
+  std::atomic<bool> failed{false};
+  bool recording = false; ///< Record a TraceEvent per step.
+  Clock::time_point start;
+};
+
+/// What the threadblocks of one rank share.
+struct RankState {
+  char *buffers[3] = {nullptr, nullptr, nullptr}; ///< Indexed by BufferKind.
+  /// Per threadblock: steps finished over all slices (slice * steps + step
+  /// + 1 after step `step` of slice `slice`). Monotonic.
+  std::unique_ptr<PaddedCounter[]> progress;
+  std::vector<uint32_t> numSteps; ///< Per threadblock.
+};
+
+/// Paces a worker thread none of whose threadblocks can move: spins briefly
+/// (the data is often a few hundred nanoseconds away), then yields, then
+/// sleeps with a doubling interval, so that 8 ranks' threads on 2 cores do
+/// not starve the threads they wait for. Reset it after any progress.
+class Backoff {
+public:
+  explicit Backoff(double timeoutSeconds)
+      : timeout(std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(timeoutSeconds))) {
+    reset();
+  }
+
+  /// Progress was made: start over, with a fresh time limit.
+  void reset() {
+    rounds = 0;
+    sleepUs = 1;
+    deadline = Clock::now() + timeout;
+  }
+
+  /// Waits a little; false once the time limit has passed without a reset.
+  bool pause() {
+    ++rounds;
+    if (rounds <= spinRounds) {
+      cpuRelax();
+      return true;
+    }
+    if (rounds <= spinRounds + yieldRounds) {
+      std::this_thread::yield();
+      return true;
+    }
+    if (Clock::now() >= deadline)
+      return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
+    sleepUs = sleepUs * 2 < maxSleepUs ? sleepUs * 2 : maxSleepUs;
+    return true;
+  }
+
+private:
+  static constexpr uint32_t spinRounds = 64;
+  static constexpr uint32_t yieldRounds = 64;
+  static constexpr uint32_t maxSleepUs = 128;
+
+  static void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
+  Clock::duration timeout;
+  Clock::time_point deadline;
+  uint32_t rounds = 0;
+  uint32_t sleepUs = 1;
+};
+
+/// The Platform of Interpreter.h for one threadblock on a CPU thread.
+class CpuPlatform {
+public:
+  // Set up by the executor before the run.
+  WorldState *world = nullptr;
+  RankState *rankState = nullptr;
+  uint32_t rank = 0;
+  uint32_t tb = 0;
+  Fifo *sendFifo = nullptr; ///< The receiver's FIFO of our send connection.
+  Fifo *recvFifo = nullptr; ///< Our receive connection's FIFO.
+  const ChunkLayout *layout = nullptr;
+  const HostKernels *kernels = nullptr;
+  uint64_t pieceBytes = 0; ///< Stride of the pieces in a message slot (every FIFO's).
+
+  // Local halves of the connection counters.
+  uint64_t sent = 0;     ///< Messages published on sendFifo.
+  uint64_t received = 0; ///< Messages released on recvFifo.
+  /// The steps run, when the world records a timeline.
+  std::vector<TraceEvent> events;
+
+  // Memory.
+
+  MemPiece piece(BufferKind buf, uint32_t chunk, uint64_t slice) const {
+    PieceRange r = buf == BufferKind::Scratch ? layout->scratchPiece(chunk, slice)
+                                              : layout->userPiece(chunk, slice);
+    MemPiece m;
+    m.ptr = rankState->buffers[static_cast<unsigned>(buf)] + r.begin * kernels->elementSize;
+    m.length = r.length;
+    return m;
+  }
+  char *slotPiece(char *slot, uint32_t j) const { return slot + j * pieceBytes; }
+
+  // Waits.
+
+  WaitResult checkAbort() const {
+    return world->failed.load(std::memory_order_relaxed) ? WaitResult::Aborted : WaitResult::Ready;
+  }
+
+  WaitResult waitDependency(uint32_t otherTb, uint32_t step, uint64_t slice) {
+    uint64_t target = slice * rankState->numSteps[otherTb] + step + 1;
+    std::atomic<uint64_t> &counter = rankState->progress[otherTb].value;
+    // Acquire: pairs with the release in the other threadblock's
+    // markProgress, so that what its step wrote is visible to ours.
+    return waitFor([&] { return counter.load(std::memory_order_acquire) >= target; });
+  }
+
+  WaitResult waitRecv(char *&slot) {
+    // Acquire: pairs with the sender's release in publishSend, so that the
+    // message's bytes are visible before we read the slot.
+    WaitResult r =
+        waitFor([&] { return recvFifo->tail.value.load(std::memory_order_acquire) > received; });
+    if (r == WaitResult::Ready)
+      slot = recvFifo->slot(received);
+    return r;
+  }
+
+  WaitResult waitSend(char *&slot) {
+    // Acquire: pairs with the receiver's release in releaseRecv, so that its
+    // reads of the slot are complete before we overwrite it.
+    WaitResult r = waitFor([&] {
+      return sent - sendFifo->head.value.load(std::memory_order_acquire) < sendFifo->depth;
+    });
+    if (r == WaitResult::Ready)
+      slot = sendFifo->slot(sent);
+    return r;
+  }
+
+  void releaseRecv() {
+    // Release: our reads of the slot happen before the sender's next write
+    // to it (it acquires head in waitSend).
+    recvFifo->head.value.store(++received, std::memory_order_release);
+  }
+
+  void publishSend() {
+    // Release: the slot's bytes happen before the receiver's reads (it
+    // acquires tail in waitRecv).
+    sendFifo->tail.value.store(++sent, std::memory_order_release);
+  }
+
+  void markProgress(uint64_t slice, uint32_t step) {
+    // Release: this step's writes happen before any step that depends on
+    // it (waitDependency acquires). Only this threadblock writes its counter.
+    rankState->progress[tb].value.store(slice * rankState->numSteps[tb] + step + 1,
+                                        std::memory_order_release);
+  }
+
+  // Arithmetic.
+
+  void copy(char *dst, const char *src, uint64_t n) {
+    // memmove: `cpy` may name the same chunk as source and destination.
+    if (n && dst != src)
+      std::memmove(dst, src, n * kernels->elementSize);
+  }
+  void copy2(char *dst0, char *dst1, const char *src, uint64_t n) {
+    std::memcpy(dst0, src, n * kernels->elementSize);
+    std::memcpy(dst1, src, n * kernels->elementSize);
+  }
+  void reduce(char *dst, const char *in, const char *local, uint64_t n) {
+    kernels->reduce(dst, in, local, n);
+  }
+  void reduce2(char *dst0, char *dst1, const char *in, const char *local, uint64_t n) {
+    kernels->reduce2(dst0, dst1, in, local, n);
+  }
+
+  // Observation.
+
+  void stepBegin(uint64_t, uint32_t) {
+    if (world->recording)
+      stepStartUs = nowUs();
+  }
+  void stepEnd(uint64_t slice, uint32_t step, const Instruction &in) {
+    if (!world->recording)
+      return;
+    TraceEvent e;
+    e.rank = rank;
+    e.tb = tb;
+    e.slice = slice;
+    e.step = step;
+    e.op = in.op;
+    e.count = in.count;
+    e.beginUs = stepStartUs;
+    e.endUs = nowUs();
+    events.push_back(e);
+  }
+
+private:
+  double nowUs() const {
+    return std::chrono::duration<double, std::micro>(Clock::now() - world->start).count();
+  }
+
+  /// Ready when \p ready() holds, else WouldBlock: the worker thread that
+  /// runs this threadblock goes on with its others and paces itself when
+  /// none can move (ThreadExecutor.cpp), so a blocked threadblock never
+  /// holds up another.
+  template <class Pred> WaitResult waitFor(Pred ready) const {
+    return ready() ? WaitResult::Ready : WaitResult::WouldBlock;
+  }
+
+  double stepStartUs = 0;
+};
+
+} // namespace detail
+} // namespace coll
+
+#endif // COLL_RUNTIME_LIB_CPUPLATFORM_H

@@ -1,0 +1,198 @@
+//===- Reference.cpp - Straightforward collectives for checking -----------===//
+//
+// Each collective is its post-condition (docs/language.md, built-in collectives) written
+// as loops over ranks with memcpy and the shared element kernels, nothing
+// more, so that it is easy to trust.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/Runtime/Reference.h"
+
+#include "HostKernels.h"
+#include "coll/Runtime/Elementwise.h"
+#include "coll/Runtime/Executor.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <type_traits>
+
+namespace coll {
+
+using namespace detail;
+
+Status referenceCollective(CollectiveKind kind, uint32_t nranks, uint32_t root, uint64_t count,
+                           DataType type, RedOp op, const std::vector<const void *> &inputs,
+                           const std::vector<void *> &outputs) {
+  HostKernels k;
+  if (!selectHostKernels(type, op, k))
+    return Status::error("invalid data type or operator");
+  if (nranks == 0 || inputs.size() != nranks || outputs.size() != nranks)
+    return Status::error("one input and one output buffer per rank are needed");
+  if (root >= nranks)
+    return Status::error("root " + std::to_string(root) + " is not a rank");
+  if (kind == CollectiveKind::Custom)
+    return Status::error("custom collectives have no reference");
+  if (count == 0)
+    return Status::success();
+  const uint64_t es = k.elementSize, unit = count * es;
+  auto in = [&](uint32_t rank, uint64_t block) {
+    return static_cast<const char *>(inputs[rank]) + block * unit;
+  };
+  auto out = [&](uint32_t rank, uint64_t block) {
+    return static_cast<char *>(outputs[rank]) + block * unit;
+  };
+  // dst = in[N-1] (op) (... (in[1] (op) in[0])), block `block` of each input.
+  auto reduceInto = [&](char *dst, uint64_t block) {
+    std::memcpy(dst, in(0, block), unit);
+    for (uint32_t j = 1; j < nranks; ++j)
+      k.reduce(dst, in(j, block), dst, count);
+    if (op == RedOp::Avg)
+      k.divide(dst, count, nranks);
+  };
+
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    reduceInto(out(0, 0), 0);
+    for (uint32_t r = 1; r < nranks; ++r)
+      std::memcpy(out(r, 0), out(0, 0), unit);
+    break;
+  case CollectiveKind::AllGather:
+    for (uint32_t r = 0; r < nranks; ++r)
+      for (uint32_t j = 0; j < nranks; ++j)
+        std::memcpy(out(r, j), in(j, 0), unit);
+    break;
+  case CollectiveKind::ReduceScatter:
+    for (uint32_t r = 0; r < nranks; ++r)
+      reduceInto(out(r, 0), r);
+    break;
+  case CollectiveKind::Broadcast:
+    for (uint32_t r = 0; r < nranks; ++r)
+      std::memcpy(out(r, 0), in(root, 0), unit);
+    break;
+  case CollectiveKind::Reduce:
+    reduceInto(out(root, 0), 0);
+    break;
+  case CollectiveKind::Gather:
+    for (uint32_t j = 0; j < nranks; ++j)
+      std::memcpy(out(root, j), in(j, 0), unit);
+    break;
+  case CollectiveKind::Scatter:
+    for (uint32_t r = 0; r < nranks; ++r)
+      std::memcpy(out(r, 0), in(root, r), unit);
+    break;
+  case CollectiveKind::AllToAll:
+    for (uint32_t r = 0; r < nranks; ++r)
+      for (uint32_t j = 0; j < nranks; ++j)
+        std::memcpy(out(r, j), in(j, r), unit);
+    break;
+  case CollectiveKind::Custom:
+    break;
+  }
+  return Status::success();
+}
+
+namespace {
+/// A well-mixed 64-bit hash (splitmix64's finaliser).
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// Significand bits (with the implicit one) of a floating-point type: the
+/// integers up to 2^digits are exact.
+int significandDigits(DataType type) {
+  switch (type) {
+  case DataType::Float16:
+    return 11;
+  case DataType::BFloat16:
+    return 8;
+  case DataType::Float32:
+    return 24;
+  default:
+    return 53;
+  }
+}
+} // namespace
+
+void fillTestInput(DataType type, RedOp op, uint32_t nranks, uint32_t rank, uint64_t n, void *buf) {
+  nranks = nranks ? nranks : 1;
+  visitDataType(type, [&](auto traits) {
+    using Traits = decltype(traits);
+    using S = typename Traits::Storage;
+    using C = typename Traits::Compute;
+    constexpr DataType D = Traits::type;
+    S *p = static_cast<S *>(buf);
+    if constexpr (std::is_integral_v<C>) {
+      // x -> x * odd is a bijection modulo 2^bits: distinct for the first
+      // 2^bits (rank, element) pairs.
+      using U = std::make_unsigned_t<S>;
+      for (uint64_t e = 0; e < n; ++e)
+        p[e] = S(U((e * nranks + rank) * 0x9e3779b97f4a7c15ull));
+    } else if (op == RedOp::Prod) {
+      // +-2^k, k in {-1, 0, 1}: every product of nranks of them is exact
+      // (fp16 keeps k = 0 past 14 ranks, where 2^nranks would overflow).
+      bool small = type != DataType::Float16 || nranks <= 14;
+      for (uint64_t e = 0; e < n; ++e) {
+        uint64_t h = mix(e * nranks + rank);
+        C v = small ? C(h % 3 == 0 ? 0.5 : h % 3 == 1 ? 1.0 : 2.0) : C(1);
+        p[e] = storeElement<D>((h >> 8) & 1 ? -v : v);
+      }
+    } else {
+      // Integers of at most `digits` bits; for Sum and Avg small enough that
+      // nranks of them add up exactly.
+      int digits = significandDigits(type);
+      uint64_t limit = (op == RedOp::Max || op == RedOp::Min) ? (uint64_t(1) << (digits - 1))
+                                                              : (uint64_t(1) << digits) / nranks;
+      for (uint64_t e = 0; e < n; ++e) {
+        int64_t v = int64_t(mix(e * nranks + rank) % (2 * limit + 1)) - int64_t(limit);
+        p[e] = storeElement<D>(C(v));
+      }
+    }
+  });
+}
+
+uint64_t countMismatches(DataType type, const void *got, const void *want, uint64_t n,
+                         uint64_t *firstIndex) {
+  uint64_t wrong = 0;
+  visitDataType(type, [&](auto traits) {
+    using Traits = decltype(traits);
+    using S = typename Traits::Storage;
+    constexpr DataType D = Traits::type;
+    const S *a = static_cast<const S *>(got);
+    const S *b = static_cast<const S *>(want);
+    for (uint64_t i = 0; i < n; ++i) {
+      bool same;
+      if constexpr (isFloatType(D)) {
+        auto x = loadElement<D>(a[i]), y = loadElement<D>(b[i]);
+        same = x == y || (x != x && y != y);
+      } else {
+        same = a[i] == b[i];
+      }
+      if (!same && wrong++ == 0 && firstIndex)
+        *firstIndex = i;
+    }
+  });
+  return wrong;
+}
+
+std::string formatElement(DataType type, const void *buf, uint64_t index) {
+  char text[64] = "?";
+  visitDataType(type, [&](auto traits) {
+    using Traits = decltype(traits);
+    using S = typename Traits::Storage;
+    constexpr DataType D = Traits::type;
+    S s = static_cast<const S *>(buf)[index];
+    if constexpr (isFloatType(D))
+      std::snprintf(text, sizeof text, "%.17g", double(loadElement<D>(s)));
+    else if constexpr (std::is_signed_v<S>)
+      std::snprintf(text, sizeof text, "%" PRId64, int64_t(s));
+    else
+      std::snprintf(text, sizeof text, "%" PRIu64, uint64_t(s));
+  });
+  return text;
+}
+
+} // namespace coll

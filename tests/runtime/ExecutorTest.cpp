@@ -1,0 +1,495 @@
+//===- ExecutorTest.cpp - LocalWorld on hand-written plans ----------------===//
+//
+// Plans built with the Plan structs: a ring allreduce, an allgather whose
+// two threadblocks depend on each other, an alltoall with multi-chunk
+// messages; plans that deadlock (timeouts and the single-thread executor's
+// deadlock report); argument errors; timelines.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestHelpers.h"
+#include "coll/Runtime/PlanIO.h"
+
+#include <chrono>
+#include <gtest/gtest.h>
+#include <regex>
+#include <sstream>
+#include <tuple>
+
+using namespace coll;
+using namespace coll::test;
+
+namespace {
+
+Instruction step(Opcode op, BufferKind srcBuf, uint32_t srcOff, BufferKind dstBuf, uint32_t dstOff,
+                 uint32_t count) {
+  Instruction in;
+  in.op = op;
+  const OpcodeInfo &info = opcodeInfo(op);
+  if (info.readSrc) {
+    in.srcBuf = srcBuf;
+    in.srcOff = srcOff;
+  }
+  if (info.writeDst) {
+    in.dstBuf = dstBuf;
+    in.dstOff = dstOff;
+  }
+  in.count = count;
+  return in;
+}
+
+constexpr BufferKind I = BufferKind::Input, O = BufferKind::Output, S = BufferKind::Scratch;
+
+/// Appends \p in to \p tb, waiting for \p deps (threadblock, step).
+void add(Threadblock &tb, Instruction in, std::vector<Dependency> deps = {}) {
+  in.depBegin = deps.empty() ? 0 : uint32_t(tb.deps.size());
+  in.depCount = uint32_t(deps.size());
+  tb.deps.insert(tb.deps.end(), deps.begin(), deps.end());
+  tb.steps.push_back(in);
+}
+
+Plan makePlan(const char *name, CollectiveKind kind, uint32_t n, uint32_t in, uint32_t out,
+              uint32_t depth) {
+  Plan p;
+  p.info.name = name;
+  p.info.collective = kind;
+  p.info.nranks = n;
+  p.info.inputChunks = in;
+  p.info.outputChunks = out;
+  p.info.connectionDepth = depth;
+  p.ranks.resize(n);
+  return p;
+}
+
+uint32_t mod(int64_t a, uint32_t n) {
+  return uint32_t(((a % n) + n) % n);
+}
+
+/// An out-of-place ring allreduce in one threadblock per rank: copy the
+/// input to the output (one N-chunk step), reduce-scatter around the ring
+/// with s / rrs / rrcs, all-gather with rcs / r.
+Plan ringAllReduce(uint32_t n, uint32_t depth) {
+  Plan p = makePlan("hand_ring_allreduce", CollectiveKind::AllReduce, n, n, n, depth);
+  for (uint32_t r = 0; r < n; ++r) {
+    Threadblock tb;
+    tb.sendPeer = int32_t((r + 1) % n);
+    tb.recvPeer = int32_t((r + n - 1) % n);
+    add(tb, step(Opcode::Copy, I, 0, O, 0, n));
+    add(tb, step(Opcode::Send, O, r, O, 0, 1));
+    for (uint32_t k = 1; k + 1 < n; ++k)
+      add(tb, step(Opcode::RecvReduceSend, O, mod(int64_t(r) - k, n), O, 0, 1));
+    uint32_t full = (r + 1) % n; // The chunk this rank completes.
+    add(tb, step(Opcode::RecvReduceCopySend, O, full, O, full, 1));
+    for (uint32_t k = 1; k + 1 < n; ++k)
+      add(tb, step(Opcode::RecvCopySend, O, 0, O, mod(int64_t(full) - k, n), 1));
+    add(tb, step(Opcode::Recv, O, 0, O, mod(int64_t(full) - (n - 1), n), 1));
+    p.ranks[r].threadblocks.push_back(tb);
+  }
+  return p;
+}
+
+/// A ring allgather with C chunks per rank and two threadblocks per rank:
+/// tb 0 copies the rank's own block into place (and, through scratch, back
+/// again); tb 1 runs the ring and waits for tb 0 before sending.
+Plan ringAllGather(uint32_t n, uint32_t c) {
+  Plan p = makePlan("hand_ring_allgather", CollectiveKind::AllGather, n, c, n * c, 2);
+  for (uint32_t r = 0; r < n; ++r) {
+    RankPlan &rp = p.ranks[r];
+    rp.scratchChunks = c + 1;
+    Threadblock local, ring;
+    // Through scratch at an offset of one chunk: scratch chunks all have the
+    // largest chunk size, the data keeps its own.
+    add(local, step(Opcode::Copy, I, 0, S, 1, c));
+    add(local, step(Opcode::Copy, S, 1, O, r * c, c));
+    ring.sendPeer = int32_t((r + 1) % n);
+    ring.recvPeer = int32_t((r + n - 1) % n);
+    add(ring, step(Opcode::Send, O, r * c, O, 0, c), {{0, 1}});
+    for (uint32_t k = 1; k + 1 < n; ++k)
+      add(ring, step(Opcode::RecvCopySend, O, 0, O, mod(int64_t(r) - k, n) * c, c));
+    add(ring, step(Opcode::Recv, O, 0, O, mod(int64_t(r) - (n - 1), n) * c, c));
+    rp.threadblocks = {local, ring};
+  }
+  return p;
+}
+
+/// An all-pairs alltoall with C chunks per block: one threadblock per peer
+/// sends and receives one C-chunk message; the own block is a local copy.
+Plan allPairsAllToAll(uint32_t n, uint32_t c) {
+  Plan p = makePlan("hand_alltoall", CollectiveKind::AllToAll, n, n * c, n * c, 1);
+  for (uint32_t r = 0; r < n; ++r) {
+    RankPlan &rp = p.ranks[r];
+    Threadblock self;
+    add(self, step(Opcode::Copy, I, r * c, O, r * c, c));
+    rp.threadblocks.push_back(self);
+    for (uint32_t q = 0; q < n; ++q) {
+      if (q == r)
+        continue;
+      Threadblock tb;
+      tb.sendPeer = tb.recvPeer = int32_t(q);
+      add(tb, step(Opcode::Send, I, q * c, O, 0, c));
+      add(tb, step(Opcode::Recv, I, 0, O, q * c, c));
+      rp.threadblocks.push_back(tb);
+    }
+  }
+  return p;
+}
+
+/// A local-only reduce-scatter on one rank is trivial; this one exercises
+/// `re` (dst = src (op) dst) with two ranks exchanging blocks: each rank
+/// receives the peer's copy of its block into scratch and adds its own.
+Plan exchangeReduceScatter() {
+  Plan p = makePlan("hand_reducescatter", CollectiveKind::ReduceScatter, 2, 2, 1, 1);
+  for (uint32_t r = 0; r < 2; ++r) {
+    RankPlan &rp = p.ranks[r];
+    rp.scratchChunks = 1;
+    Threadblock tb;
+    tb.sendPeer = tb.recvPeer = int32_t(1 - r);
+    add(tb, step(Opcode::Send, I, 1 - r, O, 0, 1));
+    add(tb, step(Opcode::Recv, I, 0, S, 0, 1));
+    add(tb, step(Opcode::Copy, I, r, O, 0, 1));
+    add(tb, step(Opcode::Reduce, S, 0, O, 0, 1));
+    rp.threadblocks.push_back(tb);
+  }
+  return p;
+}
+
+/// An out-of-place allreduce of two ranks that accumulates in its input
+/// buffer: the executor must run it on a copy, leaving the user's send
+/// buffer as it was.
+Plan exchangeAllReduceInInput() {
+  Plan p = makePlan("hand_allreduce_in_input", CollectiveKind::AllReduce, 2, 2, 2, 2);
+  for (uint32_t r = 0; r < 2; ++r) {
+    Threadblock tb;
+    tb.sendPeer = tb.recvPeer = int32_t(1 - r);
+    add(tb, step(Opcode::Send, I, 0, O, 0, 2));
+    add(tb, step(Opcode::RecvReduceCopy, I, 0, I, 0, 2));
+    add(tb, step(Opcode::Copy, I, 0, O, 0, 2));
+    p.ranks[r].threadblocks.push_back(tb);
+  }
+  return p;
+}
+
+std::vector<uint64_t> counts(uint32_t n) {
+  return {0, 1, 7, n - 1u, 1000, 100003};
+}
+
+/// Runs \p plan for every count, in and out of place, on both executors,
+/// for the types and operators given.
+void checkPlan(const Plan &plan, std::vector<DataType> types, std::vector<RedOp> ops) {
+  for (uint64_t count : counts(plan.info.nranks))
+    for (bool inplace : {false, true})
+      for (ExecMode mode : {ExecMode::Threads, ExecMode::Single})
+        for (DataType type : types)
+          for (RedOp op : ops) {
+            RunCase c;
+            c.type = type;
+            c.op = op;
+            c.count = count;
+            c.inplace = inplace;
+            c.mode = mode;
+            c.slice = count > 10000 ? 4096 : count >= 1000 ? 16 : 5;
+            c.workersPerRank = uint32_t(count % 3);
+            ASSERT_EQ(runAndCheck(plan, c), "") << plan.info.name;
+          }
+}
+
+TEST(HandPlans, PlansAreValid) {
+  for (const Plan &p :
+       {ringAllReduce(2, 2), ringAllReduce(5, 2), ringAllGather(3, 2), allPairsAllToAll(4, 3),
+        exchangeReduceScatter(), exchangeAllReduceInInput()}) {
+    Status s = validatePlan(p);
+    EXPECT_TRUE(s.ok()) << p.info.name << ": " << s.message();
+  }
+}
+
+TEST(HandPlans, RingAllReduce) {
+  for (uint32_t n : {2u, 3u, 5u})
+    checkPlan(ringAllReduce(n, n == 3 ? 2 : 3), {DataType::Float32, DataType::Int8},
+              {RedOp::Sum, RedOp::Max});
+}
+
+TEST(HandPlans, RingAllReduceEveryTypeAndOp) {
+  Plan plan = ringAllReduce(3, 2);
+  for (DataType type : allDataTypes())
+    for (RedOp op : opsFor(plan.info.collective))
+      for (uint64_t count : {1ull, 10ull, 301ull}) {
+        RunCase c;
+        c.type = type;
+        c.op = op;
+        c.count = count;
+        c.mode = ExecMode::Single;
+        c.slice = 7;
+        ASSERT_EQ(runAndCheck(plan, c), "");
+      }
+}
+
+TEST(HandPlans, RingAllGatherWithDependencies) {
+  checkPlan(ringAllGather(3, 2), {DataType::Uint8, DataType::Float64}, {RedOp::Sum});
+  checkPlan(ringAllGather(4, 3), {DataType::BFloat16}, {RedOp::Sum});
+}
+
+TEST(HandPlans, AllToAllMultiChunkMessages) {
+  checkPlan(allPairsAllToAll(3, 2), {DataType::Int32}, {RedOp::Sum});
+  checkPlan(allPairsAllToAll(4, 3), {DataType::Float16}, {RedOp::Sum});
+}
+
+TEST(HandPlans, ReduceScatterWithLocalReduce) {
+  checkPlan(exchangeReduceScatter(), {DataType::Int64, DataType::Float32},
+            {RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Avg});
+}
+
+TEST(HandPlans, OutOfPlacePlanWritingItsInput) {
+  checkPlan(exchangeAllReduceInInput(), {DataType::Int32, DataType::BFloat16},
+            {RedOp::Sum, RedOp::Avg});
+}
+
+TEST(HandPlans, OneElementSlicesThroughDepthOne) {
+  // 40 elements in slices of one: every threadblock's program runs 20
+  // times, and the one-slot FIFOs fill and drain at every message.
+  Plan plan = allPairsAllToAll(4, 2);
+  for (ExecMode mode : {ExecMode::Threads, ExecMode::Single}) {
+    RunCase c;
+    c.count = 40;
+    c.mode = mode;
+    c.slice = 1;
+    c.type = DataType::Uint32;
+    EXPECT_EQ(runAndCheck(plan, c), "");
+  }
+}
+
+TEST(HandPlans, AvgDividesIntegersTowardZero) {
+  Plan plan = ringAllReduce(3, 2);
+  std::vector<int32_t> in[3] = {{1, -1, 5}, {2, -2, 5}, {4, -4, 5}};
+  std::vector<int32_t> out[3];
+  std::vector<const void *> send;
+  std::vector<void *> recv;
+  for (int r = 0; r < 3; ++r) {
+    out[r].assign(3, 0);
+    send.push_back(in[r].data());
+    recv.push_back(out[r].data());
+  }
+  for (ExecMode mode : {ExecMode::Threads, ExecMode::Single}) {
+    ExecOptions o;
+    o.mode = mode;
+    Status s = LocalWorld().run(plan, send, recv, 3, DataType::Int32, RedOp::Avg, o);
+    ASSERT_TRUE(s.ok()) << s.message();
+    for (int r = 0; r < 3; ++r)
+      EXPECT_EQ(out[r], (std::vector<int32_t>{2, -2, 5})) << "rank " << r;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Plans that never finish
+//===----------------------------------------------------------------------===//
+
+/// Two ranks that each wait for the other's message before sending theirs:
+/// valid (the connections agree), but neither peer ever sends.
+Plan recvRecvDeadlock() {
+  Plan p = makePlan("recv_recv", CollectiveKind::AllReduce, 2, 1, 1, 1);
+  for (uint32_t r = 0; r < 2; ++r) {
+    Threadblock tb;
+    tb.sendPeer = tb.recvPeer = int32_t(1 - r);
+    add(tb, step(Opcode::Recv, I, 0, O, 0, 1));
+    add(tb, step(Opcode::Send, O, 0, O, 0, 1));
+    p.ranks[r].threadblocks.push_back(tb);
+  }
+  return p;
+}
+
+/// Rank 0 sends three messages on a one-slot connection; rank 1 takes the
+/// first only after a message that rank 0 sends after its third.
+Plan fullFifoDeadlock() {
+  Plan p = makePlan("full_fifo", CollectiveKind::AllReduce, 2, 1, 1, 1);
+  Threadblock s0, s1, r0, r1;
+  s0.sendPeer = 1;
+  for (int i = 0; i < 3; ++i)
+    add(s0, step(Opcode::Send, I, 0, O, 0, 1));
+  s1.sendPeer = 1;
+  s1.channel = 1;
+  add(s1, step(Opcode::Send, I, 0, O, 0, 1), {{0, 2}});
+  r0.recvPeer = 0;
+  add(r0, step(Opcode::Recv, I, 0, O, 0, 1), {{1, 0}});
+  add(r0, step(Opcode::Recv, I, 0, O, 0, 1));
+  add(r0, step(Opcode::Recv, I, 0, O, 0, 1));
+  r1.recvPeer = 0;
+  r1.channel = 1;
+  add(r1, step(Opcode::Recv, I, 0, O, 0, 1));
+  p.ranks[0].threadblocks = {s0, s1};
+  p.ranks[1].threadblocks = {r0, r1};
+  return p;
+}
+
+Status runBlocked(const Plan &plan, ExecMode mode, double timeout, uint64_t count = 10,
+                  uint32_t workersPerRank = 1) {
+  std::vector<float> a(count), b(count), c(count), d(count);
+  ExecOptions o;
+  o.mode = mode;
+  o.workersPerRank = workersPerRank;
+  o.timeoutSeconds = timeout;
+  return LocalWorld().run(plan, {a.data(), b.data()}, {c.data(), d.data()}, count,
+                          DataType::Float32, RedOp::Sum, o);
+}
+
+TEST(Deadlocks, TimeoutNamesRankThreadblockStep) {
+  Plan plan = recvRecvDeadlock();
+  ASSERT_TRUE(validatePlan(plan).ok());
+  auto start = std::chrono::steady_clock::now();
+  Status s = runBlocked(plan, ExecMode::Threads, 0.3);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(std::regex_match(
+      s.message(), std::regex("rank [01] threadblock 0 step 0 \\(r, slice 0\\): timed out after "
+                              "0.3 s waiting for message 1 from rank [01] on channel 0.*")))
+      << s.message();
+  EXPECT_LT(seconds, 5.0);
+}
+
+TEST(Deadlocks, TimeoutOnDependencyAndFullFifo) {
+  Plan plan = fullFifoDeadlock();
+  ASSERT_TRUE(validatePlan(plan).ok()) << validatePlan(plan).message();
+  // One worker per rank, then a thread per threadblock.
+  for (uint32_t workers : {1u, 0u}) {
+    Status s = runBlocked(plan, ExecMode::Threads, 0.3, 10, workers);
+    ASSERT_FALSE(s.ok());
+    // Every threadblock blocks; any worker may time out first.
+    EXPECT_TRUE(std::regex_match(
+        s.message(),
+        std::regex("(rank 0 threadblock 0 step 1 \\(s, slice 0\\): timed out after 0.3 s waiting "
+                   "for a free slot to rank 1 on channel 0 \\(all 1 slots full: 1 messages sent, "
+                   "0 taken\\)"
+                   "|rank 0 threadblock 1 step 0 \\(s, slice 0\\): timed out after 0.3 s waiting "
+                   "for threadblock 0 to finish step 2"
+                   "|rank 1 threadblock 0 step 0 \\(r, slice 0\\): timed out after 0.3 s waiting "
+                   "for threadblock 1 to finish step 0"
+                   "|rank 1 threadblock 1 step 0 \\(r, slice 0\\): timed out after 0.3 s waiting "
+                   "for message 1 from rank 0 on channel 1).*")))
+        << s.message();
+    if (workers == 1) {
+      // The worker of the rank lists its other blocked threadblock too.
+      EXPECT_TRUE(s.message().find("; rank ") != std::string::npos) << s.message();
+    }
+  }
+}
+
+TEST(Deadlocks, SingleThreadReportsDeadlockAtOnce) {
+  Status s = runBlocked(recvRecvDeadlock(), ExecMode::Single, 30);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "deadlock: no threadblock can make progress: rank 0 threadblock 0 step 0 "
+                         "(r, slice 0) waits for message 1 from rank 1 on channel 0; rank 1 "
+                         "threadblock 0 step 0 (r, slice 0) waits for message 1 from rank 0 on "
+                         "channel 0");
+  s = runBlocked(fullFifoDeadlock(), ExecMode::Single, 30);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(),
+            "deadlock: no threadblock can make progress: rank 0 threadblock 0 step 1 (s, slice "
+            "0) waits for a free slot to rank 1 on channel 0 (all 1 slots full: 1 messages sent, "
+            "0 taken); rank 0 threadblock 1 step 0 (s, slice 0) waits for threadblock 0 to "
+            "finish step 2; rank 1 threadblock 0 step 0 (r, slice 0) waits for threadblock 1 to "
+            "finish step 0; rank 1 threadblock 1 step 0 (r, slice 0) waits for message 1 from "
+            "rank 0 on channel 1");
+}
+
+TEST(Deadlocks, CountZeroRunsNothing) {
+  // No slices, no messages: even a plan that would deadlock finishes.
+  EXPECT_TRUE(runBlocked(recvRecvDeadlock(), ExecMode::Threads, 0.3, 0).ok());
+}
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+TEST(Errors, BadCalls) {
+  Plan plan = ringAllReduce(2, 2);
+  std::vector<float> a(4), b(4), c(4), d(4);
+  std::vector<const void *> send = {a.data(), b.data()};
+  std::vector<void *> recv = {c.data(), d.data()};
+  LocalWorld w;
+  auto run = [&](const Plan &p, std::vector<const void *> s, std::vector<void *> r,
+                 ExecOptions o = ExecOptions(), DataType t = DataType::Float32) {
+    return w.run(p, s, r, 4, t, RedOp::Sum, o).message();
+  };
+  EXPECT_EQ(run(plan, {a.data()}, recv),
+            "the plan has 2 ranks but 1 send and 2 receive buffers were given");
+  EXPECT_EQ(run(plan, {a.data(), nullptr}, recv), "rank 1 has a null send buffer");
+  EXPECT_EQ(run(plan, send, {c.data(), nullptr}), "rank 1 has a null receive buffer");
+  ExecOptions o;
+  o.sliceElements = 0;
+  EXPECT_EQ(run(plan, send, recv, o), "the slice size must be at least 1 element");
+  o = ExecOptions();
+  o.timeoutSeconds = 0;
+  EXPECT_EQ(run(plan, send, recv, o), "the timeout must be in (0, 1e9] seconds, not 0");
+  EXPECT_EQ(run(plan, send, recv, ExecOptions(), DataType(99)),
+            "invalid data type 99 or operator 0");
+
+  Plan one = plan;
+  one.ranks.resize(1);
+  one.loadedRank = 0;
+  EXPECT_EQ(run(one, send, recv),
+            "the plan was loaded for rank 0 only; LocalWorld runs every rank");
+
+  Plan custom = plan;
+  custom.info.collective = CollectiveKind::Custom;
+  EXPECT_EQ(run(custom, send, recv), "plan 'hand_ring_allreduce' implements a custom collective; "
+                                     "the executors run built-in collectives only");
+
+  Plan gather = plan;
+  gather.info.collective = CollectiveKind::AllGather;
+  EXPECT_EQ(run(gather, send, recv), "allgather plan has 2 input and 2 output chunks; expected "
+                                     "nranks times as many output chunks as input chunks");
+
+  Plan broken = plan;
+  broken.ranks[0].threadblocks[0].steps[1].count = 0;
+  EXPECT_EQ(run(broken, send, recv).rfind("invalid plan: rank 0 threadblock 0 step 1", 0), 0u)
+      << run(broken, send, recv);
+}
+
+//===----------------------------------------------------------------------===//
+// Timelines
+//===----------------------------------------------------------------------===//
+
+TEST(Timeline, SingleModeRecordsEveryStep) {
+  Plan plan = ringAllGather(3, 2);
+  RunCase c;
+  c.count = 20;
+  c.slice = 4; // ceil(10 / 4) = 3 slices
+  c.mode = ExecMode::Single;
+  Timeline timeline;
+  ExecOptions o;
+  o.timeline = &timeline;
+  ASSERT_EQ(runAndCheck(plan, c, &o), "");
+  size_t steps = 0;
+  for (const RankPlan &rp : plan.ranks)
+    for (const Threadblock &tb : rp.threadblocks)
+      steps += tb.steps.size();
+  ASSERT_EQ(timeline.events.size(), 3 * steps);
+  for (size_t i = 1; i < timeline.events.size(); ++i) {
+    const TraceEvent &a = timeline.events[i - 1], &b = timeline.events[i];
+    EXPECT_LE(std::tie(a.rank, a.tb), std::tie(b.rank, b.tb));
+    if (a.rank == b.rank && a.tb == b.tb) {
+      EXPECT_LE(a.endUs, b.beginUs);
+      EXPECT_EQ(a.slice * plan.ranks[a.rank].threadblocks[a.tb].steps.size() + a.step + 1,
+                b.slice * plan.ranks[b.rank].threadblocks[b.tb].steps.size() + b.step);
+    }
+  }
+  std::ostringstream os;
+  timeline.writeChromeTrace(os, plan);
+  std::string json = os.str();
+  EXPECT_EQ(json.rfind("{\"displayTimeUnit\":\"ns\"", 0), 0u);
+  EXPECT_NE(json.find("\"name\":\"rank 2\""), std::string::npos);
+  EXPECT_NE(json.find("\"name\":\"tb 1 send 0 recv 1 ch 0\""), std::string::npos);
+  EXPECT_NE(json.find("\"ph\":\"X\",\"name\":\"rcs\""), std::string::npos);
+  EXPECT_EQ(json.substr(json.size() - 4), "\n]}\n");
+}
+
+TEST(Timeline, ThreadsModeRecordsToo) {
+  Plan plan = ringAllReduce(3, 2);
+  RunCase c;
+  c.count = 9;
+  Timeline timeline;
+  ExecOptions o;
+  o.timeline = &timeline;
+  ASSERT_EQ(runAndCheck(plan, c, &o), "");
+  EXPECT_EQ(timeline.events.size(), 3 * plan.ranks[0].threadblocks[0].steps.size());
+}
+
+} // namespace

@@ -1,0 +1,306 @@
+//===- coll-run.cpp - Run a plan on local ranks and check it --------------===//
+//
+// coll-run plan.bin [--ranks-as threads|single] [--size 64M] [--dtype f32]
+//                   [--op sum] [--check | --no-check] [--inplace]
+//                   [--iters n] [--slice elements] [--workers n]
+//                   [--timeout seconds] [--trace out.json]
+//
+// Loads a plan, gives every rank an input whose values are distinct per
+// (rank, element) and exact under any order of reduction, runs it on
+// LocalWorld, compares every defined output with the reference
+// implementation, then times --iters more runs. Prints one table row in the
+// style of nccl-tests; exits 1 on any wrong element or error.
+//
+// --size is the per-rank size in bytes of the larger buffer, as in
+// nccl-tests: the output of allgather and gather, the input of reducescatter
+// and scatter, either of alltoall, the only one of the others.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/Runtime/Executor.h"
+#include "coll/Runtime/PlanIO.h"
+#include "coll/Runtime/Reference.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+using namespace coll;
+
+namespace {
+
+int usage() {
+  std::cerr << "usage: coll-run plan.bin [--ranks-as threads|single] [--size 64M] [--dtype f32]\n"
+               "                [--op sum] [--check | --no-check] [--inplace] [--iters n]\n"
+               "                [--slice elements] [--workers n] [--timeout seconds]\n"
+               "                [--trace out.json]\n";
+  return 2;
+}
+
+int fail(const std::string &msg) {
+  std::cerr << "coll-run: error: " << msg << "\n";
+  return 1;
+}
+
+/// Parses "64M", "1K", "4096", "1G" (binary multiples; a trailing B is fine).
+bool parseSize(const std::string &text, uint64_t &out) {
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str() || errno || text[0] == '-')
+    return false;
+  uint64_t mult = 1;
+  std::string suffix = end;
+  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b'))
+    suffix.pop_back();
+  if (suffix == "K" || suffix == "k")
+    mult = 1ull << 10;
+  else if (suffix == "M" || suffix == "m")
+    mult = 1ull << 20;
+  else if (suffix == "G" || suffix == "g")
+    mult = 1ull << 30;
+  else if (!suffix.empty())
+    return false;
+  if (v > UINT64_MAX / mult)
+    return false;
+  out = v * mult;
+  return true;
+}
+
+bool parseUnsigned(const std::string &text, uint64_t &out) {
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end || errno || text[0] == '-')
+    return false;
+  out = v;
+  return true;
+}
+
+/// How many per-rank units the larger buffer holds.
+uint64_t sizeFactor(CollectiveKind kind, uint32_t nranks) {
+  BufferElements e = collectiveBufferElements(kind, nranks, 1);
+  return e.input > e.output ? e.input : e.output;
+}
+
+struct Options {
+  std::string planPath;
+  ExecMode mode = ExecMode::Threads;
+  uint64_t size = 64ull << 20;
+  DataType type = DataType::Float32;
+  RedOp op = RedOp::Sum;
+  bool check = true;
+  bool inplace = false;
+  uint64_t iters = 5;
+  uint64_t slice = ExecOptions().sliceElements;
+  uint64_t workers = ExecOptions().workersPerRank;
+  double timeout = ExecOptions().timeoutSeconds;
+  std::string tracePath;
+};
+
+/// Parses the command line; returns 0 to go on, else the exit status.
+int parseArgs(int argc, char **argv, Options &o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string &out) {
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--help" || a == "-h") {
+      usage();
+      return -1;
+    } else if (a == "--ranks-as") {
+      if (!value(v) || (v != "threads" && v != "single"))
+        return fail("--ranks-as takes 'threads' or 'single'");
+      o.mode = v == "single" ? ExecMode::Single : ExecMode::Threads;
+    } else if (a == "--size") {
+      if (!value(v) || !parseSize(v, o.size))
+        return fail("--size takes a byte count such as 4096, 64K, 64M or 1G");
+    } else if (a == "--dtype") {
+      if (!value(v) || !parseDataType(v.c_str(), o.type))
+        return fail("unknown --dtype '" + v +
+                    "' (int8 uint8 int32 uint32 int64 uint64 fp16 bf16 fp32 fp64)");
+    } else if (a == "--op") {
+      if (!value(v) || !parseRedOp(v.c_str(), o.op))
+        return fail("unknown --op '" + v + "' (sum prod max min avg)");
+    } else if (a == "--check") {
+      o.check = true;
+    } else if (a == "--no-check") {
+      o.check = false;
+    } else if (a == "--inplace") {
+      o.inplace = true;
+    } else if (a == "--iters") {
+      if (!value(v) || !parseUnsigned(v, o.iters))
+        return fail("--iters takes a number");
+    } else if (a == "--slice") {
+      if (!value(v) || !parseUnsigned(v, o.slice) || o.slice == 0)
+        return fail("--slice takes a positive number of elements");
+    } else if (a == "--workers") {
+      if (!value(v) || !parseUnsigned(v, o.workers) || o.workers > 1024)
+        return fail("--workers takes a number of threads per rank (0: one per threadblock)");
+    } else if (a == "--timeout") {
+      char *end = nullptr;
+      if (!value(v) || (o.timeout = std::strtod(v.c_str(), &end), *end) || !(o.timeout > 0))
+        return fail("--timeout takes a positive number of seconds");
+    } else if (a == "--trace") {
+      if (!value(o.tracePath))
+        return fail("--trace takes a file name");
+    } else if (!a.empty() && a[0] == '-') {
+      usage();
+      return fail("unknown option '" + a + "'");
+    } else if (o.planPath.empty()) {
+      o.planPath = a;
+    } else {
+      return usage();
+    }
+  }
+  if (o.planPath.empty())
+    return usage();
+  return 0;
+}
+
+/// One rank's memory for a run.
+struct RankBuffers {
+  std::vector<char> original; ///< The test input, kept for the reference.
+  std::vector<char> in, out;  ///< Separate buffers (out of place).
+  std::vector<char> both;     ///< The one buffer (in place).
+  const void *send = nullptr;
+  void *recv = nullptr;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o;
+  if (int rc = parseArgs(argc, argv, o))
+    return rc < 0 ? 0 : rc;
+
+  Result<Plan> plan = loadPlanFile(o.planPath);
+  if (!plan)
+    return fail(plan.message());
+  const PlanInfo &info = plan->info;
+  const uint32_t nranks = info.nranks;
+  Result<uint32_t> chunks = planChunksPerUnit(info);
+  if (!chunks)
+    return fail(chunks.message());
+  const size_t es = dataTypeSize(o.type);
+  const uint64_t count = o.size / es / sizeFactor(info.collective, nranks);
+  const BufferElements elems = collectiveBufferElements(info.collective, nranks, count);
+  const uint64_t unitBytes = count * es;
+  if (o.inplace &&
+      (info.collective == CollectiveKind::Gather || info.collective == CollectiveKind::Scatter ||
+       info.collective == CollectiveKind::AllToAll))
+    return fail(std::string(collectiveName(info.collective)) + " has no in-place form");
+
+  // Buffers and test data.
+  std::vector<RankBuffers> ranks(nranks);
+  std::vector<const void *> sendbufs(nranks), originals(nranks);
+  std::vector<void *> recvbufs(nranks);
+  for (uint32_t r = 0; r < nranks; ++r) {
+    RankBuffers &b = ranks[r];
+    b.original.resize(elems.input * es);
+    fillTestInput(o.type, o.op, nranks, r, elems.input, b.original.data());
+    originals[r] = b.original.data();
+    if (o.inplace) {
+      b.both.resize(std::max(elems.input, elems.output) * es);
+      char *p = b.both.data();
+      b.send = info.collective == CollectiveKind::AllGather ? p + r * unitBytes : p;
+      b.recv = info.collective == CollectiveKind::ReduceScatter ? p + r * unitBytes : p;
+    } else {
+      b.in.resize(elems.input * es);
+      b.out.resize(elems.output * es);
+      b.send = b.in.data();
+      b.recv = b.out.data();
+    }
+    sendbufs[r] = b.send;
+    recvbufs[r] = b.recv;
+  }
+  auto resetInputs = [&] {
+    for (uint32_t r = 0; r < nranks; ++r)
+      if (!ranks[r].original.empty())
+        std::memcpy(const_cast<void *>(ranks[r].send), ranks[r].original.data(),
+                    ranks[r].original.size());
+  };
+
+  ExecOptions eo;
+  eo.mode = o.mode;
+  eo.sliceElements = o.slice;
+  eo.workersPerRank = uint32_t(o.workers);
+  eo.timeoutSeconds = o.timeout;
+  Timeline timeline;
+  if (!o.tracePath.empty())
+    eo.timeline = &timeline;
+  LocalWorld world;
+
+  // The checked run (also the warm-up, and the one traced).
+  resetInputs();
+  if (Status s = world.run(*plan, sendbufs, recvbufs, count, o.type, o.op, eo); !s)
+    return fail(s.message());
+  if (!o.tracePath.empty()) {
+    if (Status s = timeline.writeChromeTraceFile(o.tracePath, *plan); !s)
+      return fail(s.message());
+    eo.timeline = nullptr;
+  }
+  uint64_t wrong = 0;
+  if (o.check) {
+    std::vector<std::vector<char>> want(nranks);
+    std::vector<void *> wantPtrs(nranks);
+    for (uint32_t r = 0; r < nranks; ++r) {
+      want[r].resize(elems.output * es);
+      wantPtrs[r] = want[r].data();
+    }
+    if (Status s = referenceCollective(info.collective, nranks, info.root, count, o.type, o.op,
+                                       originals, wantPtrs);
+        !s)
+      return fail(s.message());
+    for (uint32_t r = 0; r < nranks; ++r) {
+      if (!collectiveDefinesOutput(info.collective, info.root, r))
+        continue;
+      uint64_t first = 0;
+      uint64_t n = countMismatches(o.type, recvbufs[r], want[r].data(), elems.output, &first);
+      if (n && !wrong)
+        std::cerr << "coll-run: rank " << r << " output element " << first << " is "
+                  << formatElement(o.type, recvbufs[r], first) << ", expected "
+                  << formatElement(o.type, want[r].data(), first) << "\n";
+      wrong += n;
+    }
+  }
+
+  // Timed runs. In place, the data changes from run to run; only the time
+  // matters here.
+  double totalUs = 0;
+  for (uint64_t i = 0; i < o.iters; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    if (Status s = world.run(*plan, sendbufs, recvbufs, count, o.type, o.op, eo); !s)
+      return fail(s.message());
+    totalUs +=
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  }
+  double timeUs = o.iters ? totalUs / double(o.iters) : 0;
+  uint64_t bytes = count * es * sizeFactor(info.collective, nranks);
+  double algbw = timeUs > 0 ? double(bytes) / timeUs / 1e3 : 0;
+
+  std::printf("# plan %s: %s, %u ranks, %u chunks per rank unit, %s plan, protocol %s, depth %u\n",
+              info.name.c_str(), collectiveName(info.collective), nranks, *chunks,
+              info.inplace ? "in-place" : "out-of-place", protocolName(info.protocol),
+              info.connectionDepth);
+  std::printf("# ranks as %s, slice %" PRIu64 " elements, %s call, %" PRIu64 " timed runs\n",
+              o.mode == ExecMode::Single ? "single" : "threads", o.slice,
+              o.inplace ? "in-place" : "out-of-place", o.iters);
+  std::printf("# %12s %12s %8s %6s %12s %12s %8s\n", "size(B)", "count", "type", "redop",
+              "time(us)", "algbw(GB/s)", "#wrong");
+  std::printf("  %12" PRIu64 " %12" PRIu64 " %8s %6s %12.1f %12.3f %8s\n", bytes, count,
+              dataTypeName(o.type), redOpName(o.op), timeUs, algbw,
+              o.check ? std::to_string(wrong).c_str() : "n/a");
+  return wrong ? 1 : 0;
+}
