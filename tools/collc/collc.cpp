@@ -214,10 +214,11 @@ int main(int argc, char **argv) {
   cl::SetVersionPrinter([](llvm::raw_ostream &os) { os << "collc 0.1\n"; });
   cl::ParseCommandLineOptions(
       argc, argv,
-      "collc: the compiler of .coll collective-communication "
-      "programs\n\n"
-      "  collc prog.coll --emit=ast      print the checked AST\n"
-      "  collc prog.coll --emit=summary  print what the program declares\n");
+      "collc: the compiler of .coll collective-communication programs\n\n"
+      "  collc prog.coll --nranks 8 -o plan.bin   compile, verify and write the plan\n"
+      "  collc prog.coll --emit=verify-report     what verification proved\n"
+      "  collc prog.coll --emit=plan-text         the plan as text\n"
+      "  collc prog.coll --emit=ast               the checked AST\n");
 
   if (listPasses) {
 #define COLL_PASS(Id, Name, Description)                                                           \
