@@ -1,0 +1,144 @@
+/*===- coll.h - The runtime's C API -----------------------------*- C -*-===*/
+/** \file
+ * The C API of the Collc runtime, in the style of NCCL: load a plan that
+ * collc compiled, create a world of N ranks in this process, give each
+ * rank's thread a communicator, and call collExecute() on every rank with
+ * the same plan and the rank's own buffers. The calls meet, run every rank
+ * of the plan together, and each returns when its rank's results are in
+ * place. Every function returns a collResult_t, checks every pointer it is
+ * given, and never lets a C++ exception out. docs/runtime.md has a complete
+ * program.
+ *
+ * Counts follow NCCL: count is the number of elements of one rank's
+ * buffer for allreduce, broadcast and reduce; of the input for allgather
+ * and gather; of the output for reducescatter and scatter; of one block
+ * for alltoall. A call is in place when sendbuf == recvbuf (allreduce,
+ * broadcast, reduce).
+ */
+#ifndef COLL_COLL_H
+#define COLL_COLL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** What a call returned. */
+typedef enum {
+  collSuccess = 0,
+  collInvalidArgument = 1, /**< A null pointer, a bad rank, type, operator, count... */
+  collInvalidPlan = 2,     /**< The plan is malformed, or does not fit the world. */
+  collSystemError = 3,     /**< A file could not be read, a thread could not start. */
+  collTimeout = 4,         /**< Ranks did not arrive in time, or the run stopped moving. */
+  collMismatch = 5,        /**< The ranks called with different plans or arguments. */
+  collInternalError = 6,   /**< A bug in the runtime. */
+  collNumResults = 7
+} collResult_t;
+
+/** Element types, numbered as NCCL's ncclDataType_t. */
+typedef enum {
+  collInt8 = 0,
+  collChar = 0,
+  collUint8 = 1,
+  collInt32 = 2,
+  collInt = 2,
+  collUint32 = 3,
+  collInt64 = 4,
+  collUint64 = 5,
+  collFloat16 = 6,
+  collHalf = 6,
+  collFloat32 = 7,
+  collFloat = 7,
+  collFloat64 = 8,
+  collDouble = 8,
+  collBfloat16 = 9,
+  collNumTypes = 10
+} collDataType_t;
+
+/** Reduction operators, numbered as NCCL's ncclRedOp_t. collAvg is a sum
+ * divided by the number of ranks (integers truncate toward zero). */
+typedef enum {
+  collSum = 0,
+  collProd = 1,
+  collMax = 2,
+  collMin = 3,
+  collAvg = 4,
+  collNumOps = 5
+} collRedOp_t;
+
+/** The collective a plan implements. */
+typedef enum {
+  collAllReduce = 0,
+  collAllGather = 1,
+  collReduceScatter = 2,
+  collBroadcast = 3,
+  collReduce = 4,
+  collGather = 5,
+  collScatter = 6,
+  collAllToAll = 7,
+  collCustom = 8
+} collCollective_t;
+
+/** A loaded plan; immutable, usable by every rank's thread at once. */
+typedef struct collPlan *collPlan_t;
+/** N ranks in this process. */
+typedef struct collWorld *collWorld_t;
+/** One rank of a world; used by one thread at a time. */
+typedef struct collComm *collComm_t;
+
+/** Facts about a plan. name points into the plan and lives as long as it. */
+typedef struct {
+  collCollective_t collective;
+  int nranks;
+  int root;    /**< Rooted collectives only. */
+  int inplace; /**< Non-zero when the plan works in one aliased buffer. */
+  const char *name;
+} collPlanInfo_t;
+
+/** A short, static description of \p result ("invalid argument", ...). */
+const char *collGetErrorString(collResult_t result);
+
+/** The detailed message of the last failed call: of \p comm's last
+ * collExecute() when \p comm is not NULL, else of the last failed call made
+ * by this thread. "" when there was none. Valid until the next call that
+ * fails (on \p comm, or in this thread). */
+const char *collGetLastError(collComm_t comm);
+
+/** Loads and validates the plan file \p path into *plan. */
+collResult_t collPlanLoad(const char *path, collPlan_t *plan);
+/** Parses and validates \p size bytes of a plan at \p data into *plan (the
+ * bytes are copied). */
+collResult_t collPlanLoadMemory(const void *data, size_t size, collPlan_t *plan);
+/** Frees \p plan; NULL is ignored. No call may be using it. */
+collResult_t collPlanFree(collPlan_t plan);
+/** Fills *info with \p plan's facts. */
+collResult_t collPlanGetInfo(collPlan_t plan, collPlanInfo_t *info);
+
+/** Creates a world of \p nranks ranks in this process. */
+collResult_t collWorldCreate(int nranks, collWorld_t *world);
+/** Releases the caller's reference to \p world; NULL is ignored. The world
+ * lives on until its last communicator is destroyed. */
+collResult_t collWorldDestroy(collWorld_t world);
+
+/** Creates \p rank's communicator of \p world; a rank has at most one. */
+collResult_t collCommInitRank(collWorld_t world, int rank, collComm_t *comm);
+/** Destroys \p comm, freeing its rank; NULL is ignored. */
+collResult_t collCommDestroy(collComm_t comm);
+/** *rank receives \p comm's rank. */
+collResult_t collCommUserRank(collComm_t comm, int *rank);
+/** *count receives the number of ranks of \p comm's world. */
+collResult_t collCommCount(collComm_t comm, int *count);
+
+/** Runs \p comm's rank of \p plan on its buffers; blocks until every rank
+ * of the world has called and this rank's results are in \p recvbuf. Every
+ * rank must pass the same plan (by content), count, type and operator, or
+ * every rank fails with collMismatch. */
+collResult_t collExecute(const void *sendbuf, void *recvbuf, size_t count, collDataType_t datatype,
+                         collRedOp_t op, collPlan_t plan, collComm_t comm);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* COLL_COLL_H */
