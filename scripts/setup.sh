@@ -39,6 +39,10 @@ coll_install_packages() {
 }
 
 coll_build() {
+  # ccache: paths relative to the checkout, so a fresh clone elsewhere still
+  # hits the cache.
+  export CCACHE_BASEDIR="$COLL_ROOT"
+  export CCACHE_NOHASHDIR=1
   local extra=()
   if [ -n "${CMAKE_ARGS:-}" ]; then
     read -r -a extra <<<"$CMAKE_ARGS"
