@@ -199,6 +199,11 @@ void printSummary(const Module &m, const std::vector<std::pair<std::string, int6
 /// malloc backs its memory with transparent huge pages when asked through
 /// GLIBC_TUNABLES, which it reads only at start-up, so collc restarts itself
 /// once with that set, unless the caller set GLIBC_TUNABLES already.
+static void restartWithHugePages(char **argv);
+
+/// See main: the compilation, kept reachable until exit.
+coll::compiler::Compilation *retainedCompilation = nullptr;
+
 static void restartWithHugePages(char **argv) {
   if (getenv("GLIBC_TUNABLES") || getenv("COLLC_NO_HUGEPAGES"))
     return;
@@ -359,9 +364,15 @@ int main(int argc, char **argv) {
     popts.stopAfter = "verify";
   else if (emit == EmitKind::DotDag)
     popts.stopAfter = "dag";
-  std::unique_ptr<compiler::Compilation> c = compiler::compile(*module, *algorithm, popts, diag);
-  if (!c)
+  std::unique_ptr<compiler::Compilation> owned =
+      compiler::compile(*module, *algorithm, popts, diag);
+  if (!owned)
     return 1;
+  // The compilation lives until the process exits: freeing half a gigabyte
+  // page by page only to exit costs measurable time (clang's -disable-free).
+  // A global keeps it reachable, so leak checkers do not report it.
+  retainedCompilation = owned.release();
+  compiler::Compilation *c = retainedCompilation;
 
   switch (emit) {
   case EmitKind::Trace:
