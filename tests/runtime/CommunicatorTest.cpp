@@ -10,6 +10,7 @@
 
 #include "coll/Runtime/Communicator.h"
 
+#include "HandPlans.h"
 #include "coll/Runtime/PlanIO.h"
 #include "coll/Runtime/Reference.h"
 
@@ -21,57 +22,9 @@
 #include <vector>
 
 using namespace coll;
+using coll::test::ringAllReduce;
 
 namespace {
-
-constexpr BufferKind I = BufferKind::Input, O = BufferKind::Output;
-
-Instruction step(Opcode op, BufferKind srcBuf, uint32_t srcOff, BufferKind dstBuf, uint32_t dstOff,
-                 uint32_t count) {
-  Instruction in;
-  in.op = op;
-  const OpcodeInfo &info = opcodeInfo(op);
-  if (info.readSrc) {
-    in.srcBuf = srcBuf;
-    in.srcOff = srcOff;
-  }
-  if (info.writeDst) {
-    in.dstBuf = dstBuf;
-    in.dstOff = dstOff;
-  }
-  in.count = count;
-  return in;
-}
-
-/// An out-of-place ring allreduce, one threadblock per rank (as in
-/// ExecutorTest.cpp).
-Plan ringAllReduce(uint32_t n, uint32_t depth) {
-  Plan p;
-  p.info.name = "hand_ring_allreduce";
-  p.info.collective = CollectiveKind::AllReduce;
-  p.info.nranks = n;
-  p.info.inputChunks = n;
-  p.info.outputChunks = n;
-  p.info.connectionDepth = depth;
-  p.ranks.resize(n);
-  auto mod = [n](int64_t a) { return uint32_t(((a % n) + n) % n); };
-  for (uint32_t r = 0; r < n; ++r) {
-    Threadblock tb;
-    tb.sendPeer = int32_t((r + 1) % n);
-    tb.recvPeer = int32_t((r + n - 1) % n);
-    tb.steps.push_back(step(Opcode::Copy, I, 0, O, 0, n));
-    tb.steps.push_back(step(Opcode::Send, O, r, O, 0, 1));
-    for (uint32_t k = 1; k + 1 < n; ++k)
-      tb.steps.push_back(step(Opcode::RecvReduceSend, O, mod(int64_t(r) - k), O, 0, 1));
-    uint32_t full = (r + 1) % n;
-    tb.steps.push_back(step(Opcode::RecvReduceCopySend, O, full, O, full, 1));
-    for (uint32_t k = 1; k + 1 < n; ++k)
-      tb.steps.push_back(step(Opcode::RecvCopySend, O, 0, O, mod(int64_t(full) - k), 1));
-    tb.steps.push_back(step(Opcode::Recv, O, 0, O, mod(int64_t(full) - (n - 1)), 1));
-    p.ranks[r].threadblocks.push_back(tb);
-  }
-  return p;
-}
 
 /// What one rank's call returned.
 struct RankOutcome {
