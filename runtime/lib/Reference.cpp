@@ -11,6 +11,7 @@
 #include "HostKernels.h"
 #include "coll/Runtime/Elementwise.h"
 #include "coll/Runtime/Executor.h"
+#include "coll/Runtime/TestData.h"
 
 #include <cinttypes>
 #include <cstdio>
@@ -92,65 +93,14 @@ Status referenceCollective(CollectiveKind kind, uint32_t nranks, uint32_t root, 
   return Status::success();
 }
 
-namespace {
-/// A well-mixed 64-bit hash (splitmix64's finaliser).
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-/// Significand bits (with the implicit one) of a floating-point type: the
-/// integers up to 2^digits are exact.
-int significandDigits(DataType type) {
-  switch (type) {
-  case DataType::Float16:
-    return 11;
-  case DataType::BFloat16:
-    return 8;
-  case DataType::Float32:
-    return 24;
-  default:
-    return 53;
-  }
-}
-} // namespace
-
 void fillTestInput(DataType type, RedOp op, uint32_t nranks, uint32_t rank, uint64_t n, void *buf) {
   nranks = nranks ? nranks : 1;
   visitDataType(type, [&](auto traits) {
     using Traits = decltype(traits);
-    using S = typename Traits::Storage;
-    using C = typename Traits::Compute;
     constexpr DataType D = Traits::type;
-    S *p = static_cast<S *>(buf);
-    if constexpr (std::is_integral_v<C>) {
-      // x -> x * odd is a bijection modulo 2^bits: distinct for the first
-      // 2^bits (rank, element) pairs.
-      using U = std::make_unsigned_t<S>;
-      for (uint64_t e = 0; e < n; ++e)
-        p[e] = S(U((e * nranks + rank) * 0x9e3779b97f4a7c15ull));
-    } else if (op == RedOp::Prod) {
-      // +-2^k, k in {-1, 0, 1}: every product of nranks of them is exact
-      // (fp16 keeps k = 0 past 14 ranks, where 2^nranks would overflow).
-      bool small = type != DataType::Float16 || nranks <= 14;
-      for (uint64_t e = 0; e < n; ++e) {
-        uint64_t h = mix(e * nranks + rank);
-        C v = small ? C(h % 3 == 0 ? 0.5 : h % 3 == 1 ? 1.0 : 2.0) : C(1);
-        p[e] = storeElement<D>((h >> 8) & 1 ? -v : v);
-      }
-    } else {
-      // Integers of at most `digits` bits; for Sum and Avg small enough that
-      // nranks of them add up exactly.
-      int digits = significandDigits(type);
-      uint64_t limit = (op == RedOp::Max || op == RedOp::Min) ? (uint64_t(1) << (digits - 1))
-                                                              : (uint64_t(1) << digits) / nranks;
-      for (uint64_t e = 0; e < n; ++e) {
-        int64_t v = int64_t(mix(e * nranks + rank) % (2 * limit + 1)) - int64_t(limit);
-        p[e] = storeElement<D>(C(v));
-      }
-    }
+    auto *p = static_cast<typename Traits::Storage *>(buf);
+    for (uint64_t e = 0; e < n; ++e)
+      p[e] = testInputElement<D>(op, nranks, rank, e);
   });
 }
 

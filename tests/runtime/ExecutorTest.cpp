@@ -216,43 +216,6 @@ TEST(HandPlans, AvgDividesIntegersTowardZero) {
 // Plans that never finish
 //===----------------------------------------------------------------------===//
 
-/// Two ranks that each wait for the other's message before sending theirs:
-/// valid (the connections agree), but neither peer ever sends.
-Plan recvRecvDeadlock() {
-  Plan p = makePlan("recv_recv", CollectiveKind::AllReduce, 2, 1, 1, 1);
-  for (uint32_t r = 0; r < 2; ++r) {
-    Threadblock tb;
-    tb.sendPeer = tb.recvPeer = int32_t(1 - r);
-    add(tb, step(Opcode::Recv, I, 0, O, 0, 1));
-    add(tb, step(Opcode::Send, O, 0, O, 0, 1));
-    p.ranks[r].threadblocks.push_back(tb);
-  }
-  return p;
-}
-
-/// Rank 0 sends three messages on a one-slot connection; rank 1 takes the
-/// first only after a message that rank 0 sends after its third.
-Plan fullFifoDeadlock() {
-  Plan p = makePlan("full_fifo", CollectiveKind::AllReduce, 2, 1, 1, 1);
-  Threadblock s0, s1, r0, r1;
-  s0.sendPeer = 1;
-  for (int i = 0; i < 3; ++i)
-    add(s0, step(Opcode::Send, I, 0, O, 0, 1));
-  s1.sendPeer = 1;
-  s1.channel = 1;
-  add(s1, step(Opcode::Send, I, 0, O, 0, 1), {{0, 2}});
-  r0.recvPeer = 0;
-  add(r0, step(Opcode::Recv, I, 0, O, 0, 1), {{1, 0}});
-  add(r0, step(Opcode::Recv, I, 0, O, 0, 1));
-  add(r0, step(Opcode::Recv, I, 0, O, 0, 1));
-  r1.recvPeer = 0;
-  r1.channel = 1;
-  add(r1, step(Opcode::Recv, I, 0, O, 0, 1));
-  p.ranks[0].threadblocks = {s0, s1};
-  p.ranks[1].threadblocks = {r0, r1};
-  return p;
-}
-
 Status runBlocked(const Plan &plan, ExecMode mode, double timeout, uint64_t count = 10,
                   uint32_t workersPerRank = 1) {
   std::vector<float> a(count), b(count), c(count), d(count);

@@ -21,6 +21,11 @@
 #include <cstring>
 #include <type_traits>
 
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
 namespace coll {
 
 //===----------------------------------------------------------------------===//
@@ -49,8 +54,12 @@ COLL_HOST_DEVICE inline float bitsToFloat(uint32_t u) {
 #endif
 }
 
-/// IEEE binary16 bits to float (exact).
+/// IEEE binary16 bits to float (exact). On a device, the hardware
+/// conversion of cuda_fp16.h (the same value).
 COLL_HOST_DEVICE inline float halfToFloat(uint16_t h) {
+#ifdef __CUDA_ARCH__
+  return __half2float(__ushort_as_half(h));
+#else
   uint32_t sign = uint32_t(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -62,11 +71,16 @@ COLL_HOST_DEVICE inline float halfToFloat(uint16_t h) {
   if (exp == 31) // Infinity or NaN, payload kept.
     return bitsToFloat(sign | 0x7f800000u | (mant << 13));
   return bitsToFloat(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+#endif
 }
 
 /// Float to IEEE binary16 bits, rounding to nearest even; overflow gives
-/// infinity, NaN stays NaN.
+/// infinity, NaN stays NaN. On a device, cuda_fp16.h's round-to-nearest-even
+/// conversion (the same bits, NaN payloads aside).
 COLL_HOST_DEVICE inline uint16_t floatToHalf(float f) {
+#ifdef __CUDA_ARCH__
+  return __half_as_ushort(__float2half_rn(f));
+#else
   uint32_t x = floatToBits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t abs = x & 0x7fffffffu;
@@ -93,6 +107,7 @@ COLL_HOST_DEVICE inline uint16_t floatToHalf(float f) {
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
     ++h; // A carry into the exponent is the right rounding.
   return uint16_t(sign | h);
+#endif
 }
 
 /// bfloat16 bits to float (exact).
@@ -100,13 +115,18 @@ COLL_HOST_DEVICE inline float bf16ToFloat(uint16_t b) {
   return bitsToFloat(uint32_t(b) << 16);
 }
 
-/// Float to bfloat16 bits, rounding to nearest even; NaN stays NaN.
+/// Float to bfloat16 bits, rounding to nearest even; NaN stays NaN. On a
+/// device, cuda_bf16.h's conversion (the same bits, NaN payloads aside).
 COLL_HOST_DEVICE inline uint16_t floatToBf16(float f) {
+#ifdef __CUDA_ARCH__
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+#else
   uint32_t x = floatToBits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u)
     return uint16_t((x >> 16) | 0x40u); // Quiet NaN.
   x += 0x7fffu + ((x >> 16) & 1u);
   return uint16_t(x >> 16);
+#endif
 }
 
 //===----------------------------------------------------------------------===//

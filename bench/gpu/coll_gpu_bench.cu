@@ -1,0 +1,317 @@
+//===- coll_gpu_bench.cu - The interpreter kernel beside plain kernels ----===//
+//
+// Prints, side by side:
+//  1. copy throughput of a plain vectorised copy kernel, cudaMemcpy, and the
+//     interpreter running one `cpy` step per CTA, at 1, 4, 16, 32 and 132
+//     CTAs (256 MiB, 512 threads, 16-byte accesses);
+//  2. the same for a reduction of two inputs (plain: c = a + b; the
+//     interpreter: one `re` step per CTA, dst = src + dst);
+//  3. the latency of an empty kernel launch, and of 4 KiB allreduces of 8
+//     ranks on this one GPU (one-shot all-pairs, ring), launch included;
+//  4. the algorithm bandwidth of 8-rank allreduces of 256 MiB per rank.
+// Throughput is bytes of the result per second (a copy of B bytes reads and
+// writes B each).
+//
+//   coll-gpu-bench [PLAN_DIR]    (the plans of tests/gpu/make-plans.sh)
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/Kernels/DeviceWorld.h"
+#include "coll/Runtime/PlanIO.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_runtime.h>
+#include <string>
+#include <vector>
+
+using namespace coll;
+
+namespace {
+
+void check(cudaError_t err, const char *what) {
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "coll-gpu-bench: %s: %s\n", what, cudaGetErrorString(err));
+    std::exit(1);
+  }
+}
+
+void check(const Status &s, const char *what) {
+  if (!s) {
+    std::fprintf(stderr, "coll-gpu-bench: %s: %s\n", what, s.message().c_str());
+    std::exit(1);
+  }
+}
+
+constexpr int kThreads = 512, kUnroll = 4;
+
+/// Each CTA copies its contiguous share with 16-byte accesses, kUnroll in
+/// flight per thread: what a hand-written copy kernel does.
+__global__ void __launch_bounds__(kThreads) plainCopy(uint4 *dst, const uint4 *src, uint64_t n) {
+  uint64_t per = (n + gridDim.x - 1) / gridDim.x;
+  uint64_t begin = blockIdx.x * per, end = begin + per < n ? begin + per : n;
+  uint64_t i = begin + threadIdx.x;
+  for (; i + (kUnroll - 1) * kThreads < end; i += kUnroll * kThreads) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      v[u] = src[i + u * kThreads];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      dst[i + u * kThreads] = v[u];
+  }
+  for (; i < end; i += kThreads)
+    dst[i] = src[i];
+}
+
+__device__ __forceinline__ uint4 add4(uint4 a, uint4 b) {
+  uint4 r;
+  r.x = __float_as_uint(__uint_as_float(a.x) + __uint_as_float(b.x));
+  r.y = __float_as_uint(__uint_as_float(a.y) + __uint_as_float(b.y));
+  r.z = __float_as_uint(__uint_as_float(a.z) + __uint_as_float(b.z));
+  r.w = __float_as_uint(__uint_as_float(a.w) + __uint_as_float(b.w));
+  return r;
+}
+
+/// c = a + b over floats, 16-byte accesses.
+__global__ void __launch_bounds__(kThreads)
+    plainReduce(uint4 *c, const uint4 *a, const uint4 *b, uint64_t n) {
+  uint64_t per = (n + gridDim.x - 1) / gridDim.x;
+  uint64_t begin = blockIdx.x * per, end = begin + per < n ? begin + per : n;
+  uint64_t i = begin + threadIdx.x;
+  for (; i + (kUnroll - 1) * kThreads < end; i += kUnroll * kThreads) {
+    uint4 x[kUnroll], y[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      x[u] = a[i + u * kThreads];
+      y[u] = b[i + u * kThreads];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      c[i + u * kThreads] = add4(x[u], y[u]);
+  }
+  for (; i < end; i += kThreads)
+    c[i] = add4(a[i], b[i]);
+}
+
+__global__ void emptyKernel() {}
+
+/// Milliseconds per call of \p f, over \p iters calls after a warm-up.
+template <class F> double timeMs(int iters, F f) {
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "event");
+  check(cudaEventCreate(&b), "event");
+  f();
+  check(cudaDeviceSynchronize(), "warm-up");
+  check(cudaEventRecord(a), "event");
+  for (int i = 0; i < iters; ++i)
+    f();
+  check(cudaEventRecord(b), "event");
+  check(cudaEventSynchronize(b), "event");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, a, b), "event");
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms / iters;
+}
+
+/// One rank, \p ctas threadblocks; threadblock b runs one step on chunk b.
+Plan oneStepPlan(uint32_t ctas, Opcode op) {
+  Plan p;
+  p.info.name = op == Opcode::Copy ? "one_copy" : "one_reduce";
+  p.info.collective = CollectiveKind::AllReduce;
+  p.info.nranks = 1;
+  p.info.inputChunks = p.info.outputChunks = ctas;
+  p.info.connectionDepth = 1;
+  p.ranks.resize(1);
+  for (uint32_t b = 0; b < ctas; ++b) {
+    Threadblock tb;
+    Instruction in;
+    in.op = op;
+    in.srcBuf = BufferKind::Input;
+    in.srcOff = b;
+    in.dstBuf = BufferKind::Output;
+    in.dstOff = b;
+    in.count = 1;
+    tb.steps.push_back(in);
+    p.ranks[0].threadblocks.push_back(tb);
+  }
+  return p;
+}
+
+double gbps(uint64_t bytes, double ms) {
+  return double(bytes) / (ms * 1e-3) / 1e9;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string planDir = argc > 1 ? argv[1] : "";
+  cudaDeviceProp prop;
+  check(cudaGetDeviceProperties(&prop, 0), "device");
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  std::printf("device: %s, %d SMs, CUDA driver %d, runtime %d\n\n", prop.name,
+              prop.multiProcessorCount, driver, runtime);
+
+  const uint64_t bytes = 256ull << 20, vecs = bytes / 16, floats = bytes / 4;
+  char *a, *b, *c;
+  check(cudaMalloc(&a, bytes), "cudaMalloc");
+  check(cudaMalloc(&b, bytes), "cudaMalloc");
+  check(cudaMalloc(&c, bytes), "cudaMalloc");
+  check(cudaMemset(a, 0, bytes), "memset");
+  check(cudaMemset(b, 0, bytes), "memset");
+  check(cudaMemset(c, 0, bytes), "memset");
+  const int iters = 10;
+
+  double memcpyMs = timeMs(iters, [&] { cudaMemcpyAsync(c, a, bytes, cudaMemcpyDeviceToDevice); });
+  std::printf("copy of 256 MiB, GB/s (cudaMemcpy: %.0f)\n", gbps(bytes, memcpyMs));
+  std::printf("%6s %10s %12s %8s\n", "CTAs", "plain", "interpreter", "ratio");
+  for (uint32_t ctas : {1u, 4u, 16u, 32u, 132u}) {
+    double plain = timeMs(iters, [&] {
+      plainCopy<<<ctas, kThreads>>>(reinterpret_cast<uint4 *>(c),
+                                    reinterpret_cast<const uint4 *>(a), vecs);
+    });
+    DeviceOptions o;
+    o.sliceBytes = bytes; // One slice: the step runs once.
+    auto world = DeviceWorld::create(oneStepPlan(ctas, Opcode::Copy), o);
+    check(world.getStatus(), "copy plan");
+    double interp = timeMs(iters, [&] {
+      check((*world)->launch({a}, {c}, floats, DataType::Float32, RedOp::Sum), "launch");
+    });
+    check((*world)->wait(), "copy run");
+    std::printf("%6u %10.0f %12.0f %7.0f%%\n", ctas, gbps(bytes, plain), gbps(bytes, interp),
+                100 * plain / interp);
+  }
+
+  std::printf("\nreduction of two inputs of 256 MiB (fp32 sum), GB/s of result\n");
+  std::printf("%6s %10s %12s %8s\n", "CTAs", "plain", "interpreter", "ratio");
+  for (uint32_t ctas : {1u, 4u, 16u, 32u, 132u}) {
+    double plain = timeMs(iters, [&] {
+      plainReduce<<<ctas, kThreads>>>(reinterpret_cast<uint4 *>(c),
+                                      reinterpret_cast<const uint4 *>(a),
+                                      reinterpret_cast<const uint4 *>(b), vecs);
+    });
+    DeviceOptions o;
+    o.sliceBytes = bytes;
+    auto world = DeviceWorld::create(oneStepPlan(ctas, Opcode::Reduce), o);
+    check(world.getStatus(), "reduce plan");
+    double interp = timeMs(iters, [&] {
+      check((*world)->launch({a}, {c}, floats, DataType::Float32, RedOp::Sum), "launch");
+    });
+    check((*world)->wait(), "reduce run");
+    std::printf("%6u %10.0f %12.0f %7.0f%%\n", ctas, gbps(bytes, plain), gbps(bytes, interp),
+                100 * plain / interp);
+  }
+
+  // Latency: wall time of launch + synchronize, the median of many.
+  auto medianUs = [](int iters, auto f) {
+    std::vector<double> t;
+    for (int i = 0; i < iters; ++i) {
+      auto s = std::chrono::steady_clock::now();
+      f();
+      t.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s).count());
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  };
+  std::printf("\nlatency, microseconds (median of 2000; launch + stream synchronize on the "
+              "host, and per launch back to back)\n");
+  double empty = medianUs(2000, [] {
+    emptyKernel<<<1, 32>>>();
+    cudaStreamSynchronize(nullptr);
+  });
+  std::printf("%-48s %8.1f\n", "empty kernel", empty);
+  {
+    void *noArgs[] = {nullptr};
+    double coop = medianUs(2000, [&] {
+      check(cudaLaunchCooperativeKernel(reinterpret_cast<const void *>(emptyKernel), dim3(56),
+                                        dim3(512), noArgs, 0, nullptr),
+            "cooperative launch");
+      cudaStreamSynchronize(nullptr);
+    });
+    std::printf("%-48s %8.1f\n", "empty kernel, cooperative, 56 CTAs", coop);
+  }
+  if (!planDir.empty()) {
+    for (std::string name :
+         {"allpairs_allreduce_n8", "ring_allreduce_n8", "allpairs_allreduce_n8 plain",
+          "ring_allreduce_n8 plain", "allpairs_allreduce_n2 plain"}) {
+      bool plainLaunch = name.size() > 6 && name.compare(name.size() - 6, 6, " plain") == 0;
+      std::string file = plainLaunch ? name.substr(0, name.size() - 6) : name;
+      Result<Plan> plan = loadPlanFile(planDir + "/" + file + ".bin");
+      if (!plan) {
+        std::printf("%-48s (%s)\n", name.c_str(), plan.message().c_str());
+        continue;
+      }
+      DeviceOptions lo;
+      lo.cooperative = !plainLaunch;
+      auto world = DeviceWorld::create(*plan, lo);
+      check(world.getStatus(), name.c_str());
+      const uint64_t count = 1024; // 4 KiB of fp32 per rank.
+      const uint32_t nr = plan->info.nranks;
+      std::vector<const void *> in(nr);
+      std::vector<void *> out(nr);
+      for (uint32_t r = 0; r < nr; ++r) {
+        in[r] = a + r * 8192;
+        out[r] = c + r * 8192;
+      }
+      double sync = medianUs(2000, [&] {
+        check((*world)->launch(in, out, count, DataType::Float32, RedOp::Sum), "launch");
+        cudaStreamSynchronize(nullptr);
+      });
+      check((*world)->wait(), name.c_str());
+      double pipelined =
+          timeMs(2000,
+                 [&] {
+                   check((*world)->launch(in, out, count, DataType::Float32, RedOp::Sum), "launch");
+                 }) *
+          1e3;
+      check((*world)->wait(), name.c_str());
+      std::printf("%-48s %8.1f %8.1f\n", (name + ", 4 KiB fp32 sum").c_str(), sync, pipelined);
+    }
+
+    std::printf("\nallreduce of 8 ranks on one GPU, 32 MiB fp32 per rank: algorithm bandwidth "
+                "GB/s (size / time)\n");
+    const uint64_t big = 8ull << 20; // Elements per rank.
+    char *bigIn, *bigOut;
+    check(cudaMalloc(&bigIn, 8 * big * 4), "cudaMalloc");
+    check(cudaMalloc(&bigOut, 8 * big * 4), "cudaMalloc");
+    check(cudaMemset(bigIn, 0, 8 * big * 4), "memset");
+    struct Case {
+      const char *name;
+      uint64_t slice;
+    };
+    for (Case cs :
+         {Case{"ring_allreduce_n8", 64 << 10}, Case{"ring_allreduce_n8", 256 << 10},
+          Case{"ring_allreduce_n8", 1 << 20}, Case{"ring_allreduce_x2_n8", 256 << 10},
+          Case{"ring_allreduce_x2_n8", 1 << 20}, Case{"tree_allreduce_n8", 256 << 10},
+          Case{"allpairs_allreduce_n8", 256 << 10}, Case{"allpairs_allreduce_n8", 1 << 20}}) {
+      const char *name = cs.name;
+      Result<Plan> plan = loadPlanFile(planDir + "/" + name + ".bin");
+      if (!plan)
+        continue;
+      DeviceOptions bo;
+      bo.sliceBytes = cs.slice;
+      auto world = DeviceWorld::create(*plan, bo);
+      check(world.getStatus(), name);
+      std::vector<const void *> in(8);
+      std::vector<void *> out(8);
+      for (int r = 0; r < 8; ++r) {
+        in[r] = bigIn + r * big * 4;
+        out[r] = bigOut + r * big * 4;
+      }
+      double ms = timeMs(5, [&] {
+        check((*world)->launch(in, out, big, DataType::Float32, RedOp::Sum), "launch");
+      });
+      check((*world)->wait(), name);
+      std::printf("%-30s slice %5llu KiB %8.1f  (%u CTAs, %.2f ms)\n", name,
+                  (unsigned long long)(cs.slice >> 10), gbps(big * 4, ms), (*world)->numBlocks(),
+                  ms);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,92 @@
+//===- DeviceWorld.h - Every rank of a plan on one GPU ----------*- C++ -*-===//
+/// \file
+/// DeviceWorld runs all ranks of a plan on one GPU with the CUDA interpreter
+/// kernel (docs/gpu.md): every rank's buffers, scratch and connections live
+/// in that GPU's memory, and one launch makes every threadblock of every
+/// rank a CTA, all resident at once, so the real kernel with its real memory
+/// ordering between CTAs runs without a multi-GPU machine.
+///
+/// The kernel is the shared interpreter core (coll/Runtime/Interpreter.h)
+/// with a device platform: one CTA per threadblock, its instructions in
+/// shared memory, connections as FIFOs of the plan's depth with
+/// release/acquire counters, cross-threadblock dependencies as progress
+/// counters, and a device-side time limit on every wait. A run that times
+/// out stops every CTA and wait() names the rank, threadblock, step and what
+/// it waited for.
+///
+/// Buffers are device pointers; counts, in-place rules and Avg follow
+/// LocalWorld (coll/Runtime/Executor.h).
+//===----------------------------------------------------------------------===//
+#ifndef COLL_KERNELS_DEVICEWORLD_H
+#define COLL_KERNELS_DEVICEWORLD_H
+
+#include "coll/Runtime/DataType.h"
+#include "coll/Runtime/Plan.h"
+#include "coll/Runtime/Status.h"
+
+#include <cstdint>
+#include <cuda_runtime_api.h>
+#include <memory>
+#include <vector>
+
+namespace coll {
+
+/// Options of DeviceWorld.
+struct DeviceOptions {
+  /// Bytes of each chunk processed per pass of the program (a slice); a
+  /// message of k chunks carries k slices. Rounded down to whole elements.
+  uint64_t sliceBytes = 256 << 10;
+  /// Threads per CTA (a multiple of 32, at most 1024).
+  uint32_t threadsPerBlock = 512;
+  /// A wait that does not succeed for this long stops the run with an
+  /// error (the device's global timer; no host involvement).
+  double timeoutSeconds = 10;
+  /// The CUDA device; -1: the current one.
+  int device = -1;
+  /// Launch as a cooperative grid, which CUDA guarantees to be resident at
+  /// once (or fails to launch); otherwise a plain launch, resident at once
+  /// when the device runs nothing else (create() checks that the grid fits;
+  /// a CTA that never got a place shows as a device-side timeout).
+  bool cooperative = true;
+};
+
+struct DeviceWorldState;
+
+/// Every rank of one plan on one GPU. Not thread-safe; one DeviceWorld
+/// serves one stream at a time.
+class DeviceWorld {
+public:
+  /// Validates \p plan, uploads it and checks that its threadblocks fit on
+  /// the device at once.
+  static Result<std::unique_ptr<DeviceWorld>> create(const Plan &plan,
+                                                     const DeviceOptions &options = {});
+  ~DeviceWorld();
+  DeviceWorld(const DeviceWorld &) = delete;
+  DeviceWorld &operator=(const DeviceWorld &) = delete;
+
+  /// Enqueues one run on \p stream: sendbufs[r] and recvbufs[r] are rank
+  /// r's device buffers, sized by collectiveBufferElements(). Errors found
+  /// on the host are returned here; errors on the device (a wait that timed
+  /// out) by wait().
+  Status launch(const std::vector<const void *> &sendbufs, const std::vector<void *> &recvbufs,
+                uint64_t count, DataType type, RedOp op, cudaStream_t stream = nullptr);
+  /// Waits for \p stream and reports the first failure of the runs launched
+  /// since the last wait(); after a failure the world is reset and usable.
+  Status wait(cudaStream_t stream = nullptr);
+  /// launch() then wait().
+  Status run(const std::vector<const void *> &sendbufs, const std::vector<void *> &recvbufs,
+             uint64_t count, DataType type, RedOp op, cudaStream_t stream = nullptr);
+
+  /// CTAs of one launch: the plan's threadblocks over all ranks.
+  uint32_t numBlocks() const;
+  /// CTAs of this kernel that the device holds at once.
+  uint32_t maxResidentBlocks() const;
+
+private:
+  explicit DeviceWorld(std::unique_ptr<DeviceWorldState> state);
+  std::unique_ptr<DeviceWorldState> s;
+};
+
+} // namespace coll
+
+#endif // COLL_KERNELS_DEVICEWORLD_H

@@ -1,0 +1,582 @@
+//===- DeviceWorldTest.cpp - The CUDA executor against the reference -----===//
+//
+// Every rank of a plan on one GPU (DeviceWorld), checked element for element
+// against the reference collectives:
+//  - the device-side test data and reference against their host versions;
+//  - hand-written plans (no compiler needed), argument errors, a plan too
+//    large to be resident, consecutive launches without a wait;
+//  - plans whose peer never sends: a device-side timeout, not a hang;
+//  - the sweep: every plan in the plan directory (COLL_GPU_PLAN_DIR, else
+//    the one the build compiled), every data type and operator, counts
+//    {0, 1, 7, 1000, 1M+3, 64M}, in place and out of place.
+// Every test skips without a usable GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/Kernels/DeviceWorld.h"
+
+#include "DeviceCheck.h"
+#include "HandPlans.h"
+#include "coll/Kernels/DeviceProbe.h"
+#include "coll/Runtime/Executor.h"
+#include "coll/Runtime/PlanIO.h"
+#include "coll/Runtime/Reference.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cuda_runtime_api.h>
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <regex>
+#include <string>
+#include <vector>
+
+using namespace coll;
+using namespace coll::test;
+
+namespace {
+
+bool haveGpu() {
+  static int usable = -1;
+  if (usable < 0) {
+    int out = 0;
+    usable = kernels::probeDevice(5, out) && out == 5;
+  }
+  return usable;
+}
+
+#define REQUIRE_GPU()                                                                              \
+  do {                                                                                             \
+    if (!haveGpu())                                                                                \
+      GTEST_SKIP() << "no usable CUDA device";                                                     \
+  } while (0)
+
+constexpr DataType kAllTypes[] = {
+#define COLL_DATA_TYPE(Id, Name, Storage, Compute) DataType::Id,
+#include "coll/Runtime/DataTypes.def"
+};
+constexpr RedOp kAllOps[] = {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg};
+constexpr CollectiveKind kAllKinds[] = {CollectiveKind::AllReduce,     CollectiveKind::AllGather,
+                                        CollectiveKind::ReduceScatter, CollectiveKind::Broadcast,
+                                        CollectiveKind::Reduce,        CollectiveKind::Gather,
+                                        CollectiveKind::Scatter,       CollectiveKind::AllToAll};
+
+/// The device memory of one checked run, within a budget that also holds
+/// what the executor takes (its scratch, connections and input copies,
+/// which it keeps at their high-water mark). reset() frees the run's buffers.
+class Arena {
+public:
+  ~Arena() { reset(); }
+  /// A budget of up to \p want bytes, less if the device has less free.
+  bool init(uint64_t want) {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess)
+      return false;
+    uint64_t keep = 2ull << 30;
+    capacity = std::min<uint64_t>(want, free > keep ? free - keep : free / 2);
+    return capacity > 0;
+  }
+  /// Device memory of \p bytes, or null beyond the budget.
+  char *take(uint64_t bytes) {
+    bytes = (bytes + 255) / 256 * 256;
+    void *p = nullptr;
+    if (used + bytes > capacity || cudaMalloc(&p, bytes ? bytes : 256) != cudaSuccess)
+      return nullptr;
+    ptrs.push_back(p);
+    used += bytes;
+    return static_cast<char *>(p);
+  }
+  /// Frees the run's buffers; counts \p executorBytes (at least the
+  /// executor's high-water mark) against the budget. False if it does not fit.
+  bool reset(uint64_t executorBytes = 0) {
+    for (void *p : ptrs)
+      cudaFree(p);
+    ptrs.clear();
+    executorHigh = std::max(executorHigh, executorBytes);
+    used = executorHigh;
+    return used <= capacity;
+  }
+  /// A new executor: its memory starts from nothing.
+  void newExecutor() { executorHigh = 0; }
+  uint64_t size() const { return capacity; }
+
+private:
+  std::vector<void *> ptrs;
+  uint64_t capacity = 0, used = 0, executorHigh = 0;
+};
+
+/// A bound on the device memory the executor takes for one run: scratch,
+/// private input copies, and connection slots.
+uint64_t executorBytes(const Plan &plan, uint64_t count, uint64_t es) {
+  const PlanInfo &info = plan.info;
+  Result<uint32_t> chunks = planChunksPerUnit(info);
+  uint64_t maxChunk = chunks.ok() ? (count + *chunks - 1) / *chunks : count;
+  BufferElements elems = collectiveBufferElements(info.collective, info.nranks, count);
+  uint64_t bytes = 256ull << 20; // Connection slots and tables.
+  for (const RankPlan &rp : plan.ranks)
+    bytes += rp.scratchChunks * maxChunk * es + elems.input * es + 512;
+  return bytes;
+}
+
+template <class T> std::vector<T> download(const void *p, uint64_t n) {
+  std::vector<T> v(n);
+  if (n)
+    cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost);
+  return v;
+}
+
+/// Whether \p kind has an in-place form (Executor.h).
+bool hasInPlaceForm(CollectiveKind kind) {
+  return kind == CollectiveKind::AllReduce || kind == CollectiveKind::Broadcast ||
+         kind == CollectiveKind::Reduce || kind == CollectiveKind::AllGather ||
+         kind == CollectiveKind::ReduceScatter;
+}
+
+/// One checked run of \p world: inputs filled on the device, the reference
+/// computed from them, the run, every defined output compared. Returns "" or
+/// what went wrong; sets \p skipped when the buffers do not fit the arena.
+std::string checkRun(DeviceWorld &world, const Plan &plan, Arena &arena, DataType type, RedOp op,
+                     uint64_t count, bool inPlace, bool &skipped) {
+  const PlanInfo &info = plan.info;
+  const uint32_t n = info.nranks;
+  const uint64_t es = dataTypeSize(type);
+  const BufferElements elems = collectiveBufferElements(info.collective, n, count);
+  if (!arena.reset(executorBytes(plan, count, es))) {
+    skipped = true;
+    return "";
+  }
+  std::vector<const void *> send(n), inputs(n);
+  std::vector<void *> recv(n), ref(n);
+  for (uint32_t r = 0; r < n; ++r) {
+    char *out = arena.take(elems.output * es), *want = arena.take(elems.output * es);
+    char *in = inPlace ? nullptr : arena.take(elems.input * es);
+    if (!out || !want || (!inPlace && !in)) {
+      skipped = true;
+      return "";
+    }
+    if (inPlace)
+      in = info.collective == CollectiveKind::AllGather ? out + r * count * es : out;
+    if (inPlace && info.collective == CollectiveKind::ReduceScatter) {
+      // The output is block r of the input.
+      in = arena.take(elems.input * es);
+      if (!in) {
+        skipped = true;
+        return "";
+      }
+      out = in + r * count * es;
+    }
+    cudaMemset(out, 0xa5, elems.output * es); // Unwritten elements show.
+    if (Status s = deviceFillTestInput(type, op, n, r, elems.input, in); !s)
+      return s.message();
+    send[r] = inputs[r] = in;
+    recv[r] = out;
+    ref[r] = want;
+  }
+  if (Status s = deviceReference(info.collective, n, info.root, count, type, op, inputs, ref); !s)
+    return "reference: " + s.message();
+  if (Status s = world.run(send, recv, count, type, op); !s)
+    return s.message();
+  for (uint32_t r = 0; r < n; ++r) {
+    if (!collectiveDefinesOutput(info.collective, info.root, r))
+      continue;
+    uint64_t first = 0;
+    Result<uint64_t> wrong = deviceCountMismatches(type, recv[r], ref[r], elems.output, &first);
+    if (!wrong)
+      return wrong.message();
+    if (*wrong) {
+      std::vector<char> got = download<char>(static_cast<char *>(recv[r]) + first * es, es);
+      std::vector<char> want = download<char>(static_cast<char *>(ref[r]) + first * es, es);
+      return "rank " + std::to_string(r) + ": " + std::to_string(*wrong) + " of " +
+             std::to_string(elems.output) + " elements wrong, the first at " +
+             std::to_string(first) + ": " + formatElement(type, got.data(), 0) + " instead of " +
+             formatElement(type, want.data(), 0);
+    }
+  }
+  // An out-of-place run leaves its input as it was.
+  if (!inPlace && count <= (1u << 20) + 3) {
+    char *fresh = arena.take(elems.input * es);
+    for (uint32_t r = 0; fresh && r < n; ++r) {
+      if (Status s = deviceFillTestInput(type, op, n, r, elems.input, fresh); !s)
+        return s.message();
+      Result<uint64_t> wrong = deviceCountMismatches(type, send[r], fresh, elems.input);
+      if (!wrong || *wrong)
+        return "rank " + std::to_string(r) + "'s input was written";
+    }
+  }
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// The device-side checking code against its host version
+//===----------------------------------------------------------------------===//
+
+TEST(DeviceCheck, MatchesHostReference) {
+  REQUIRE_GPU();
+  const uint32_t n = 3, root = 1;
+  const uint64_t count = 1001;
+  for (CollectiveKind kind : kAllKinds)
+    for (DataType type : kAllTypes)
+      for (RedOp op : kAllOps) {
+        SCOPED_TRACE(std::string(collectiveName(kind)) + " " + dataTypeName(type) + " " +
+                     redOpName(op));
+        const uint64_t es = dataTypeSize(type);
+        BufferElements e = collectiveBufferElements(kind, n, count);
+        std::vector<std::vector<char>> hin(n), hout(n);
+        std::vector<const void *> hinP(n), dinP(n);
+        std::vector<void *> houtP(n), doutP(n);
+        for (uint32_t r = 0; r < n; ++r) {
+          hin[r].resize(e.input * es);
+          hout[r].assign(e.output * es, 0);
+          fillTestInput(type, op, n, r, e.input, hin[r].data());
+          hinP[r] = hin[r].data();
+          houtP[r] = hout[r].data();
+          void *din = nullptr, *dout = nullptr;
+          ASSERT_EQ(cudaMalloc(&din, e.input * es), cudaSuccess);
+          ASSERT_EQ(cudaMalloc(&dout, e.output * es), cudaSuccess);
+          cudaMemset(dout, 0, e.output * es);
+          ASSERT_TRUE(deviceFillTestInput(type, op, n, r, e.input, din).ok());
+          EXPECT_EQ(download<char>(din, e.input * es), hin[r]) << "test input of rank " << r;
+          dinP[r] = din;
+          doutP[r] = dout;
+        }
+        ASSERT_TRUE(referenceCollective(kind, n, root, count, type, op, hinP, houtP).ok());
+        Status s = deviceReference(kind, n, root, count, type, op, dinP, doutP);
+        EXPECT_TRUE(s.ok()) << s.message();
+        for (uint32_t r = 0; r < n; ++r) {
+          std::vector<char> got = download<char>(doutP[r], e.output * es);
+          EXPECT_EQ(countMismatches(type, got.data(), hout[r].data(), e.output), 0u)
+              << "rank " << r;
+          Result<uint64_t> wrong = deviceCountMismatches(type, doutP[r], dinP[r], 1);
+          ASSERT_TRUE(wrong.ok());
+          cudaFree(const_cast<void *>(dinP[r]));
+          cudaFree(doutP[r]);
+        }
+      }
+}
+
+TEST(DeviceCheck, CountsMismatches) {
+  REQUIRE_GPU();
+  std::vector<int32_t> a(1000), b(1000);
+  for (int i = 0; i < 1000; ++i)
+    a[i] = b[i] = i * 7;
+  b[17] = -1;
+  b[901] = -2;
+  void *da, *db;
+  ASSERT_EQ(cudaMalloc(&da, 4000), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&db, 4000), cudaSuccess);
+  cudaMemcpy(da, a.data(), 4000, cudaMemcpyHostToDevice);
+  cudaMemcpy(db, b.data(), 4000, cudaMemcpyHostToDevice);
+  uint64_t first = 0;
+  Result<uint64_t> wrong = deviceCountMismatches(DataType::Int32, da, db, 1000, &first);
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_EQ(*wrong, 2u);
+  EXPECT_EQ(first, 17u);
+  cudaFree(da);
+  cudaFree(db);
+}
+
+//===----------------------------------------------------------------------===//
+// Hand-written plans
+//===----------------------------------------------------------------------===//
+
+TEST(DeviceWorld, HandWrittenRing) {
+  REQUIRE_GPU();
+  Arena arena;
+  ASSERT_TRUE(arena.init(1ull << 30));
+  // Depth 2 at least: the hand-written ring forwards with fused rrs steps,
+  // which need a free slot downstream while holding one upstream.
+  for (uint32_t depth : {2u, 3u}) {
+    Plan plan = ringAllReduce(4, depth);
+    auto world = DeviceWorld::create(plan);
+    ASSERT_TRUE(world.ok()) << world.message();
+    for (uint64_t count : {0ull, 1ull, 7ull, 1000ull, 100003ull, 3000001ull})
+      for (DataType type : {DataType::Float32, DataType::Int8, DataType::BFloat16})
+        for (RedOp op : {RedOp::Sum, RedOp::Prod, RedOp::Avg}) {
+          bool skipped = false;
+          EXPECT_EQ(checkRun(**world, plan, arena, type, op, count, false, skipped), "")
+              << "depth " << depth << " count " << count << " " << dataTypeName(type) << " "
+              << redOpName(op);
+        }
+  }
+}
+
+TEST(DeviceWorld, SmallSlicesPipelineThroughTheFifo) {
+  REQUIRE_GPU();
+  Arena arena;
+  ASSERT_TRUE(arena.init(1ull << 30));
+  Plan plan = ringAllReduce(3, 2);
+  DeviceOptions o;
+  o.sliceBytes = 16; // Many slices through two-slot connections.
+  o.threadsPerBlock = 64;
+  auto world = DeviceWorld::create(plan, o);
+  ASSERT_TRUE(world.ok()) << world.message();
+  bool skipped = false;
+  EXPECT_EQ(checkRun(**world, plan, arena, DataType::Float64, RedOp::Max, 4099, false, skipped),
+            "");
+  EXPECT_EQ(checkRun(**world, plan, arena, DataType::Uint8, RedOp::Sum, 4099, false, skipped), "");
+}
+
+TEST(DeviceWorld, ConsecutiveLaunchesWithoutWaiting) {
+  REQUIRE_GPU();
+  Plan plan = ringAllReduce(4, 2);
+  auto world = DeviceWorld::create(plan);
+  ASSERT_TRUE(world.ok()) << world.message();
+  const uint64_t count = 50001;
+  const uint32_t n = 4, runs = 5;
+  std::vector<void *> in(n), ref(n);
+  std::vector<std::vector<void *>> out(runs, std::vector<void *>(n));
+  for (uint32_t r = 0; r < n; ++r) {
+    ASSERT_EQ(cudaMalloc(&in[r], count * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&ref[r], count * 4), cudaSuccess);
+    ASSERT_TRUE(deviceFillTestInput(DataType::Int32, RedOp::Sum, n, r, count, in[r]).ok());
+    for (uint32_t k = 0; k < runs; ++k)
+      ASSERT_EQ(cudaMalloc(&out[k][r], count * 4), cudaSuccess);
+  }
+  std::vector<const void *> cin(in.begin(), in.end());
+  ASSERT_TRUE(
+      deviceReference(CollectiveKind::AllReduce, n, 0, count, DataType::Int32, RedOp::Sum, cin, ref)
+          .ok());
+  // Counts differ per launch: the counters carry over from one to the next.
+  for (uint32_t k = 0; k < runs; ++k) {
+    Status s = (*world)->launch(cin, out[k], count - k * 1000, DataType::Int32, RedOp::Sum);
+    ASSERT_TRUE(s.ok()) << s.message();
+  }
+  Status s = (*world)->wait();
+  ASSERT_TRUE(s.ok()) << s.message();
+  for (uint32_t k = 0; k < runs; ++k) {
+    std::vector<const void *> cin2(cin);
+    std::vector<void *> ref2(n);
+    for (uint32_t r = 0; r < n; ++r)
+      ref2[r] = ref[r];
+    ASSERT_TRUE(deviceReference(CollectiveKind::AllReduce, n, 0, count - k * 1000, DataType::Int32,
+                                RedOp::Sum, cin2, ref2)
+                    .ok());
+    for (uint32_t r = 0; r < n; ++r) {
+      Result<uint64_t> wrong =
+          deviceCountMismatches(DataType::Int32, out[k][r], ref[r], count - k * 1000);
+      ASSERT_TRUE(wrong.ok());
+      EXPECT_EQ(*wrong, 0u) << "launch " << k << " rank " << r;
+    }
+  }
+  for (uint32_t r = 0; r < n; ++r) {
+    cudaFree(in[r]);
+    cudaFree(ref[r]);
+    for (uint32_t k = 0; k < runs; ++k)
+      cudaFree(out[k][r]);
+  }
+}
+
+TEST(DeviceWorld, ArgumentErrors) {
+  REQUIRE_GPU();
+  Plan plan = ringAllReduce(2, 2);
+  auto world = DeviceWorld::create(plan);
+  ASSERT_TRUE(world.ok()) << world.message();
+  void *a = nullptr;
+  ASSERT_EQ(cudaMalloc(&a, 4096), cudaSuccess);
+  Status s = (*world)->run({a}, {a}, 10, DataType::Float32, RedOp::Sum);
+  EXPECT_EQ(s.message(), "the plan has 2 ranks but 1 send and 1 receive buffers were given");
+  s = (*world)->run({a, nullptr}, {a, a}, 10, DataType::Float32, RedOp::Sum);
+  EXPECT_EQ(s.message(), "rank 1 has a null send buffer");
+  s = (*world)->run({a, a}, {a, a}, 10, DataType(200), RedOp::Sum);
+  EXPECT_EQ(s.message(), "invalid data type 200 or operator 0");
+  EXPECT_TRUE(
+      (*world)->run({nullptr, nullptr}, {nullptr, nullptr}, 0, DataType::Float32, RedOp::Sum).ok());
+  DeviceOptions o;
+  o.threadsPerBlock = 100;
+  EXPECT_EQ(DeviceWorld::create(plan, o).message(),
+            "threads per block must be a multiple of 32 in [32, 1024], not 100");
+  cudaFree(a);
+}
+
+TEST(DeviceWorld, TooManyThreadblocksForOneGpu) {
+  REQUIRE_GPU();
+  Plan plan = makePlan("wide", CollectiveKind::AllReduce, 2, 1, 1, 1);
+  for (uint32_t r = 0; r < 2; ++r)
+    for (uint32_t b = 0; b < 1024; ++b) {
+      Threadblock tb;
+      add(tb, step(Opcode::Nop, I, 0, I, 0, 0));
+      plan.ranks[r].threadblocks.push_back(tb);
+    }
+  auto world = DeviceWorld::create(plan);
+  ASSERT_FALSE(world.ok());
+  EXPECT_TRUE(std::regex_search(world.message(),
+                                std::regex("^the plan needs 2048 threadblocks resident at once "
+                                           "\\(all ranks on one GPU\\), but the device holds at "
+                                           "most [0-9]+ CTAs of 512 threads")))
+      << world.message();
+}
+
+//===----------------------------------------------------------------------===//
+// Plans that never finish: a device-side timeout, not a hung GPU
+//===----------------------------------------------------------------------===//
+
+Status runWithTimeout(DeviceWorld &world, uint64_t count, double &seconds) {
+  std::vector<void *> bufs(4);
+  for (void *&b : bufs)
+    cudaMalloc(&b, std::max<uint64_t>(count, 1) * 4);
+  auto start = std::chrono::steady_clock::now();
+  Status s =
+      world.run({bufs[0], bufs[1]}, {bufs[2], bufs[3]}, count, DataType::Float32, RedOp::Sum);
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (void *b : bufs)
+    cudaFree(b);
+  return s;
+}
+
+TEST(DeviceWorld, PeerThatNeverSendsTimesOut) {
+  REQUIRE_GPU();
+  DeviceOptions o;
+  o.timeoutSeconds = 0.5;
+  auto world = DeviceWorld::create(recvRecvDeadlock(), o);
+  ASSERT_TRUE(world.ok()) << world.message();
+  for (int attempt = 0; attempt < 2; ++attempt) { // The world is reset after a failure.
+    double seconds = 0;
+    Status s = runWithTimeout(**world, 10, seconds);
+    ASSERT_FALSE(s.ok());
+    EXPECT_TRUE(std::regex_match(
+        s.message(), std::regex("rank [01] threadblock 0 step 0 \\(r, slice 0\\): timed out "
+                                "after 0.5 s on the GPU waiting for message 1 from rank [01] on "
+                                "channel 0(; 1 more threadblocks timed out)?(; 1 stopped with "
+                                "it)?")))
+        << s.message();
+    EXPECT_GE(seconds, 0.45);
+    EXPECT_LT(seconds, 5.0);
+  }
+  // The GPU is not wedged: a good plan runs afterwards.
+  Arena arena;
+  ASSERT_TRUE(arena.init(256 << 20));
+  Plan ring = ringAllReduce(2, 2);
+  auto good = DeviceWorld::create(ring);
+  ASSERT_TRUE(good.ok());
+  bool skipped = false;
+  EXPECT_EQ(checkRun(**good, ring, arena, DataType::Int64, RedOp::Min, 1000, false, skipped), "");
+}
+
+TEST(DeviceWorld, FullFifoAndDependencyTimeOut) {
+  REQUIRE_GPU();
+  DeviceOptions o;
+  o.timeoutSeconds = 0.3;
+  auto world = DeviceWorld::create(fullFifoDeadlock(), o);
+  ASSERT_TRUE(world.ok()) << world.message();
+  double seconds = 0;
+  Status s = runWithTimeout(**world, 10, seconds);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(std::regex_search(
+      s.message(),
+      std::regex("^(rank 0 threadblock 0 step 1 \\(s, slice 0\\): timed out after 0.3 s on the "
+                 "GPU waiting for a free slot to rank 1 on channel 0 \\(all 1 slots full: 1 "
+                 "messages sent, 0 taken\\)"
+                 "|rank 0 threadblock 1 step 0 \\(s, slice 0\\): timed out after 0.3 s on the "
+                 "GPU waiting for threadblock 0 to finish step 2"
+                 "|rank 1 threadblock 0 step 0 \\(r, slice 0\\): timed out after 0.3 s on the "
+                 "GPU waiting for threadblock 1 to finish step 0"
+                 "|rank 1 threadblock 1 step 0 \\(r, slice 0\\): timed out after 0.3 s on the "
+                 "GPU waiting for message 1 from rank 0 on channel 1)")))
+      << s.message();
+  EXPECT_LT(seconds, 5.0);
+}
+
+//===----------------------------------------------------------------------===//
+// The sweep over compiled plans
+//===----------------------------------------------------------------------===//
+
+std::string planDir() {
+  if (const char *env = std::getenv("COLL_GPU_PLAN_DIR"))
+    return env;
+#ifdef COLL_GPU_PLAN_DIR_DEFAULT
+  return COLL_GPU_PLAN_DIR_DEFAULT;
+#else
+  return "";
+#endif
+}
+
+std::vector<std::string> planNames() {
+  std::vector<std::string> names;
+  std::string dir = planDir();
+  if (DIR *d = dir.empty() ? nullptr : opendir(dir.c_str())) {
+    while (dirent *e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.size() > 4 && name.compare(name.size() - 4, 4, ".bin") == 0)
+        names.push_back(name.substr(0, name.size() - 4));
+    }
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  if (names.empty())
+    names.push_back("none");
+  return names;
+}
+
+/// The counts of the sweep: COLL_GPU_COUNTS (comma-separated), else
+/// {0, 1, 7, 1000, 1M+3, 64M}.
+std::vector<uint64_t> sweepCounts() {
+  const char *env = std::getenv("COLL_GPU_COUNTS");
+  if (!env)
+    return {0, 1, 7, 1000, (1u << 20) + 3, 64ull << 20};
+  std::vector<uint64_t> counts;
+  for (const char *p = env; *p;) {
+    char *end = nullptr;
+    counts.push_back(std::strtoull(p, &end, 10));
+    p = *end == ',' ? end + 1 : end;
+    if (end == p && *p)
+      break;
+  }
+  return counts;
+}
+
+class PlanSweep : public testing::TestWithParam<std::string> {};
+
+TEST_P(PlanSweep, EveryTypeOpCountAndPlacement) {
+  REQUIRE_GPU();
+  if (GetParam() == "none")
+    GTEST_SKIP() << "no compiled plans in '" << planDir() << "'";
+  std::string path = planDir() + "/" + GetParam() + ".bin";
+  Result<Plan> plan = loadPlanFile(path);
+  ASSERT_TRUE(plan.ok()) << path << ": " << plan.message();
+  DeviceOptions o;
+  o.timeoutSeconds = 30;
+  auto world = DeviceWorld::create(*plan, o);
+  ASSERT_TRUE(world.ok()) << world.message();
+  static Arena arena;
+  static bool ready = arena.init(~0ull);
+  ASSERT_TRUE(ready);
+  arena.newExecutor();
+  const CollectiveKind kind = plan->info.collective;
+  const std::vector<uint64_t> counts = sweepCounts();
+  unsigned runs = 0, skipped = 0, failures = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (DataType type : kAllTypes)
+    for (RedOp op : kAllOps) {
+      if (!collectiveReduces(kind) && op != RedOp::Sum)
+        continue; // The operator plays no part.
+      for (uint64_t count : counts) {
+        for (bool inPlace : {false, true}) {
+          if (inPlace && !hasInPlaceForm(kind))
+            continue;
+          bool skip = false;
+          std::string err = checkRun(**world, *plan, arena, type, op, count, inPlace, skip);
+          runs += !skip;
+          skipped += skip;
+          if (!err.empty() && ++failures <= 10)
+            ADD_FAILURE() << GetParam() << " " << dataTypeName(type) << " " << redOpName(op)
+                          << " count " << count << (inPlace ? " in place" : " out of place") << ": "
+                          << err;
+        }
+      }
+    }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("[ sweep    ] %s: %u runs, %u wrong, %u skipped (over %.0f GiB), %.1f s\n",
+              GetParam().c_str(), runs, failures, skipped, double(arena.size()) / (1ull << 30),
+              seconds);
+  EXPECT_EQ(failures, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, PlanSweep, testing::ValuesIn(planNames()),
+                         [](const testing::TestParamInfo<std::string> &info) {
+                           return info.param;
+                         });
+
+} // namespace

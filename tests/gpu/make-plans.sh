@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Compiles the plans the GPU tests run: every stdlib program and every
+# algorithm of tests/runtime/Inputs/collectives.coll, for N = 2..8.
+#
+#   tests/gpu/make-plans.sh COLLC OUTDIR
+#
+# The device machine that runs tests/gpu/run-on-device.sh needs no compiler:
+# it takes the plans made here.
+set -euo pipefail
+collc=$1
+out=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$out"
+rm -f "$out"/*.bin
+compile() { # NAME N ARGS...
+  local name=$1 n=$2
+  shift 2
+  "$collc" "$@" --nranks "$n" --emit=plan -o "$out/${name}_n$n.bin"
+}
+for n in 2 3 4 5 6 7 8; do
+  for src in "$root"/stdlib/*.coll; do
+    name=$(basename "$src" .coll)
+    case $name in
+    alltoall_twostep) compile "$name" "$n" "$src" -D local=$((n % 2 == 0 ? 2 : 1)) ;;
+    *) compile "$name" "$n" "$src" ;;
+    esac
+  done
+  for algo in ring_allgather_inplace staged_allgather ring_reducescatter_inplace \
+    chain_broadcast_inplace chain_reduce_inplace direct_reduce direct_gather direct_scatter \
+    ring_allreduce_x2; do
+    compile "$algo" "$n" "$root/tests/runtime/Inputs/collectives.coll" --algorithm="$algo" -D root=1
+  done
+done
+echo "$(ls "$out"/*.bin | wc -l) plans in $out"
