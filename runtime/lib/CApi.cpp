@@ -7,8 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CApiHandles.h"
 #include "coll/Runtime/Communicator.h"
 #include "coll/Runtime/PlanIO.h"
+#include "coll/Runtime/ProcessGroup.h"
 #include "coll/coll.h"
 
 #include <exception>
@@ -17,24 +19,19 @@
 #include <string>
 
 using namespace coll;
-
-struct collPlan {
-  Plan plan;
-};
+using namespace coll::capi;
 
 struct collWorld {
   std::shared_ptr<World> world;
-};
-
-struct collComm {
-  std::unique_ptr<Communicator> comm;
 };
 
 namespace {
 
 thread_local std::string lastThreadError;
 
-collResult_t fail(collResult_t result, const std::string &message) {
+} // namespace
+
+collResult_t coll::capi::fail(collResult_t result, const std::string &message) {
   try {
     lastThreadError = message;
   } catch (...) {
@@ -42,11 +39,7 @@ collResult_t fail(collResult_t result, const std::string &message) {
   return result;
 }
 
-collResult_t nullArgument(const char *function, const char *argument) {
-  return fail(collInvalidArgument, std::string(function) + ": " + argument + " is a null pointer");
-}
-
-collResult_t toResult(ErrorKind kind) {
+collResult_t coll::capi::toResult(ErrorKind kind) {
   switch (kind) {
   case ErrorKind::None:
     return collSuccess;
@@ -60,25 +53,15 @@ collResult_t toResult(ErrorKind kind) {
     return collTimeout;
   case ErrorKind::Mismatch:
     return collMismatch;
+  case ErrorKind::Remote:
+    return collRemoteError;
   case ErrorKind::Internal:
     break;
   }
   return collInternalError;
 }
 
-/// Runs \p body, turning exceptions into collSystemError (out of memory) or
-/// collInternalError.
-template <typename F> collResult_t guarded(const char *function, F &&body) {
-  try {
-    return body();
-  } catch (const std::bad_alloc &) {
-    return fail(collSystemError, std::string(function) + ": out of memory");
-  } catch (const std::exception &e) {
-    return fail(collInternalError, std::string(function) + ": " + e.what());
-  } catch (...) {
-    return fail(collInternalError, std::string(function) + ": unknown exception");
-  }
-}
+namespace {
 
 /// Loading errors: a file that cannot be read is a system error, anything
 /// else about its bytes an invalid plan.
@@ -112,6 +95,8 @@ const char *collGetErrorString(collResult_t result) {
     return "mismatch between ranks";
   case collInternalError:
     return "internal error";
+  case collRemoteError:
+    return "remote process failed";
   case collNumResults:
     break;
   }
@@ -120,7 +105,7 @@ const char *collGetErrorString(collResult_t result) {
 
 const char *collGetLastError(collComm_t comm) {
   if (comm)
-    return comm->comm->lastErrorMessage().c_str();
+    return comm->lastError().c_str();
   return lastThreadError.c_str();
 }
 
@@ -195,9 +180,77 @@ collResult_t collCommInitRank(collWorld_t world, int rank, collComm_t *comm) {
     Result<std::unique_ptr<Communicator>> c = world->world->communicator(rank);
     if (!c)
       return fail(collInvalidArgument, "collCommInitRank: " + c.message());
-    *comm = new collComm{std::move(*c)};
+    *comm = new collComm{std::move(*c), nullptr, nullptr};
     return collSuccess;
   });
+}
+
+collResult_t collShmConfigInit(collShmConfig_t *config) {
+  if (!config)
+    return nullArgument("collShmConfigInit", "config");
+  ProcessGroupOptions o;
+  config->setupTimeoutSeconds = o.setupTimeoutSeconds;
+  config->timeoutSeconds = o.timeoutSeconds;
+  config->livenessIntervalSeconds = o.livenessIntervalSeconds;
+  config->sliceElements = size_t(o.sliceElements);
+  config->workers = int(o.workers);
+  return collSuccess;
+}
+
+collResult_t collCommInitRankShm(const char *jobName, int nranks, int rank,
+                                 const collShmConfig_t *config, collComm_t *comm) {
+  if (!jobName)
+    return nullArgument("collCommInitRankShm", "jobName");
+  if (!comm)
+    return nullArgument("collCommInitRankShm", "comm");
+  *comm = nullptr;
+  ProcessGroupOptions o;
+  if (config) {
+    if (config->workers < 0)
+      return fail(collInvalidArgument, "collCommInitRankShm: workers must not be negative, not " +
+                                           std::to_string(config->workers));
+    o.setupTimeoutSeconds = config->setupTimeoutSeconds;
+    o.timeoutSeconds = config->timeoutSeconds;
+    o.livenessIntervalSeconds = config->livenessIntervalSeconds;
+    o.sliceElements = config->sliceElements;
+    o.workers = uint32_t(config->workers);
+  }
+  return guarded("collCommInitRankShm", [&] {
+    ErrorKind kind = ErrorKind::None;
+    Result<std::unique_ptr<ProcessGroup>> g = ProcessGroup::create(jobName, rank, nranks, o, &kind);
+    if (!g)
+      return fail(toResult(kind), "collCommInitRankShm: " + g.message());
+    *comm = new collComm{nullptr, std::move(*g), nullptr};
+    return collSuccess;
+  });
+}
+
+collResult_t collMemAlloc(collComm_t comm, size_t size, void **ptr) {
+  if (!comm)
+    return nullArgument("collMemAlloc", "comm");
+  if (!ptr)
+    return nullArgument("collMemAlloc", "ptr");
+  *ptr = nullptr;
+  if (!comm->group)
+    return fail(collInvalidArgument,
+                "collMemAlloc: the communicator is not one of processes (collCommInitRankShm)");
+  if (size == 0)
+    return fail(collInvalidArgument, "collMemAlloc: size is 0");
+  return guarded("collMemAlloc", [&] {
+    *ptr = comm->group->allocate(size);
+    if (!*ptr)
+      return fail(collSystemError, "collMemAlloc: cannot allocate " + std::to_string(size) +
+                                       " bytes of shared memory");
+    return collSuccess;
+  });
+}
+
+collResult_t collMemFree(collComm_t comm, void *ptr) {
+  if (!comm)
+    return nullArgument("collMemFree", "comm");
+  if (comm->group)
+    comm->group->deallocate(ptr);
+  return collSuccess;
 }
 
 collResult_t collCommDestroy(collComm_t comm) {
@@ -210,7 +263,9 @@ collResult_t collCommUserRank(collComm_t comm, int *rank) {
     return nullArgument("collCommUserRank", "comm");
   if (!rank)
     return nullArgument("collCommUserRank", "rank");
-  *rank = comm->comm->rank();
+  *rank = comm->comm    ? comm->comm->rank()
+          : comm->group ? comm->group->rank()
+                        : comm->device->rank();
   return collSuccess;
 }
 
@@ -219,7 +274,9 @@ collResult_t collCommCount(collComm_t comm, int *count) {
     return nullArgument("collCommCount", "comm");
   if (!count)
     return nullArgument("collCommCount", "count");
-  *count = comm->comm->size();
+  *count = comm->comm    ? comm->comm->size()
+           : comm->group ? comm->group->size()
+                         : comm->device->size();
   return collSuccess;
 }
 
@@ -235,11 +292,78 @@ collResult_t collExecute(const void *sendbuf, void *recvbuf, size_t count, collD
     // Out-of-range values stay out of range (saturated at 255) for execute()
     // to report.
     auto clip = [](int v) { return uint8_t(v >= 0 && v < 255 ? v : 255); };
-    Status s = comm->comm->execute(plan->plan, sendbuf, recvbuf, count,
-                                   DataType(clip(int(datatype))), RedOp(clip(int(op))));
+    DataType type = DataType(clip(int(datatype)));
+    RedOp redOp = RedOp(clip(int(op)));
+    if (comm->device) {
+      // A device communicator runs the plan it was created with, on the
+      // default stream, and waits.
+      DeviceCommunicatorBase &d = *comm->device;
+      if (!d.runsPlan(plan->plan))
+        return fail(collMismatch, d.record(Status::error("collExecute: the plan is not the one "
+                                                         "the communicator was created with"),
+                                           ErrorKind::Mismatch)
+                                      .message());
+      Status s = d.executeAsync(sendbuf, recvbuf, count, type, redOp, nullptr);
+      if (s)
+        s = d.wait(nullptr);
+      if (s)
+        return collSuccess;
+      return fail(toResult(comm->lastKind()), s.message());
+    }
+    Status s = comm->comm ? comm->comm->execute(plan->plan, sendbuf, recvbuf, count, type, redOp)
+                          : comm->group->execute(plan->plan, sendbuf, recvbuf, count, type, redOp);
     if (s)
       return collSuccess;
-    return fail(toResult(comm->comm->lastErrorKind()), s.message());
+    return fail(toResult(comm->lastKind()), s.message());
+  });
+}
+
+collResult_t collExecuteAsync(const void *sendbuf, void *recvbuf, size_t count,
+                              collDataType_t datatype, collRedOp_t op, collComm_t comm,
+                              struct CUstream_st *stream) {
+  if (!comm)
+    return nullArgument("collExecuteAsync", "comm");
+  if (!comm->device)
+    return fail(collInvalidArgument, "collExecuteAsync: the communicator does not run on GPUs "
+                                     "(collCommInitNccl)");
+  return guarded("collExecuteAsync", [&] {
+    auto clip = [](int v) { return uint8_t(v >= 0 && v < 255 ? v : 255); };
+    Status s = comm->device->executeAsync(sendbuf, recvbuf, count, DataType(clip(int(datatype))),
+                                          RedOp(clip(int(op))), stream);
+    if (s)
+      return collSuccess;
+    return fail(toResult(comm->lastKind()), s.message());
+  });
+}
+
+collResult_t collCommStreamWait(collComm_t comm, struct CUstream_st *stream) {
+  if (!comm)
+    return nullArgument("collCommStreamWait", "comm");
+  if (!comm->device)
+    return fail(collInvalidArgument, "collCommStreamWait: the communicator does not run on GPUs "
+                                     "(collCommInitNccl)");
+  return guarded("collCommStreamWait", [&] {
+    Status s = comm->device->wait(stream);
+    if (s)
+      return collSuccess;
+    return fail(toResult(comm->lastKind()), s.message());
+  });
+}
+
+collResult_t collCommGetAsyncError(collComm_t comm, collResult_t *asyncError) {
+  if (!comm)
+    return nullArgument("collCommGetAsyncError", "comm");
+  if (!asyncError)
+    return nullArgument("collCommGetAsyncError", "asyncError");
+  *asyncError = collSuccess;
+  if (!comm->device)
+    return collSuccess;
+  return guarded("collCommGetAsyncError", [&] {
+    if (Status s = comm->device->check(); !s) {
+      *asyncError = toResult(comm->lastKind());
+      fail(*asyncError, s.message());
+    }
+    return collSuccess;
   });
 }
 

@@ -85,6 +85,8 @@ const char *errorKindName(ErrorKind kind) {
     return "mismatch";
   case ErrorKind::Internal:
     return "internal error";
+  case ErrorKind::Remote:
+    return "remote error";
   }
   return "unknown error";
 }

@@ -1,17 +1,19 @@
 //===- CpuPlatform.h - The interpreter's platform on CPU threads -*- C++ -*-===//
 //
-// The Platform of Interpreter.h for ranks that share one address space:
-// connections are FIFOs in the receiver's (host) memory with head and tail
-// counters, and cross-threadblock dependencies are per-threadblock progress
-// counters. Waits never block: they return WouldBlock, and the worker thread
-// that runs the threadblock turns to its other threadblocks, or paces itself
-// with Backoff (spin, yield, sleep) until a time limit.
-// Private to the runtime library.
+// The Platform of Interpreter.h for CPU ranks: connections are FIFOs in the
+// receiver's memory with head and tail counters, and cross-threadblock
+// dependencies are per-threadblock progress counters. The platform only
+// points at them: LocalWorld keeps them in its own heap (every rank in one
+// process), ProcessGroup in POSIX shared memory (one process per rank).
+// Waits never block: they return WouldBlock, and the worker thread that runs
+// the threadblock turns to its other threadblocks, or paces itself (spin,
+// yield, sleep) until a time limit. Private to the runtime library.
 //
 //===----------------------------------------------------------------------===//
 #ifndef COLL_RUNTIME_LIB_CPUPLATFORM_H
 #define COLL_RUNTIME_LIB_CPUPLATFORM_H
 
+#include "Futex.h"
 #include "HostKernels.h"
 #include "coll/Runtime/ChunkLayout.h"
 #include "coll/Runtime/Executor.h"
@@ -36,18 +38,60 @@ struct alignas(64) PaddedCounter {
   std::atomic<uint64_t> value{0};
 };
 
+/// A rank's doorbell: a futex word that whoever publishes something the
+/// rank's workers may wait for bumps, and a count of the workers asleep on
+/// it, so that a publisher pays for a wake-up system call only when somebody
+/// sleeps. It lives where every process of the rank's peers can reach it
+/// (shared memory, for ProcessGroup).
+struct alignas(64) Doorbell {
+  std::atomic<uint32_t> seq{0};      ///< Bumped after each publication.
+  std::atomic<uint32_t> sleepers{0}; ///< Workers in futexWait() on seq.
+
+  /// Tells the rank's workers that something changed. Call after the
+  /// release store that published it. seq_cst on both: either the sleeper
+  /// registered itself before our load of `sleepers` (and we wake it), or
+  /// its load of `seq` (before it sleeps, and the kernel's compare) sees our
+  /// increment and it does not sleep (Dekker's pattern; the sleeping side
+  /// is ProcessGroup.cpp's pacer).
+  void ring() {
+    seq.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers.load(std::memory_order_seq_cst) != 0)
+      futexWakeAll(&seq);
+  }
+};
+
 /// One connection: `depth` message slots in the receiver's memory. The
 /// sender fills slot (tail % depth) and then advances tail; the receiver
 /// reads slot (head % depth) and then advances head. Each counter has a
-/// single writer, so plain stores suffice (no read-modify-write).
+/// single writer, so plain stores suffice (no read-modify-write). The
+/// storage belongs to the executor (FifoStorage, or shared memory).
 struct Fifo {
   uint32_t depth = 0;
   uint64_t slotBytes = 0; ///< One message: its largest chunk count times a piece.
-  std::unique_ptr<char[]> memory;
-  PaddedCounter tail; ///< Messages the sender has published.
-  PaddedCounter head; ///< Messages the receiver has released.
+  char *memory = nullptr;
+  std::atomic<uint64_t> *tail = nullptr; ///< Messages the sender has published.
+  std::atomic<uint64_t> *head = nullptr; ///< Messages the receiver has released.
+  /// Rung after a publication (the receiver's) and after a release (the
+  /// sender's); null when the workers do not sleep on doorbells (LocalWorld).
+  Doorbell *receiverBell = nullptr;
+  Doorbell *senderBell = nullptr;
 
-  char *slot(uint64_t message) { return memory.get() + (message % depth) * slotBytes; }
+  char *slot(uint64_t message) const { return memory + (message % depth) * slotBytes; }
+};
+
+/// A Fifo with its storage in this process's heap.
+struct FifoStorage {
+  Fifo fifo;
+  std::unique_ptr<char[]> memory;
+  PaddedCounter tail, head;
+
+  FifoStorage(uint32_t depth, uint64_t slotBytes) : memory(new char[depth * slotBytes]) {
+    fifo.depth = depth;
+    fifo.slotBytes = slotBytes;
+    fifo.memory = memory.get();
+    fifo.tail = &tail.value;
+    fifo.head = &head.value;
+  }
 };
 
 /// What every threadblock of a run shares.
@@ -63,10 +107,23 @@ struct WorldState {
 struct RankState {
   char *buffers[3] = {nullptr, nullptr, nullptr}; ///< Indexed by BufferKind.
   /// Per threadblock: steps finished over all slices (slice * steps + step
-  /// + 1 after step `step` of slice `slice`). Monotonic.
-  std::unique_ptr<PaddedCounter[]> progress;
+  /// + 1 after step `step` of slice `slice`). Monotonic. Owned by the
+  /// executor.
+  PaddedCounter *progress = nullptr;
   std::vector<uint32_t> numSteps; ///< Per threadblock.
+  /// Rung after each step when the rank's threadblocks run on several
+  /// workers that sleep on it; null otherwise.
+  Doorbell *progressBell = nullptr;
 };
+
+/// One pause of a spinning thread.
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 /// Paces a worker thread none of whose threadblocks can move: spins briefly
 /// (the data is often a few hundred nanoseconds away), then yields, then
@@ -109,14 +166,6 @@ private:
   static constexpr uint32_t spinRounds = 64;
   static constexpr uint32_t yieldRounds = 64;
   static constexpr uint32_t maxSleepUs = 128;
-
-  static void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-  }
 
   Clock::duration timeout;
   Clock::time_point deadline;
@@ -174,7 +223,7 @@ public:
     // Acquire: pairs with the sender's release in publishSend, so that the
     // message's bytes are visible before we read the slot.
     WaitResult r =
-        waitFor([&] { return recvFifo->tail.value.load(std::memory_order_acquire) > received; });
+        waitFor([&] { return recvFifo->tail->load(std::memory_order_acquire) > received; });
     if (r == WaitResult::Ready)
       slot = recvFifo->slot(received);
     return r;
@@ -183,9 +232,8 @@ public:
   WaitResult waitSend(char *&slot) {
     // Acquire: pairs with the receiver's release in releaseRecv, so that its
     // reads of the slot are complete before we overwrite it.
-    WaitResult r = waitFor([&] {
-      return sent - sendFifo->head.value.load(std::memory_order_acquire) < sendFifo->depth;
-    });
+    WaitResult r = waitFor(
+        [&] { return sent - sendFifo->head->load(std::memory_order_acquire) < sendFifo->depth; });
     if (r == WaitResult::Ready)
       slot = sendFifo->slot(sent);
     return r;
@@ -194,13 +242,17 @@ public:
   void releaseRecv() {
     // Release: our reads of the slot happen before the sender's next write
     // to it (it acquires head in waitSend).
-    recvFifo->head.value.store(++received, std::memory_order_release);
+    recvFifo->head->store(++received, std::memory_order_release);
+    if (recvFifo->senderBell)
+      recvFifo->senderBell->ring();
   }
 
   void publishSend() {
     // Release: the slot's bytes happen before the receiver's reads (it
     // acquires tail in waitRecv).
-    sendFifo->tail.value.store(++sent, std::memory_order_release);
+    sendFifo->tail->store(++sent, std::memory_order_release);
+    if (sendFifo->receiverBell)
+      sendFifo->receiverBell->ring();
   }
 
   void markProgress(uint64_t slice, uint32_t step) {
@@ -208,6 +260,8 @@ public:
     // it (waitDependency acquires). Only this threadblock writes its counter.
     rankState->progress[tb].value.store(slice * rankState->numSteps[tb] + step + 1,
                                         std::memory_order_release);
+    if (rankState->progressBell)
+      rankState->progressBell->ring();
   }
 
   // Arithmetic.

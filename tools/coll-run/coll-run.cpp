@@ -1,6 +1,6 @@
 //===- coll-run.cpp - Run a plan on local ranks and check it --------------===//
 //
-// coll-run plan.bin [--ranks-as threads|single] [--size 64M] [--dtype f32]
+// coll-run plan.bin [--ranks-as threads|single|processes|gpu] [--size 64M] [--dtype f32]
 //                   [--op sum] [--check | --no-check] [--inplace]
 //                   [--iters n] [--slice elements] [--workers n]
 //                   [--timeout seconds] [--trace out.json]
@@ -11,6 +11,15 @@
 // implementation, then times --iters more runs. Prints one table row in the
 // style of nccl-tests; exits 1 on any wrong element or error.
 //
+// --ranks-as processes forks one process per rank, each of which runs its
+// rank through ProcessGroup (POSIX shared memory, a job name unique to this
+// run); the buffers live in memory this process shares with them, so it
+// checks every rank's output itself. A run's time is the slowest rank's.
+//
+// --ranks-as gpu (when built with CUDA) runs every rank on one GPU
+// (DeviceWorld): the buffers are copied to the device and back, the check
+// is the same, and the time is that of back-to-back launches.
+//
 // --size is the per-rank size in bytes of the larger buffer, as in
 // nccl-tests: the output of allgather and gather, the input of reducescatter
 // and scatter, either of alltoall, the only one of the others.
@@ -19,17 +28,26 @@
 
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/PlanIO.h"
+#include "coll/Runtime/ProcessGroup.h"
 #include "coll/Runtime/Reference.h"
+#ifdef COLL_RUN_WITH_GPU
+#include "GpuRun.h"
+#endif
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <string>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 using namespace coll;
@@ -37,8 +55,9 @@ using namespace coll;
 namespace {
 
 int usage() {
-  std::cerr << "usage: coll-run plan.bin [--ranks-as threads|single] [--size 64M] [--dtype f32]\n"
-               "                [--op sum] [--check | --no-check] [--inplace] [--iters n]\n"
+  std::cerr << "usage: coll-run plan.bin [--ranks-as threads|single|processes|gpu] [--size 64M]\n"
+               "                [--dtype f32]"
+               " [--op sum] [--check | --no-check] [--inplace] [--iters n]\n"
                "                [--slice elements] [--workers n] [--timeout seconds]\n"
                "                [--trace out.json]\n";
   return 2;
@@ -93,6 +112,9 @@ uint64_t sizeFactor(CollectiveKind kind, uint32_t nranks) {
 struct Options {
   std::string planPath;
   ExecMode mode = ExecMode::Threads;
+  bool processes = false; ///< --ranks-as processes.
+  bool gpu = false;       ///< --ranks-as gpu.
+  bool sliceGiven = false;
   uint64_t size = 64ull << 20;
   DataType type = DataType::Float32;
   RedOp op = RedOp::Sum;
@@ -120,9 +142,15 @@ int parseArgs(int argc, char **argv, Options &o) {
       usage();
       return -1;
     } else if (a == "--ranks-as") {
-      if (!value(v) || (v != "threads" && v != "single"))
-        return fail("--ranks-as takes 'threads' or 'single'");
+      if (!value(v) || (v != "threads" && v != "single" && v != "processes" && v != "gpu"))
+        return fail("--ranks-as takes 'threads', 'single', 'processes' or 'gpu'");
       o.mode = v == "single" ? ExecMode::Single : ExecMode::Threads;
+      o.processes = v == "processes";
+      o.gpu = v == "gpu";
+#ifndef COLL_RUN_WITH_GPU
+      if (o.gpu)
+        return fail("--ranks-as gpu: this coll-run was built without CUDA");
+#endif
     } else if (a == "--size") {
       if (!value(v) || !parseSize(v, o.size))
         return fail("--size takes a byte count such as 4096, 64K, 64M or 1G");
@@ -145,6 +173,7 @@ int parseArgs(int argc, char **argv, Options &o) {
     } else if (a == "--slice") {
       if (!value(v) || !parseUnsigned(v, o.slice) || o.slice == 0)
         return fail("--slice takes a positive number of elements");
+      o.sliceGiven = true;
     } else if (a == "--workers") {
       if (!value(v) || !parseUnsigned(v, o.workers) || o.workers > 1024)
         return fail("--workers takes a number of threads per rank (0: one per threadblock)");
@@ -166,7 +195,127 @@ int parseArgs(int argc, char **argv, Options &o) {
   }
   if (o.planPath.empty())
     return usage();
+  if ((o.processes || o.gpu) && !o.tracePath.empty())
+    return fail("--trace needs --ranks-as threads or single");
   return 0;
+}
+
+/// Memory shared with the processes this one forks (MAP_SHARED), handed
+/// out in 64-byte aligned pieces.
+class SharedArena {
+public:
+  ~SharedArena() {
+    if (base)
+      munmap(base, bytes);
+  }
+  /// Maps \p n bytes; false when the system refuses.
+  bool reserve(uint64_t n) {
+    bytes = n ? n : 1;
+    void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return false;
+    base = static_cast<char *>(p);
+    return true;
+  }
+  char *take(uint64_t n) {
+    char *p = base + used;
+    used += (n + 63) & ~uint64_t(63);
+    return p;
+  }
+
+private:
+  char *base = nullptr;
+  uint64_t bytes = 0, used = 0;
+};
+
+/// What a rank's process reports back.
+struct RankReport {
+  int status = -1;    ///< 0: ran; 1: failed (message); -1: never reported.
+  double totalUs = 0; ///< The timed runs.
+  char message[2048] = {};
+};
+
+/// The processes mode: forks a process per rank that runs the checked call
+/// and \p iters timed calls through ProcessGroup; \p snapshots[r], when not
+/// null, receives rank r's output after the checked call (in place, the
+/// timed calls change it). Returns "" or the errors; *timeUs receives the
+/// slowest rank's mean time of a timed call.
+std::string runProcesses(const Plan &plan, const Options &o, uint64_t count,
+                         const std::vector<const void *> &sendbufs,
+                         const std::vector<void *> &recvbufs, const std::vector<char *> &snapshots,
+                         uint64_t outputBytes, SharedArena &arena, double *timeUs) {
+  const uint32_t nranks = plan.info.nranks;
+  RankReport *reports = reinterpret_cast<RankReport *>(arena.take(sizeof(RankReport) * nranks));
+  for (uint32_t r = 0; r < nranks; ++r)
+    new (&reports[r]) RankReport();
+  std::string job = "coll-run-" + std::to_string(getpid()) + "-" +
+                    std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  ProcessGroupOptions po;
+  po.sliceElements = o.slice;
+  po.workers = uint32_t(o.workers);
+  po.timeoutSeconds = o.timeout;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids;
+  std::string errors;
+  for (uint32_t r = 0; r < nranks; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      errors = std::string("cannot start a process: ") + std::strerror(errno);
+      break;
+    }
+    if (pid == 0) {
+      // The rank's process: report, then leave without running this
+      // process's exit handlers twice.
+      RankReport &rep = reports[r];
+      auto report = [&](const std::string &m) {
+        std::snprintf(rep.message, sizeof rep.message, "%s", m.c_str());
+        rep.status = 1;
+      };
+      {
+        auto group = ProcessGroup::create(job, int(r), int(nranks), po);
+        if (!group) {
+          report(group.message());
+        } else if (Status s =
+                       (*group)->execute(plan, sendbufs[r], recvbufs[r], count, o.type, o.op);
+                   !s) {
+          report(s.message());
+        } else {
+          if (snapshots[r])
+            std::memcpy(snapshots[r], recvbufs[r], outputBytes);
+          rep.status = 0;
+          auto start = std::chrono::steady_clock::now();
+          for (uint64_t i = 0; i < o.iters && rep.status == 0; ++i)
+            if (Status t = (*group)->execute(plan, sendbufs[r], recvbufs[r], count, o.type, o.op);
+                !t)
+              report(t.message());
+          rep.totalUs =
+              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                  .count();
+        }
+      }
+      _exit(rep.status == 0 ? 0 : 1);
+    }
+    pids.push_back(pid);
+  }
+  *timeUs = 0;
+  for (uint32_t r = 0; r < pids.size(); ++r) {
+    int st = 0;
+    while (waitpid(pids[r], &st, 0) < 0 && errno == EINTR) {
+    }
+    const RankReport &rep = reports[r];
+    std::string why;
+    if (WIFSIGNALED(st))
+      why = std::string("killed by signal ") + std::to_string(WTERMSIG(st));
+    else if (rep.status != 0)
+      why = rep.status < 0 ? "exited without a report" : rep.message;
+    if (!why.empty())
+      errors += (errors.empty() ? "" : "\ncoll-run: error: ") +
+                ("rank " + std::to_string(r) + ": " + why);
+    if (o.iters)
+      *timeUs = std::max(*timeUs, rep.totalUs / double(o.iters));
+  }
+  return errors;
 }
 
 /// One rank's memory for a run.
@@ -202,7 +351,22 @@ int main(int argc, char **argv) {
        info.collective == CollectiveKind::AllToAll))
     return fail(std::string(collectiveName(info.collective)) + " has no in-place form");
 
-  // Buffers and test data.
+  // Buffers and test data. Processes mode: the send and receive buffers
+  // (and, in place, a snapshot of the checked output) in shared memory.
+  SharedArena arena;
+  if (o.processes) {
+    uint64_t perRank = o.inplace ? std::max(elems.input, elems.output) * es + 64 + elems.output * es
+                                 : elems.input * es + elems.output * es;
+    if (!arena.reserve((perRank + 192) * nranks + sizeof(RankReport) * nranks + 64))
+      return fail(std::string("cannot map shared memory: ") + std::strerror(errno));
+  }
+  std::vector<char *> snapshots(nranks, nullptr);
+  auto buffer = [&](std::vector<char> &v, uint64_t bytes) {
+    if (o.processes)
+      return arena.take(bytes);
+    v.resize(bytes);
+    return v.data();
+  };
   std::vector<RankBuffers> ranks(nranks);
   std::vector<const void *> sendbufs(nranks), originals(nranks);
   std::vector<void *> recvbufs(nranks);
@@ -212,15 +376,14 @@ int main(int argc, char **argv) {
     fillTestInput(o.type, o.op, nranks, r, elems.input, b.original.data());
     originals[r] = b.original.data();
     if (o.inplace) {
-      b.both.resize(std::max(elems.input, elems.output) * es);
-      char *p = b.both.data();
+      char *p = buffer(b.both, std::max(elems.input, elems.output) * es);
       b.send = info.collective == CollectiveKind::AllGather ? p + r * unitBytes : p;
       b.recv = info.collective == CollectiveKind::ReduceScatter ? p + r * unitBytes : p;
+      if (o.processes)
+        snapshots[r] = arena.take(elems.output * es);
     } else {
-      b.in.resize(elems.input * es);
-      b.out.resize(elems.output * es);
-      b.send = b.in.data();
-      b.recv = b.out.data();
+      b.send = buffer(b.in, elems.input * es);
+      b.recv = buffer(b.out, elems.output * es);
     }
     sendbufs[r] = b.send;
     recvbufs[r] = b.recv;
@@ -242,10 +405,51 @@ int main(int argc, char **argv) {
     eo.timeline = &timeline;
   LocalWorld world;
 
-  // The checked run (also the warm-up, and the one traced).
+  // The checked run (also the warm-up, and the one traced). Processes mode
+  // runs the timed ones too, in the ranks' processes.
   resetInputs();
-  if (Status s = world.run(*plan, sendbufs, recvbufs, count, o.type, o.op, eo); !s)
+  double processTimeUs = 0;
+  std::vector<void *> checked = recvbufs;
+  if (o.processes) {
+    std::string err = runProcesses(*plan, o, count, sendbufs, recvbufs, snapshots,
+                                   elems.output * es, arena, &processTimeUs);
+    if (!err.empty())
+      return fail(err);
+    for (uint32_t r = 0; r < nranks; ++r)
+      if (snapshots[r])
+        checked[r] = snapshots[r];
+  } else if (o.gpu) {
+#ifdef COLL_RUN_WITH_GPU
+    std::vector<GpuRankBuffers> gpuRanks(nranks);
+    for (uint32_t r = 0; r < nranks; ++r) {
+      RankBuffers &b = ranks[r];
+      GpuRankBuffers &g = gpuRanks[r];
+      if (o.inplace) {
+        g.base = b.both.data();
+        g.bytes = b.both.size();
+      } else {
+        // Input and output side by side in one allocation per rank.
+        b.both.resize(b.in.size() + b.out.size());
+        std::memcpy(b.both.data(), b.in.data(), b.in.size());
+        g.base = b.both.data();
+        g.bytes = b.both.size();
+        g.recvOffset = b.in.size();
+        b.send = b.both.data();
+        b.recv = b.both.data() + b.in.size();
+        recvbufs[r] = checked[r] = b.recv;
+        continue;
+      }
+      g.sendOffset = static_cast<const char *>(b.send) - b.both.data();
+      g.recvOffset = static_cast<char *>(b.recv) - b.both.data();
+    }
+    std::string err = runOnGpu(*plan, gpuRanks, count, o.type, o.op,
+                               o.sliceGiven ? o.slice * es : 0, o.timeout, o.iters, &processTimeUs);
+    if (!err.empty())
+      return fail(err);
+#endif
+  } else if (Status s = world.run(*plan, sendbufs, recvbufs, count, o.type, o.op, eo); !s) {
     return fail(s.message());
+  }
   if (!o.tracePath.empty()) {
     if (Status s = timeline.writeChromeTraceFile(o.tracePath, *plan); !s)
       return fail(s.message());
@@ -267,10 +471,10 @@ int main(int argc, char **argv) {
       if (!collectiveDefinesOutput(info.collective, info.root, r))
         continue;
       uint64_t first = 0;
-      uint64_t n = countMismatches(o.type, recvbufs[r], want[r].data(), elems.output, &first);
+      uint64_t n = countMismatches(o.type, checked[r], want[r].data(), elems.output, &first);
       if (n && !wrong)
         std::cerr << "coll-run: rank " << r << " output element " << first << " is "
-                  << formatElement(o.type, recvbufs[r], first) << ", expected "
+                  << formatElement(o.type, checked[r], first) << ", expected "
                   << formatElement(o.type, want[r].data(), first) << "\n";
       wrong += n;
     }
@@ -278,8 +482,8 @@ int main(int argc, char **argv) {
 
   // Timed runs. In place, the data changes from run to run; only the time
   // matters here.
-  double totalUs = 0;
-  for (uint64_t i = 0; i < o.iters; ++i) {
+  double totalUs = processTimeUs * double(o.iters);
+  for (uint64_t i = 0; i < o.iters && !o.processes && !o.gpu; ++i) {
     auto start = std::chrono::steady_clock::now();
     if (Status s = world.run(*plan, sendbufs, recvbufs, count, o.type, o.op, eo); !s)
       return fail(s.message());
@@ -295,8 +499,11 @@ int main(int argc, char **argv) {
               info.inplace ? "in-place" : "out-of-place", protocolName(info.protocol),
               info.connectionDepth);
   std::printf("# ranks as %s, slice %" PRIu64 " elements, %s call, %" PRIu64 " timed runs\n",
-              o.mode == ExecMode::Single ? "single" : "threads", o.slice,
-              o.inplace ? "in-place" : "out-of-place", o.iters);
+              o.gpu                        ? "gpu (one device)"
+              : o.processes                ? "processes"
+              : o.mode == ExecMode::Single ? "single"
+                                           : "threads",
+              o.slice, o.inplace ? "in-place" : "out-of-place", o.iters);
   std::printf("# %12s %12s %8s %6s %12s %12s %8s\n", "size(B)", "count", "type", "redop",
               "time(us)", "algbw(GB/s)", "#wrong");
   std::printf("  %12" PRIu64 " %12" PRIu64 " %8s %6s %12.1f %12.3f %8s\n", bytes, count,

@@ -3,7 +3,8 @@
  * The C API of the Collc runtime, in the style of NCCL: load a plan that
  * collc compiled, create a world of N ranks in this process, give each
  * rank's thread a communicator, and call collExecute() on every rank with
- * the same plan and the rank's own buffers. The calls meet, run every rank
+ * the same plan and the rank's own buffers. (Or make each rank a process:
+ * collCommInitRankShm.) The calls meet, run every rank
  * of the plan together, and each returns when its rank's results are in
  * place. Every function returns a collResult_t, checks every pointer it is
  * given, and never lets a C++ exception out. docs/runtime.md has a complete
@@ -33,7 +34,8 @@ typedef enum {
   collTimeout = 4,         /**< Ranks did not arrive in time, or the run stopped moving. */
   collMismatch = 5,        /**< The ranks called with different plans or arguments. */
   collInternalError = 6,   /**< A bug in the runtime. */
-  collNumResults = 7
+  collRemoteError = 7,     /**< Another rank's process failed or died (shared-memory ranks). */
+  collNumResults = 8
 } collResult_t;
 
 /** Element types, numbered as NCCL's ncclDataType_t. */
@@ -80,6 +82,16 @@ typedef enum {
   collCustom = 8
 } collCollective_t;
 
+/** Options of a communicator whose ranks are processes (collCommInitRankShm).
+ * Fill it with collShmConfigInit() first, then change what you need. */
+typedef struct {
+  double setupTimeoutSeconds;     /**< Waiting for the peers to join, and to call. */
+  double timeoutSeconds;          /**< A run that makes no progress this long fails. */
+  double livenessIntervalSeconds; /**< How often a waiting rank checks its peers. */
+  size_t sliceElements;           /**< Elements of a chunk per pass of the program. */
+  int workers;                    /**< Worker threads of the rank; 0: one per threadblock. */
+} collShmConfig_t;
+
 /** A loaded plan; immutable, usable by every rank's thread at once. */
 typedef struct collPlan *collPlan_t;
 /** N ranks in this process. */
@@ -123,6 +135,26 @@ collResult_t collWorldDestroy(collWorld_t world);
 
 /** Creates \p rank's communicator of \p world; a rank has at most one. */
 collResult_t collCommInitRank(collWorld_t world, int rank, collComm_t *comm);
+/** Fills *config with the defaults: 60 s to set up, 30 s without progress,
+ * peers checked every 0.05 s, slices of 16384 elements, one worker. */
+collResult_t collShmConfigInit(collShmConfig_t *config);
+
+/** Joins job \p jobName (1 to 200 characters of A-Z a-z 0-9 _ -) as rank
+ * \p rank of \p nranks, each rank its own process on this host, and waits
+ * until every rank has joined. The ranks meet through POSIX shared memory
+ * named after the job (docs/runtime.md). \p config may be NULL (the
+ * defaults). collExecute() then runs this process's rank; a rank that dies
+ * or fails makes the others fail with collRemoteError. */
+collResult_t collCommInitRankShm(const char *jobName, int nranks, int rank,
+                                 const collShmConfig_t *config, collComm_t *comm);
+
+/** Allocates \p size bytes of shared memory (page aligned, zeroed) for
+ * buffers of \p comm's rank, which must come from collCommInitRankShm. */
+collResult_t collMemAlloc(collComm_t comm, size_t size, void **ptr);
+/** Frees what collMemAlloc() returned; NULL is ignored. What is left is
+ * freed with the communicator. */
+collResult_t collMemFree(collComm_t comm, void *ptr);
+
 /** Destroys \p comm, freeing its rank; NULL is ignored. */
 collResult_t collCommDestroy(collComm_t comm);
 /** *rank receives \p comm's rank. */
@@ -136,6 +168,44 @@ collResult_t collCommCount(collComm_t comm, int *count);
  * every rank fails with collMismatch. */
 collResult_t collExecute(const void *sendbuf, void *recvbuf, size_t count, collDataType_t datatype,
                          collRedOp_t op, collPlan_t plan, collComm_t comm);
+
+/* GPUs: one rank per GPU, over an NCCL communicator. ncclComm_t and
+ * cudaStream_t are pointers to these structures, so this header needs
+ * neither NCCL's nor CUDA's; the functions below come with the runtime's
+ * NCCL library (libcoll_nccl), built where CUDA and NCCL are found. */
+struct ncclComm;
+struct CUstream_st;
+
+/** Creates *comm, this process's rank of \p plan over \p ncclComm (an
+ * ncclComm_t: the plan's ranks are its ranks, one per GPU, any number of
+ * processes on one node). Collective: every rank of \p ncclComm calls it
+ * with the same plan (whole, or loaded for its rank), or every rank fails
+ * with collMismatch and a message naming the ranks that differ. The
+ * communicator runs that plan only; destroying it is collective too, and
+ * must happen before \p ncclComm is destroyed. Every rank must then make
+ * the same sequence of calls with the same counts and data types. */
+collResult_t collCommInitNccl(collComm_t *comm, collPlan_t plan, struct ncclComm *ncclComm);
+
+/** Enqueues \p comm's rank of its plan on \p stream (a cudaStream_t; NULL:
+ * the default stream) with device buffers of the rank's GPU, and returns.
+ * Device-side failures (a peer that never sends: a timeout) are reported
+ * by collCommStreamWait() and collCommGetAsyncError(); after one, the
+ * communicator cannot run again. \p comm must come from collCommInitNccl.
+ * collExecute() on such a communicator runs on the default stream and
+ * waits. */
+collResult_t collExecuteAsync(const void *sendbuf, void *recvbuf, size_t count,
+                              collDataType_t datatype, collRedOp_t op, collComm_t comm,
+                              struct CUstream_st *stream);
+
+/** Waits for \p stream, then reports a device-side failure of \p comm's
+ * runs. */
+collResult_t collCommStreamWait(collComm_t comm, struct CUstream_st *stream);
+
+/** Sets *asyncError to the result of a device-side failure of \p comm's
+ * finished runs (collSuccess when none, or while they are in flight),
+ * without waiting; its message is collGetLastError(NULL). Other
+ * communicators have no asynchronous errors. */
+collResult_t collCommGetAsyncError(collComm_t comm, collResult_t *asyncError);
 
 #ifdef __cplusplus
 } /* extern "C" */

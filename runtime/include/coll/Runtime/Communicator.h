@@ -42,6 +42,7 @@ enum class ErrorKind : uint8_t {
   Timeout,         ///< Ranks did not arrive in time, or the run made no progress.
   Mismatch,        ///< The ranks called with different plans, counts, types or operators.
   Internal,        ///< Anything else: a bug.
+  Remote,          ///< Another rank's process failed or died (ProcessGroup).
 };
 
 /// "invalid argument", "mismatch", ...

@@ -1,0 +1,136 @@
+//===- ProcessGroup.h - One rank per process, over shared memory -*- C++ -*-===//
+/// \file
+/// The multi-process CPU executor: each rank of a plan is its own process
+/// on one host, and the ranks meet by a job name. Every rank creates a POSIX
+/// shared-memory segment of its own, `/coll-<job>.<rank>` (a header with a
+/// magic number, the rank, the number of ranks, its pid and a nonce, a
+/// state word, a heartbeat and a doorbell), and maps its peers' segments.
+/// Each execute() adds one segment per rank for the call,
+/// `/coll-<job>.<rank>.<call>`, which holds the FIFOs of the connections
+/// the rank receives on and its threadblocks' progress counters, and which
+/// the rank's senders map; it is unlinked when the call ends.
+///
+/// \code
+///   // In each of the job's processes, with its own rank:
+///   auto group = coll::ProcessGroup::create("myjob", rank, nranks);
+///   if (!group) /* group.message() */;
+///   coll::Status s = (*group)->execute(plan, send, recv, count,
+///                                      coll::DataType::Float32, coll::RedOp::Sum);
+/// \endcode
+///
+/// Semantics are LocalWorld's (Executor.h): counts, chunks, in place, Avg.
+/// Every rank must call with the same plan (by checksum), count, type,
+/// operator and slice size, or every rank fails with ErrorKind::Mismatch,
+/// naming the first rank that differs from rank 0. A rank that dies (its
+/// process exits or is killed before its part of the call is done), or that
+/// fails, makes the others fail with ErrorKind::Remote within
+/// ProcessGroupOptions::livenessIntervalSeconds or so; a run that stops
+/// moving fails after ProcessGroupOptions::timeoutSeconds with an error
+/// naming the threadblock, the step and the rank it waits for. After such a
+/// run error the group is broken: later calls fail at once.
+///
+/// Every name of the job is unlinked in every case: a call's segments when
+/// it ends, a rank's own segment when its group is destroyed, and a dead
+/// rank's segments by the ranks that notice its death. A rank that finds a
+/// segment of its own name left by a dead process (a crashed earlier job of
+/// the same name) replaces it; peers recognize a rank's live segment by its
+/// pid, the pid's start time and its nonce.
+//===----------------------------------------------------------------------===//
+#ifndef COLL_RUNTIME_PROCESSGROUP_H
+#define COLL_RUNTIME_PROCESSGROUP_H
+
+#include "coll/Runtime/Communicator.h"
+#include "coll/Runtime/DataType.h"
+#include "coll/Runtime/Plan.h"
+#include "coll/Runtime/Status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace coll {
+
+/// Options of a ProcessGroup. Every rank of a job should use the same.
+struct ProcessGroupOptions {
+  /// How long create() waits for every peer's segment to appear, and
+  /// execute() for every peer to call.
+  double setupTimeoutSeconds = 60;
+  /// A worker none of whose threadblocks could move for this long fails,
+  /// naming what each waits for and the state of the ranks it waits on.
+  double timeoutSeconds = 30;
+  /// How often a waiting rank checks that its peers are alive (and beats
+  /// its own heartbeat): the delay before a dead peer is noticed.
+  double livenessIntervalSeconds = 0.05;
+  /// Elements of each chunk per pass of the program (ExecOptions).
+  uint64_t sliceElements = 16384;
+  /// Worker threads of this rank (the calling thread is one of them); 0
+  /// gives every threadblock its own.
+  uint32_t workers = 1;
+};
+
+/// This process's rank of a job whose ranks are processes on one host.
+/// Not thread-safe: one call at a time.
+class ProcessGroup {
+public:
+  /// Joins job \p jobName (1 to 200 characters of [A-Za-z0-9_-]) as rank
+  /// \p rank of \p nranks: creates this rank's segment, then waits until
+  /// every peer's is there (ProcessGroupOptions::setupTimeoutSeconds).
+  /// \p errorKind, when given, receives the kind of the outcome.
+  static Result<std::unique_ptr<ProcessGroup>>
+  create(const std::string &jobName, int rank, int nranks,
+         const ProcessGroupOptions &options = ProcessGroupOptions(),
+         ErrorKind *errorKind = nullptr);
+
+  /// Leaves the job: unlinks this rank's segment, and those of peers that
+  /// died.
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup &) = delete;
+  ProcessGroup &operator=(const ProcessGroup &) = delete;
+
+  /// Runs this rank's part of \p plan (all ranks loaded; info.nranks must
+  /// be size()) with this rank's buffers, sized as collectiveBufferElements()
+  /// says for \p count. In place when the buffers are the collective's
+  /// in-place alias. Blocks until every rank has called and this rank's
+  /// results are in \p recvbuf. See the file comment for errors; the kind
+  /// of the last call's outcome is lastErrorKind().
+  Status execute(const Plan &plan, const void *sendbuf, void *recvbuf, size_t count, DataType type,
+                 RedOp op);
+
+  /// Memory in a shared-memory segment of this rank, for buffers (page
+  /// aligned, zeroed); null with \p bytes == 0 or when it cannot be had.
+  /// Free it with deallocate(); what is left is unmapped when the group is
+  /// destroyed.
+  void *allocate(size_t bytes);
+  /// Frees what allocate() returned; null is ignored.
+  void deallocate(void *ptr);
+
+  /// This process's rank.
+  int rank() const;
+  /// The number of ranks.
+  int size() const;
+  /// The job name.
+  const std::string &jobName() const;
+  /// The kind of the last execute()'s outcome (None after a success).
+  ErrorKind lastErrorKind() const { return lastKind; }
+  /// The message of the last execute()'s error ("" after a success).
+  const std::string &lastErrorMessage() const { return lastMessage; }
+
+  /// The shared-memory names (without the leading '/') of job \p jobName
+  /// that exist now, sorted; empty where shared memory is not a directory
+  /// (Linux: /dev/shm). For tests and cleanup tools.
+  static std::vector<std::string> listJobSegments(const std::string &jobName);
+
+  struct State; ///< lib/ProcessGroup.cpp.
+
+private:
+  ProcessGroup();
+  std::unique_ptr<State> state;
+  ErrorKind lastKind = ErrorKind::None;
+  std::string lastMessage;
+};
+
+} // namespace coll
+
+#endif // COLL_RUNTIME_PROCESSGROUP_H

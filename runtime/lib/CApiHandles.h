@@ -1,0 +1,112 @@
+//===- CApiHandles.h - The C API's handles, for its other parts -*- C++ -*-===//
+/// \file
+/// What coll.h's opaque handles hold, and the C API's error helpers, shared
+/// by CApi.cpp and the parts of the C API that live in other libraries (the
+/// NCCL communicator's collCommInitNccl). A communicator of such a library
+/// reaches the C API through DeviceCommunicatorBase, so that this library
+/// needs neither CUDA nor NCCL.
+//===----------------------------------------------------------------------===//
+#ifndef COLL_RUNTIME_LIB_CAPIHANDLES_H
+#define COLL_RUNTIME_LIB_CAPIHANDLES_H
+
+#include "coll/Runtime/Communicator.h"
+#include "coll/Runtime/DataType.h"
+#include "coll/Runtime/Plan.h"
+#include "coll/Runtime/ProcessGroup.h"
+#include "coll/Runtime/Status.h"
+#include "coll/coll.h"
+
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+
+namespace coll {
+
+/// A communicator of one rank per GPU whose runs are enqueued on a CUDA
+/// stream (given as an opaque pointer), bound to one plan at creation.
+class DeviceCommunicatorBase {
+public:
+  virtual ~DeviceCommunicatorBase() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Whether \p plan is, by content, the plan the communicator runs.
+  virtual bool runsPlan(const Plan &plan) const = 0;
+  /// Enqueues one run on \p stream.
+  virtual Status executeAsync(const void *sendbuf, void *recvbuf, size_t count, DataType type,
+                              RedOp op, void *stream) = 0;
+  /// Waits for \p stream and reports a device-side failure.
+  virtual Status wait(void *stream) = 0;
+  /// Reports a device-side failure of the finished runs without waiting.
+  virtual Status check() = 0;
+
+  /// The last failure's message and kind, for collGetLastError().
+  const std::string &lastErrorMessage() const { return lastMessage; }
+  ErrorKind lastErrorKind() const { return lastKind; }
+  /// Records \p st (a failure of \p kind) and returns it.
+  Status record(Status st, ErrorKind kind) {
+    if (!st) {
+      lastMessage = st.message();
+      lastKind = kind;
+    }
+    return st;
+  }
+
+private:
+  std::string lastMessage;
+  ErrorKind lastKind = ErrorKind::None;
+};
+
+} // namespace coll
+
+struct collPlan {
+  coll::Plan plan;
+};
+
+/// A rank of a World (comm), of a job of processes (group), or of a
+/// device communicator (device).
+struct collComm {
+  std::unique_ptr<coll::Communicator> comm;
+  std::unique_ptr<coll::ProcessGroup> group;
+  std::unique_ptr<coll::DeviceCommunicatorBase> device;
+
+  const std::string &lastError() const {
+    return comm    ? comm->lastErrorMessage()
+           : group ? group->lastErrorMessage()
+                   : device->lastErrorMessage();
+  }
+  coll::ErrorKind lastKind() const {
+    return comm ? comm->lastErrorKind() : group ? group->lastErrorKind() : device->lastErrorKind();
+  }
+};
+
+namespace coll::capi {
+
+/// Leaves \p message for collGetLastError(NULL) in this thread; returns
+/// \p result.
+collResult_t fail(collResult_t result, const std::string &message);
+
+inline collResult_t nullArgument(const char *function, const char *argument) {
+  return fail(collInvalidArgument, std::string(function) + ": " + argument + " is a null pointer");
+}
+
+/// The C result of an error kind.
+collResult_t toResult(ErrorKind kind);
+
+/// Runs \p body, turning exceptions into collSystemError (out of memory) or
+/// collInternalError.
+template <typename F> collResult_t guarded(const char *function, F &&body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc &) {
+    return fail(collSystemError, std::string(function) + ": out of memory");
+  } catch (const std::exception &e) {
+    return fail(collInternalError, std::string(function) + ": " + e.what());
+  } catch (...) {
+    return fail(collInternalError, std::string(function) + ": unknown exception");
+  }
+}
+
+} // namespace coll::capi
+
+#endif // COLL_RUNTIME_LIB_CAPIHANDLES_H

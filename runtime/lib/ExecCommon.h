@@ -1,0 +1,307 @@
+//===- ExecCommon.h - What the CPU executors share -------------*- C++ -*-===//
+//
+// The parts of a CPU run that do not depend on where the ranks live:
+// binding a rank's buffers as the plan sees them (in place or out of
+// place), one threadblock's interpreter and its platform, the messages that
+// say where a threadblock stopped and what it waited for, and the worker
+// loop that runs threadblocks round-robin. LocalWorld (ThreadExecutor.cpp)
+// and ProcessGroup (ProcessGroup.cpp) are built from them. Private to the
+// runtime library.
+//
+//===----------------------------------------------------------------------===//
+#ifndef COLL_RUNTIME_LIB_EXECCOMMON_H
+#define COLL_RUNTIME_LIB_EXECCOMMON_H
+
+#include "CpuPlatform.h"
+#include "coll/Runtime/Executor.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace coll {
+namespace detail {
+
+/// Concatenates the streamed forms of \p args.
+template <typename... Args> std::string cat(const Args &...args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+/// One threadblock of the run.
+struct TbRun {
+  CpuPlatform platform;
+  ProgramView program;
+  std::unique_ptr<Interpreter<CpuPlatform>> interp;
+  const Threadblock *tb = nullptr;
+  uint32_t rank = 0;
+  uint32_t index = 0;
+  ExecStatus status; ///< What the last run() returned.
+};
+
+/// A rank's buffers as the plan addresses them, and what to do around the
+/// run so that the user's buffers end up right.
+struct RankBinding {
+  char *input = nullptr;
+  char *output = nullptr;
+  std::vector<char> inputCopy; ///< A private copy of the user's input, when needed.
+  const char *copyOutFrom = nullptr;
+  char *copyOutTo = nullptr;
+  uint64_t copyOutBytes = 0;
+  std::vector<char> scratch;
+};
+
+inline bool overlaps(const char *a, uint64_t aBytes, const char *b, uint64_t bBytes) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
+}
+
+/// Whether rank \p rank's buffers are the collective's in-place alias.
+inline bool isInPlaceCall(CollectiveKind kind, uint32_t rank, const char *in, const char *out,
+                          uint64_t unitBytes) {
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+  case CollectiveKind::Broadcast:
+  case CollectiveKind::Reduce:
+    return in == out;
+  case CollectiveKind::AllGather:
+    return in == out + rank * unitBytes;
+  case CollectiveKind::ReduceScatter:
+    return out == in + rank * unitBytes;
+  default:
+    return false;
+  }
+}
+
+/// Whether a rank's program writes its input buffer.
+inline bool writesInput(const RankPlan &rp) {
+  for (const Threadblock &tb : rp.threadblocks)
+    for (const Instruction &in : tb.steps)
+      if (opcodeFlags(in.op).writeDst && in.dstBuf == BufferKind::Input)
+        return true;
+  return false;
+}
+
+/// Sets up \p b for rank \p r (the rules are LocalWorld::run's, Executor.h).
+inline void bindRank(const Plan &plan, uint32_t r, const void *sendbuf, void *recvbuf,
+                     const BufferElements &elems, uint64_t count, size_t es, RankBinding &b) {
+  CollectiveKind kind = plan.info.collective;
+  char *in = static_cast<char *>(const_cast<void *>(sendbuf));
+  char *out = static_cast<char *>(recvbuf);
+  uint64_t inBytes = elems.input * es, outBytes = elems.output * es, unitBytes = count * es;
+  b.input = in;
+  b.output = out;
+  if (count == 0)
+    return;
+  bool alias = isInPlaceCall(kind, r, in, out, unitBytes);
+  bool overlap = overlaps(in, inBytes, out, outBytes);
+  auto snapshot = [&] {
+    b.inputCopy.assign(in, in + inBytes);
+    return b.inputCopy.data();
+  };
+
+  if (!plan.info.inplace) {
+    // Out-of-place plan: it must not see its output change under its input,
+    // and must not write the user's (const) input.
+    if (overlap || writesInput(plan.ranks[r]))
+      b.input = snapshot();
+    return;
+  }
+  if (alias)
+    return; // The plan's one buffer is the user's.
+
+  // In-place plan called out of place: put the input where the plan expects
+  // it, leaving sendbuf untouched.
+  const char *src = overlap ? snapshot() : in;
+  switch (kind) {
+  case CollectiveKind::AllGather:
+    // Rank r's input is block r of its output.
+    std::memcpy(out + r * unitBytes, src, unitBytes);
+    b.input = out + r * unitBytes;
+    break;
+  case CollectiveKind::ReduceScatter:
+    // The plan works in the whole input and leaves the result in block r:
+    // run on a copy and copy block r out.
+    if (!overlap)
+      snapshot();
+    b.input = b.inputCopy.data();
+    b.output = b.input + r * unitBytes;
+    b.copyOutFrom = b.output;
+    b.copyOutTo = out;
+    b.copyOutBytes = unitBytes;
+    break;
+  default:
+    // allreduce, broadcast, reduce: output and input are the same slots.
+    std::memcpy(out, src, unitBytes);
+    b.input = out;
+    break;
+  }
+}
+
+/// The layout of a run: slices no larger than the largest chunk keep the
+/// FIFOs small for small counts.
+inline ChunkLayout runLayout(uint64_t count, uint32_t chunks, uint64_t sliceElements) {
+  ChunkLayout layout = ChunkLayout::make(count, chunks, 1);
+  return ChunkLayout::make(count, chunks,
+                           std::max<uint64_t>(1, std::min(sliceElements, layout.maxChunk)));
+}
+
+/// The most chunks one message of \p tb carries: received (\p recv) or
+/// sent. 0 when it has no such step.
+inline uint32_t maxMessageChunks(const Threadblock &tb, bool recv) {
+  uint32_t maxCount = 0;
+  for (const Instruction &in : tb.steps) {
+    OpcodeFlags f = opcodeFlags(in.op);
+    if (recv ? f.recv : f.send)
+      maxCount = std::max(maxCount, in.count);
+  }
+  return maxCount;
+}
+
+/// After a successful run: copies a result computed away from the user's
+/// output into it, then applies Avg's division.
+inline void finishRank(const PlanInfo &info, uint32_t r, const RankBinding &b, void *recvbuf,
+                       uint64_t count, RedOp op, const HostKernels &kernels) {
+  if (b.copyOutBytes)
+    std::memcpy(b.copyOutTo, b.copyOutFrom, b.copyOutBytes);
+  if (op == RedOp::Avg && count > 0 && collectiveReduces(info.collective) &&
+      collectiveDefinesOutput(info.collective, info.root, r))
+    kernels.divide(recvbuf, count, info.nranks);
+}
+
+/// "rank 1 threadblock 0 step 3 (rrs, slice 0)".
+inline std::string where(const TbRun &t) {
+  const ExecStatus &st = t.status;
+  const char *mnemonic =
+      st.step < t.tb->steps.size() ? opcodeInfo(t.tb->steps[st.step].op).mnemonic : "?";
+  return cat("rank ", t.rank, " threadblock ", t.index, " step ", st.step, " (", mnemonic,
+             ", slice ", st.slice, ")");
+}
+
+/// What a stopped threadblock was waiting for.
+inline std::string waitedFor(const TbRun &t) {
+  const ExecStatus &st = t.status;
+  switch (st.waitKind) {
+  case WaitKind::Dependency:
+    return cat("threadblock ", st.depTb, " to finish step ", st.depStep);
+  case WaitKind::RecvMessage:
+    return cat("message ", t.platform.received + 1, " from rank ", t.tb->recvPeer, " on channel ",
+               t.tb->channel);
+  case WaitKind::SendSlot: {
+    const Fifo &f = *t.platform.sendFifo;
+    return cat("a free slot to rank ", t.tb->sendPeer, " on channel ", t.tb->channel, " (all ",
+               f.depth, " slots full: ", t.platform.sent, " messages sent, ",
+               f.head->load(std::memory_order_acquire), " taken)");
+  }
+  case WaitKind::None:
+    break;
+  }
+  return "nothing";
+}
+
+inline std::string formatSeconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+/// How a worker ended.
+struct WorkerResult {
+  bool ok = true;
+  bool aborted = false; ///< Stopped because another worker failed.
+  std::string message;
+};
+
+/// "<where><firstVerb><what>; <where> waits for <what>; ..." for the
+/// unfinished threadblocks of \p tbs (at most 8, then a count).
+inline std::string describeBlocked(const std::vector<TbRun *> &tbs, const std::string &firstVerb) {
+  constexpr size_t maxListed = 8;
+  std::string msg;
+  size_t blocked = 0;
+  for (const TbRun *t : tbs) {
+    if (t->interp->finished() || ++blocked > maxListed)
+      continue;
+    msg += cat(blocked > 1 ? "; " : "", where(*t), blocked > 1 ? " waits for " : firstVerb.c_str(),
+               waitedFor(*t));
+  }
+  if (blocked > maxListed)
+    msg += cat("; and ", blocked - maxListed, " more");
+  return msg;
+}
+
+/// What a worker's pacer says when none of its threadblocks can move.
+enum class PaceResult : uint8_t {
+  Continue, ///< Try again.
+  TimedOut, ///< No progress for the time limit.
+  Failed,   ///< Something outside the worker failed (the pacer says what).
+};
+
+/// Runs \p tbs round-robin, each until it finishes or blocks, until all
+/// have finished. When none can move: in single mode (nothing else can
+/// change the state) that is a deadlock, reported at once; otherwise the
+/// worker stops when another worker has failed, or asks \p pacer, which
+/// waits a little (spin, yield, sleep) and says whether to go on:
+///
+///   void beginRound();                 // before each pass over tbs
+///   void reset();                      // a pass made progress
+///   PaceResult pause(std::string &why); // none could move
+///
+/// A timeout names every blocked threadblock and what it waits for, then
+/// `why`; a failure gives `why`, then the same list.
+template <class Pacer>
+WorkerResult runWorker(const std::vector<TbRun *> &tbs, WorldState &world, Pacer &pacer,
+                       double timeout, bool single) {
+  for (;;) {
+    pacer.beginRound();
+    bool progressed = false, unfinished = false;
+    for (TbRun *t : tbs) {
+      Interpreter<CpuPlatform> &interp = *t->interp;
+      if (interp.finished())
+        continue;
+      uint64_t before = interp.stepsExecuted();
+      t->status = interp.run();
+      progressed |= interp.stepsExecuted() != before;
+      unfinished |= !interp.finished();
+    }
+    WorkerResult result;
+    if (!unfinished)
+      return result;
+    if (progressed) {
+      pacer.reset();
+      continue;
+    }
+    result.ok = false;
+    if (single) {
+      result.message =
+          "deadlock: no threadblock can make progress: " + describeBlocked(tbs, " waits for ");
+      return result;
+    }
+    if (world.failed.load(std::memory_order_relaxed)) {
+      result.aborted = true;
+      return result;
+    }
+    std::string why;
+    switch (pacer.pause(why)) {
+    case PaceResult::Continue:
+      continue;
+    case PaceResult::TimedOut:
+      result.message =
+          describeBlocked(tbs, ": timed out after " + formatSeconds(timeout) + " s waiting for ") +
+          why;
+      return result;
+    case PaceResult::Failed:
+      result.message = why + ": " + describeBlocked(tbs, " waits for ");
+      return result;
+    }
+  }
+}
+
+} // namespace detail
+} // namespace coll
+
+#endif // COLL_RUNTIME_LIB_EXECCOMMON_H

@@ -1,0 +1,1099 @@
+//===- ProcessGroup.cpp - One rank per process over POSIX shared memory ---===//
+//
+// Segments of job J (every name starts with "/coll-J."):
+//  - "/coll-J.<rank>", the rank's control block (ControlBlock): who owns it
+//    (pid, the pid's start time, a nonce), whether it is ready, failed or
+//    closed, its heartbeat, its doorbell, and its last two calls'
+//    descriptions (CallInfo), for the other ranks to check;
+//  - "/coll-J.<rank>.<call>", the rank's data for one call (DataHeader):
+//    its threadblocks' progress counters and the FIFOs of the connections
+//    it receives on, found by its senders through a table (FifoEntry).
+//
+// A call: every rank creates its data segment, publishes its CallInfo and
+// rings every peer's doorbell, then waits until every peer has published
+// the same call. All ranks then hold the same N descriptions and reach the
+// same verdict: an argument error or a mismatch fails the call everywhere
+// (the group stays usable), anything else runs. Senders map their
+// receivers' data segments; each rank's threadblocks run on its workers
+// (Interpreter<CpuPlatform>, as in LocalWorld) until done. Then each rank
+// unlinks its data segment: its senders have mapped it before they could
+// send, and it cannot finish before their last message.
+//
+// A rank's descriptions of calls k and k+1 live in two slots: a rank cannot
+// publish call k+2 before every rank published call k+1, which each does
+// only after reading everybody's call k.
+//
+// Idle workers spin, yield, then sleep on their rank's doorbell (a futex
+// word in its control block) that senders and receivers ring after they
+// publish, with a bounded sleep: every livenessIntervalSeconds a waiting
+// rank beats its heartbeat and checks that the peers it has not finished
+// the call with are alive and have not failed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/Runtime/ProcessGroup.h"
+
+#include "ExecCommon.h"
+#include "ShmSegment.h"
+#include "coll/Runtime/PlanIO.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <new>
+#include <random>
+#include <sys/mman.h>
+#include <system_error>
+#include <thread>
+#include <unistd.h>
+
+#ifdef __linux__
+#include <dirent.h>
+#include <sys/prctl.h>
+#endif
+
+namespace coll {
+
+using namespace detail;
+
+namespace {
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free &&
+                  std::atomic<int64_t>::is_always_lock_free,
+              "counters in shared memory must be lock-free (address-free) atomics");
+
+constexpr uint64_t controlMagic = 0x314c54434c4c4f43ull; ///< "COLLCTL1"
+constexpr uint64_t dataMagic = 0x314154414c4c4f43ull;    ///< "COLLDAT1"
+constexpr uint32_t controlVersion = 1;
+constexpr size_t maxJobName = 200;
+
+/// One rank's description of one call, for the others to compare.
+struct CallInfo {
+  uint64_t seq = 0; ///< The call (1, 2, ...).
+  uint64_t planChecksum = 0;
+  uint64_t count = 0;
+  uint64_t sliceElements = 0;
+  uint32_t type = 0;
+  uint32_t op = 0;
+  uint32_t argKind = 0; ///< ErrorKind of the rank's own argument error; 0: none.
+  uint32_t collective = 0;
+  uint32_t planRanks = 0;
+  char planName[64] = {};
+  char argError[512] = {}; ///< The argument error's message.
+};
+
+/// The head of a rank's control segment. Plain fields are written before
+/// `ready` is set (release) and never again; the atomics change later.
+struct ControlBlock {
+  uint64_t magic = 0;
+  uint32_t version = 0;
+  uint32_t bytes = 0;
+  uint32_t nranks = 0;
+  uint32_t rank = 0;
+  int64_t pid = 0;
+  uint64_t startTime = 0; ///< processStartTime(pid).
+  uint64_t nonce = 0;     ///< Random per group: tells this rank's segments apart.
+
+  alignas(64) std::atomic<uint32_t> ready{0}; ///< Set once the fields above are.
+  std::atomic<uint32_t> failed{0};            ///< Set once `failure` is written.
+  std::atomic<uint32_t> closed{0};            ///< The group was destroyed.
+  std::atomic<uint32_t> failing{0};           ///< Claims the right to write `failure`.
+  std::atomic<uint64_t> callSeq{0};           ///< Calls published (calls[seq % 2]).
+  std::atomic<uint64_t> doneSeq{0};           ///< Calls finished, successfully or not.
+  std::atomic<int64_t> heartbeatNs{0};        ///< Steady clock of the last sign of life.
+
+  Doorbell bell; ///< Rung when something this rank may wait for changes.
+
+  CallInfo calls[2];
+  uint32_t failureOrigin = 0; ///< The rank whose error `failure` is.
+  char failure[1536] = {};    ///< Why the rank failed.
+};
+
+/// The head of a rank's data segment for one call.
+struct alignas(64) DataHeader {
+  uint64_t magic = 0;
+  uint64_t nonce = 0; ///< The owner's ControlBlock::nonce.
+  uint64_t seq = 0;
+  uint64_t bytes = 0;
+  uint32_t rank = 0;
+  uint32_t numTbs = 0;
+  uint32_t numFifos = 0;
+  uint32_t pad = 0;
+};
+
+/// Where a FIFO of the owner's lies, for its sender.
+struct FifoEntry {
+  int32_t peer = -1; ///< The sending rank.
+  uint32_t channel = 0;
+  uint32_t depth = 0;
+  uint32_t tb = 0; ///< The receiving threadblock.
+  uint64_t slotBytes = 0;
+  uint64_t countersOffset = 0; ///< Two PaddedCounters: tail, head.
+  uint64_t slotsOffset = 0;
+};
+
+constexpr uint64_t align64(uint64_t n) {
+  return (n + 63) & ~uint64_t(63);
+}
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+std::string controlName(const std::string &job, uint32_t rank) {
+  return cat("/coll-", job, ".", rank);
+}
+
+std::string dataName(const std::string &job, uint32_t rank, uint64_t seq) {
+  return cat("/coll-", job, ".", rank, ".", seq);
+}
+
+std::string allocName(const std::string &job, uint32_t rank, uint64_t id) {
+  return cat("/coll-", job, ".", rank, ".m", id);
+}
+
+void copyText(char *dst, size_t size, const std::string &text) {
+  size_t n = std::min(size - 1, text.size());
+  std::memcpy(dst, text.data(), n);
+  dst[n] = 0;
+}
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+uint64_t makeNonce() {
+  std::random_device rd;
+  uint64_t v = (uint64_t(rd()) << 32) ^ rd();
+  return v ^ uint64_t(nowNs()) ^ (uint64_t(getpid()) << 20);
+}
+
+bool validJobName(const std::string &job) {
+  if (job.empty() || job.size() > maxJobName)
+    return false;
+  for (char c : job)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '-'))
+      return false;
+  return true;
+}
+
+/// An error and its kind.
+struct Failure {
+  ErrorKind kind = ErrorKind::None;
+  std::string message;
+  explicit operator bool() const { return kind != ErrorKind::None; }
+};
+
+} // namespace
+
+struct ProcessGroup::State {
+  std::string job;
+  uint32_t rank = 0;
+  uint32_t nranks = 0;
+  ProcessGroupOptions options;
+  ShmMapping own;                  ///< This rank's control segment.
+  std::vector<ShmMapping> peers;   ///< Every peer's control segment (own: unmapped).
+  std::vector<ControlBlock *> ctl; ///< Every rank's control block, this one included.
+  std::vector<bool> cleaned;       ///< Dead peers whose names were unlinked.
+  uint64_t seq = 0;                ///< Calls made.
+  Failure broken;                  ///< A run failed: the group is unusable.
+  std::map<char *, ShmMapping> allocations;
+  uint64_t allocationsMade = 0;
+
+  ControlBlock &me() const { return *ctl[rank]; }
+
+  /// Rings every rank's doorbell but ours.
+  void ringPeers() const {
+    for (uint32_t q = 0; q < nranks; ++q)
+      if (q != rank && ctl[q])
+        ctl[q]->bell.ring();
+  }
+
+  void beat() const { me().heartbeatNs.store(nowNs(), std::memory_order_relaxed); }
+
+  /// Whether peer \p q is gone: closed, or its process is dead.
+  bool peerGone(uint32_t q) const {
+    const ControlBlock &c = *ctl[q];
+    return c.closed.load(std::memory_order_acquire) || !processAlive(c.pid, c.startTime);
+  }
+
+  /// Unlinks the names of dead peer \p q, once: its control segment (when
+  /// the name is still the one we mapped) and its data segments of the
+  /// calls it may have created (when they carry its nonce).
+  void cleanUpPeer(uint32_t q) {
+    if (q == rank || cleaned[q])
+      return;
+    cleaned[q] = true;
+    const ControlBlock &c = *ctl[q];
+    std::string name = controlName(job, q);
+    if (segmentIs(name, peers[q].device(), peers[q].inode()))
+      unlinkSegment(name);
+    uint64_t last = c.callSeq.load(std::memory_order_acquire);
+    for (uint64_t s = last; s <= last + 1; ++s) {
+      if (s == 0)
+        continue;
+      ShmMapping m;
+      ShmOpenResult r;
+      std::string dn = dataName(job, q, s);
+      if (ShmOps::open(dn, sizeof(DataHeader), m, r) && r == ShmOpenResult::Mapped &&
+          reinterpret_cast<const DataHeader *>(m.data())->nonce == c.nonce)
+        unlinkSegment(dn);
+    }
+  }
+
+  /// Unlinks the names of every peer that died (of those create() found).
+  void cleanUpDeadPeers() {
+    for (uint32_t q = 0; q < nranks; ++q)
+      if (q != rank && ctl[q] && !cleaned[q] && !processAlive(ctl[q]->pid, ctl[q]->startTime))
+        cleanUpPeer(q);
+  }
+
+  /// Records this rank's failure for its peers (the first one only) and
+  /// wakes them.
+  void publishFailure(const std::string &message, uint32_t origin) {
+    ControlBlock &c = me();
+    if (c.failing.exchange(1, std::memory_order_acq_rel) == 0) {
+      c.failureOrigin = origin;
+      copyText(c.failure, sizeof c.failure, message);
+      c.failed.store(1, std::memory_order_release);
+    }
+    ringPeers();
+  }
+
+  /// The first problem among the peers that have not finished call \p seq:
+  /// a dead or departed rank (named with its pid), else a failed one
+  /// (preferring a rank whose failure is its own).
+  Failure checkPeers(uint64_t seq) {
+    Failure found;
+    int failedRank = -1;
+    for (uint32_t q = 0; q < nranks; ++q) {
+      if (q == rank)
+        continue;
+      const ControlBlock &c = *ctl[q];
+      // A failed rank matters even when it finished this call's setup:
+      // doneSeq only counts calls that ended without breaking the group.
+      if (c.failed.load(std::memory_order_acquire)) {
+        if (failedRank < 0 || (c.failureOrigin == q &&
+                               ctl[uint32_t(failedRank)]->failureOrigin != uint32_t(failedRank)))
+          failedRank = int(q);
+        continue;
+      }
+      if (c.doneSeq.load(std::memory_order_acquire) >= seq)
+        continue;
+      if (c.closed.load(std::memory_order_acquire)) {
+        found = {ErrorKind::Remote,
+                 cat("rank ", q, " (pid ", c.pid, ") left the job during call ", seq)};
+        return found;
+      }
+      if (!processAlive(c.pid, c.startTime)) {
+        cleanUpPeer(q);
+        found = {ErrorKind::Remote, cat("rank ", q, " (pid ", c.pid, ") died during call ", seq)};
+        return found;
+      }
+    }
+    if (failedRank >= 0) {
+      const ControlBlock &c = *ctl[uint32_t(failedRank)];
+      std::string msg(c.failure, strnlen(c.failure, sizeof c.failure));
+      found = {ErrorKind::Remote, cat("rank ", failedRank, " failed: ", msg)};
+    }
+    return found;
+  }
+
+  /// How peer \p q is doing, for a timeout message.
+  std::string describePeer(uint32_t q) const {
+    const ControlBlock &c = *ctl[q];
+    double ago = double(nowNs() - c.heartbeatNs.load(std::memory_order_relaxed)) / 1e9;
+    char beat[32];
+    std::snprintf(beat, sizeof beat, "%.3g", ago < 0 ? 0.0 : ago);
+    return cat("rank ", q, " (pid ", c.pid, ") is ",
+               processAlive(c.pid, c.startTime) ? "alive" : "dead", ", has published call ",
+               c.callSeq.load(std::memory_order_acquire), " and finished call ",
+               c.doneSeq.load(std::memory_order_acquire), ", last heartbeat ", beat, " s ago");
+  }
+};
+
+namespace {
+
+/// The pacing of an idle worker of a ProcessGroup run: spin, yield, then
+/// sleep on the rank's doorbell; every liveness interval, check the peers.
+class ShmPacer {
+public:
+  ShmPacer(ProcessGroup::State &st, uint64_t seq, const std::vector<TbRun *> &tbs)
+      : st(st), seq(seq), tbs(tbs), bell(st.me().bell) {
+    reset();
+    nextCheck = Clock::now() + seconds(st.options.livenessIntervalSeconds);
+  }
+
+  void beginRound() {
+    // seq_cst, before the pass over the threadblocks: a publication the
+    // pass misses rings the bell after this load (see Doorbell::ring).
+    seen = bell.seq.load(std::memory_order_seq_cst);
+  }
+
+  void reset() {
+    rounds = 0;
+    deadline = Clock::now() + seconds(st.options.timeoutSeconds);
+  }
+
+  PaceResult pause(std::string &why) {
+    ++rounds;
+    if (rounds <= spinRounds) {
+      cpuRelax();
+      return PaceResult::Continue;
+    }
+    if (rounds <= spinRounds + yieldRounds) {
+      std::this_thread::yield();
+      return PaceResult::Continue;
+    }
+    Clock::time_point now = Clock::now();
+    if (now >= nextCheck) {
+      st.beat();
+      nextCheck = now + seconds(st.options.livenessIntervalSeconds);
+      if (Failure f = st.checkPeers(seq)) {
+        kind = f.kind;
+        why = f.message;
+        return PaceResult::Failed;
+      }
+    }
+    if (now >= deadline) {
+      kind = ErrorKind::Timeout;
+      why = peerNotes();
+      return PaceResult::TimedOut;
+    }
+    // Sleep until rung, the next check or the deadline. Registering as a
+    // sleeper (seq_cst) before the kernel compares `seq` with what the
+    // pass saw closes the window in which a ring could be missed.
+    Clock::time_point until = std::min(nextCheck, deadline);
+    int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
+    bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (bell.seq.load(std::memory_order_seq_cst) == seen)
+      futexWait(&bell.seq, seen, std::max<int64_t>(ns, 1000));
+    bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    return PaceResult::Continue;
+  }
+
+  ErrorKind kind = ErrorKind::None;
+
+private:
+  /// "; rank 3 (pid 77) is alive, ..." for every peer a blocked
+  /// threadblock waits on.
+  std::string peerNotes() const {
+    std::vector<uint32_t> ranks;
+    for (const TbRun *t : tbs) {
+      if (t->interp->finished())
+        continue;
+      int32_t peer = t->status.waitKind == WaitKind::RecvMessage ? t->tb->recvPeer
+                     : t->status.waitKind == WaitKind::SendSlot  ? t->tb->sendPeer
+                                                                 : -1;
+      if (peer >= 0 && uint32_t(peer) != st.rank)
+        ranks.push_back(uint32_t(peer));
+    }
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    std::string out;
+    for (uint32_t q : ranks)
+      out += "; " + st.describePeer(q);
+    return out;
+  }
+
+  static constexpr uint32_t spinRounds = 32;
+  static constexpr uint32_t yieldRounds = 8;
+
+  ProcessGroup::State &st;
+  uint64_t seq;
+  const std::vector<TbRun *> &tbs;
+  Doorbell &bell;
+  uint32_t seen = 0;
+  uint32_t rounds = 0;
+  Clock::time_point deadline, nextCheck;
+};
+
+/// This rank's data segment of one call, laid out.
+struct DataLayout {
+  uint64_t bytes = 0;
+  uint64_t tableOffset = 0;
+  uint64_t progressOffset = 0;
+  std::vector<FifoEntry> fifos;
+};
+
+/// Lays out rank \p r's data segment: header, FIFO table, progress
+/// counters, then each receiving threadblock's counters and slots.
+Result<DataLayout> layOutData(const Plan &plan, uint32_t r, uint64_t pieceBytes) {
+  const RankPlan &rp = plan.ranks[r];
+  DataLayout d;
+  for (uint32_t b = 0; b < rp.threadblocks.size(); ++b) {
+    const Threadblock &tb = rp.threadblocks[b];
+    uint32_t maxCount = tb.recvPeer >= 0 ? maxMessageChunks(tb, /*recv=*/true) : 0;
+    if (maxCount == 0)
+      continue;
+    FifoEntry e;
+    e.peer = tb.recvPeer;
+    e.channel = tb.channel;
+    e.depth = plan.info.connectionDepth;
+    e.tb = b;
+    e.slotBytes = uint64_t(maxCount) * pieceBytes;
+    d.fifos.push_back(e);
+  }
+  d.tableOffset = align64(sizeof(DataHeader));
+  d.progressOffset = align64(d.tableOffset + d.fifos.size() * sizeof(FifoEntry));
+  uint64_t at = d.progressOffset + rp.threadblocks.size() * sizeof(PaddedCounter);
+  constexpr uint64_t limit = uint64_t(1) << 40;
+  for (FifoEntry &e : d.fifos) {
+    e.countersOffset = align64(at);
+    e.slotsOffset = e.countersOffset + 2 * sizeof(PaddedCounter);
+    if (e.slotBytes > limit / e.depth)
+      return Status::error(cat("the FIFO of rank ", r, " threadblock ", e.tb, " would need ",
+                               e.depth, " slots of ", e.slotBytes, " bytes"));
+    at = e.slotsOffset + e.depth * e.slotBytes;
+    if (at > limit)
+      return Status::error(cat("rank ", r, "'s connections would need more than ", limit,
+                               " bytes of shared memory"));
+  }
+  d.bytes = align64(at);
+  return d;
+}
+
+} // namespace
+
+ProcessGroup::ProcessGroup() : state(std::make_unique<State>()) {}
+
+int ProcessGroup::rank() const {
+  return int(state->rank);
+}
+
+int ProcessGroup::size() const {
+  return int(state->nranks);
+}
+
+const std::string &ProcessGroup::jobName() const {
+  return state->job;
+}
+
+Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jobName, int rank,
+                                                           int nranks,
+                                                           const ProcessGroupOptions &options,
+                                                           ErrorKind *errorKind) {
+  auto fail = [&](ErrorKind kind, std::string msg) -> Result<std::unique_ptr<ProcessGroup>> {
+    if (errorKind)
+      *errorKind = kind;
+    return Status::error(std::move(msg));
+  };
+  if (errorKind)
+    *errorKind = ErrorKind::None;
+  if (!validJobName(jobName))
+    return fail(ErrorKind::InvalidArgument,
+                cat("invalid job name '", jobName, "': 1 to ", maxJobName,
+                    " characters of A-Z, a-z, 0-9, '_' and '-'"));
+  if (nranks < 1 || uint64_t(nranks) > PlanLimits::maxRanks)
+    return fail(ErrorKind::InvalidArgument, cat("the number of ranks must be in [1, ",
+                                                PlanLimits::maxRanks, "], not ", nranks));
+  if (rank < 0 || rank >= nranks)
+    return fail(ErrorKind::InvalidArgument,
+                cat("rank ", rank, " is out of range: the job has ", nranks, " ranks"));
+  auto badSeconds = [](double s) { return !(s > 0) || s > 1e9; };
+  if (badSeconds(options.setupTimeoutSeconds) || badSeconds(options.timeoutSeconds) ||
+      badSeconds(options.livenessIntervalSeconds))
+    return fail(ErrorKind::InvalidArgument,
+                cat("the setup timeout, timeout and liveness interval must be in (0, 1e9] "
+                    "seconds, not ",
+                    formatSeconds(options.setupTimeoutSeconds), ", ",
+                    formatSeconds(options.timeoutSeconds), ", ",
+                    formatSeconds(options.livenessIntervalSeconds)));
+  if (options.sliceElements == 0)
+    return fail(ErrorKind::InvalidArgument, "the slice size must be at least 1 element");
+
+  std::unique_ptr<ProcessGroup> group(new ProcessGroup());
+  State &st = *group->state;
+  st.job = jobName;
+  st.rank = uint32_t(rank);
+  st.nranks = uint32_t(nranks);
+  st.options = options;
+  st.peers.resize(st.nranks);
+  st.ctl.assign(st.nranks, nullptr);
+  st.cleaned.assign(st.nranks, false);
+  const Clock::time_point deadline = Clock::now() + seconds(options.setupTimeoutSeconds);
+  const std::string ownName = controlName(jobName, st.rank);
+
+  // Our own segment. A segment of our name is stale when its owner is dead
+  // (or closed it); one with a live owner means the rank is taken. One
+  // without a header yet is being created: wait a little before calling it
+  // stale.
+  Clock::time_point unfinishedSince{};
+  for (;;) {
+    ShmOpenResult r;
+    if (Status s = ShmOps::create(ownName, sizeof(ControlBlock), st.own, r); !s)
+      return fail(ErrorKind::SystemError, s.message());
+    if (r == ShmOpenResult::Mapped)
+      break;
+    ShmMapping old;
+    if (Status s = ShmOps::open(ownName, sizeof(ControlBlock), old, r); !s)
+      return fail(ErrorKind::SystemError, s.message());
+    bool stale = true;
+    if (r == ShmOpenResult::Mapped) {
+      const ControlBlock &c = *reinterpret_cast<const ControlBlock *>(old.data());
+      if (c.magic == controlMagic && c.ready.load(std::memory_order_acquire)) {
+        if (!c.closed.load(std::memory_order_acquire) && processAlive(c.pid, c.startTime))
+          return fail(ErrorKind::InvalidArgument,
+                      cat("rank ", rank, " of job '", jobName, "' is taken by process ", c.pid,
+                          " (shared memory ", ownName, ")"));
+      } else {
+        stale = false;
+      }
+    } else if (r == ShmOpenResult::TooSmall) {
+      stale = false;
+    }
+    if (!stale) {
+      Clock::time_point now = Clock::now();
+      if (unfinishedSince == Clock::time_point{})
+        unfinishedSince = now;
+      stale = now - unfinishedSince > std::chrono::seconds(1);
+    }
+    if (stale) {
+      if (r != ShmOpenResult::Mapped || segmentIs(ownName, old.device(), old.inode()))
+        unlinkSegment(ownName);
+      unfinishedSince = {};
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (Clock::now() > deadline)
+      return fail(ErrorKind::Timeout, cat("cannot claim rank ", rank, " of job '", jobName,
+                                          "': shared memory ", ownName, " stays in the way"));
+  }
+  ControlBlock *me = new (st.own.data()) ControlBlock();
+  st.ctl[st.rank] = me;
+  me->magic = controlMagic;
+  me->version = controlVersion;
+  me->bytes = uint32_t(sizeof(ControlBlock));
+  me->nranks = st.nranks;
+  me->rank = st.rank;
+  me->pid = getpid();
+  me->startTime = processStartTime(me->pid);
+  me->nonce = makeNonce();
+  me->heartbeatNs.store(nowNs(), std::memory_order_relaxed);
+  // Release: peers that see `ready` see every field above.
+  me->ready.store(1, std::memory_order_release);
+
+  // Every peer's segment: wait until it is there, ready, and owned by a
+  // live process.
+  uint32_t sleepUs = 50;
+  for (uint32_t q = 0; q < st.nranks; ++q) {
+    if (q == st.rank)
+      continue;
+    const std::string name = controlName(jobName, q);
+    int64_t stalePid = 0;
+    for (;;) {
+      ShmOpenResult r;
+      if (Status s = ShmOps::open(name, sizeof(ControlBlock), st.peers[q], r); !s)
+        return fail(ErrorKind::SystemError, s.message());
+      if (r == ShmOpenResult::Mapped) {
+        ControlBlock *c = reinterpret_cast<ControlBlock *>(st.peers[q].data());
+        if (c->magic == controlMagic && c->ready.load(std::memory_order_acquire)) {
+          if (c->version != controlVersion)
+            return fail(ErrorKind::Mismatch, cat("rank ", q, " of job '", jobName,
+                                                 "' uses shared-memory layout version ", c->version,
+                                                 ", rank ", rank, " version ", controlVersion));
+          if (c->closed.load(std::memory_order_acquire) || !processAlive(c->pid, c->startTime)) {
+            stalePid = c->pid; // Left by an earlier job: its owner will replace it.
+          } else if (c->nranks != st.nranks || c->rank != q) {
+            return fail(ErrorKind::Mismatch,
+                        cat("rank ", q, " of job '", jobName, "' joined as rank ", c->rank, " of ",
+                            c->nranks, " ranks, rank ", rank, " as rank ", rank, " of ", nranks));
+          } else {
+            st.ctl[q] = c;
+            break;
+          }
+        }
+        st.peers[q].reset();
+      }
+      st.beat();
+      if (Clock::now() > deadline)
+        return fail(ErrorKind::Timeout,
+                    cat("rank ", q, " of job '", jobName, "' did not join within ",
+                        formatSeconds(options.setupTimeoutSeconds), " s (rank ", rank,
+                        " waited for shared memory ", name,
+                        stalePid ? cat("; a segment of dead process ", stalePid, " is there")
+                                 : std::string(),
+                        ")"));
+      std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
+      sleepUs = std::min<uint32_t>(sleepUs * 2, 10000);
+    }
+  }
+
+#ifdef __linux__
+  // Data segments of our rank that an earlier job of this name left.
+  for (const std::string &n : listJobSegments(jobName)) {
+    std::string prefix = cat("coll-", jobName, ".", rank, ".");
+    if (n.compare(0, prefix.size(), prefix) == 0)
+      unlinkSegment("/" + n);
+  }
+#endif
+  return group;
+}
+
+ProcessGroup::~ProcessGroup() {
+  State &st = *state;
+  st.allocations.clear();
+  if (!st.own.mapped())
+    return;
+  ControlBlock &me = st.me();
+  me.closed.store(1, std::memory_order_release);
+  st.ringPeers();
+  st.cleanUpDeadPeers();
+  std::string name = controlName(st.job, st.rank);
+  if (segmentIs(name, st.own.device(), st.own.inode()))
+    unlinkSegment(name);
+}
+
+std::vector<std::string> ProcessGroup::listJobSegments(const std::string &jobName) {
+  std::vector<std::string> names;
+#ifdef __linux__
+  if (!validJobName(jobName))
+    return names;
+  std::string prefix = "coll-" + jobName + ".";
+  if (DIR *d = opendir("/dev/shm")) {
+    while (dirent *e = readdir(d))
+      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0)
+        names.push_back(e->d_name);
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+#else
+  (void)jobName;
+#endif
+  return names;
+}
+
+void *ProcessGroup::allocate(size_t bytes) {
+  State &st = *state;
+  if (bytes == 0)
+    return nullptr;
+  std::string name = allocName(st.job, st.rank, ++st.allocationsMade);
+  ShmMapping m;
+  ShmOpenResult r;
+  unlinkSegment(name);
+  if (!ShmOps::create(name, bytes, m, r) || r != ShmOpenResult::Mapped)
+    return nullptr;
+  // Nobody else opens it: the name goes at once, and the memory with the
+  // last mapping.
+  unlinkSegment(name);
+  char *p = m.data();
+  st.allocations.emplace(p, std::move(m));
+  return p;
+}
+
+void ProcessGroup::deallocate(void *ptr) {
+  if (ptr)
+    state->allocations.erase(static_cast<char *>(ptr));
+}
+
+Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbuf, size_t count,
+                             DataType type, RedOp op) {
+  State &st = *state;
+  auto finish = [&](ErrorKind kind, std::string msg) {
+    lastKind = kind;
+    lastMessage = std::move(msg);
+    return kind == ErrorKind::None ? Status::success() : Status::error(lastMessage);
+  };
+  if (st.broken)
+    return finish(st.broken.kind,
+                  "the process group failed in an earlier call: " + st.broken.message);
+  const uint64_t seq = ++st.seq;
+  const uint32_t me = st.rank, n = st.nranks;
+  ControlBlock &ctl = st.me();
+
+  // This rank's own arguments; an error is published like a call, so that
+  // every rank fails instead of waiting.
+  Failure arg;
+  auto bad = [&](ErrorKind kind, std::string msg) {
+    if (!arg)
+      arg = {kind, cat("rank ", me, ": ", msg)};
+  };
+  const PlanInfo &info = plan.info;
+  HostKernels kernels;
+  if (info.nranks != n)
+    bad(ErrorKind::InvalidPlan,
+        cat("the plan '", info.name, "' is for ", info.nranks, " ranks, but the job has ", n));
+  else if (plan.loadedRank >= 0 || plan.ranks.size() != info.nranks)
+    bad(ErrorKind::InvalidPlan,
+        cat("the plan '", info.name, "' does not hold every rank (loaded for rank ",
+            plan.loadedRank, " only); load it whole"));
+  else if (!selectHostKernels(type, op, kernels))
+    bad(ErrorKind::InvalidArgument,
+        cat("invalid data type ", unsigned(type), " or reduction operator ", unsigned(op)));
+  else if (count > std::numeric_limits<uint64_t>::max() / kernels.elementSize / n)
+    bad(ErrorKind::InvalidArgument, cat("count ", count, " is too large"));
+  else if (count > 0 && !sendbuf)
+    bad(ErrorKind::InvalidArgument, "the send buffer is null (count is not 0)");
+  else if (count > 0 && !recvbuf)
+    bad(ErrorKind::InvalidArgument, "the receive buffer is null (count is not 0)");
+  Result<uint32_t> chunks = 1u;
+  if (!arg) {
+    if (Status s = validatePlan(plan); !s)
+      bad(ErrorKind::InvalidPlan, "invalid plan: " + s.message());
+    else if (!(chunks = planChunksPerUnit(info)))
+      bad(ErrorKind::InvalidPlan, "invalid plan: " + chunks.message());
+  }
+  uint64_t checksum = 0;
+  ChunkLayout layout;
+  DataLayout data;
+  ShmMapping ownData;
+  const std::string ownDataName = dataName(st.job, me, seq);
+  if (!arg) {
+    std::vector<uint8_t> bytes = serializePlan(plan);
+    checksum = planChecksum(bytes.data(), bytes.size());
+    layout = runLayout(count, *chunks, st.options.sliceElements);
+    if (layout.numSlices > 0) {
+      Result<DataLayout> d = layOutData(plan, me, layout.sliceElements * kernels.elementSize);
+      if (!d) {
+        bad(ErrorKind::InvalidArgument, d.message());
+      } else {
+        data = std::move(*d);
+        ShmOpenResult r;
+        Status s = ShmOps::create(ownDataName, data.bytes, ownData, r);
+        if (s && r == ShmOpenResult::Exists) {
+          // Left by an earlier job of this name (this rank's names are ours).
+          unlinkSegment(ownDataName);
+          s = ShmOps::create(ownDataName, data.bytes, ownData, r);
+          if (s && r == ShmOpenResult::Exists)
+            s = Status::error(cat("shared memory ", ownDataName, " exists"));
+        }
+        if (!s)
+          bad(ErrorKind::SystemError, s.message());
+      }
+    }
+  }
+  // Unlinks our data segment when the call ends, however it ends.
+  struct Unlinker {
+    const std::string &name;
+    ShmMapping &m;
+    ~Unlinker() {
+      if (m.mapped()) {
+        m.reset();
+        unlinkSegment(name);
+      }
+    }
+  } unlinker{ownDataName, ownData};
+
+  // Our data segment: header, FIFO table, counters (zero, as created).
+  if (ownData.mapped()) {
+    char *base = ownData.data();
+    DataHeader *h = new (base) DataHeader();
+    h->magic = dataMagic;
+    h->nonce = ctl.nonce;
+    h->seq = seq;
+    h->bytes = data.bytes;
+    h->rank = me;
+    h->numTbs = uint32_t(plan.ranks[me].threadblocks.size());
+    h->numFifos = uint32_t(data.fifos.size());
+    if (!data.fifos.empty()) // A rank may receive nothing (a broadcast's root).
+      std::memcpy(base + data.tableOffset, data.fifos.data(),
+                  data.fifos.size() * sizeof(FifoEntry));
+    for (uint32_t b = 0; b < h->numTbs; ++b)
+      new (base + data.progressOffset + b * sizeof(PaddedCounter)) PaddedCounter();
+    for (const FifoEntry &e : data.fifos) {
+      new (base + e.countersOffset) PaddedCounter();
+      new (base + e.countersOffset + sizeof(PaddedCounter)) PaddedCounter();
+    }
+  }
+
+  // Publish the call, then wait for every peer's.
+  CallInfo &mine = ctl.calls[seq % 2];
+  mine = CallInfo();
+  mine.seq = seq;
+  mine.planChecksum = checksum;
+  mine.count = count;
+  mine.sliceElements = st.options.sliceElements;
+  mine.type = unsigned(type);
+  mine.op = unsigned(op);
+  mine.argKind = unsigned(arg.kind);
+  mine.collective = unsigned(info.collective);
+  mine.planRanks = info.nranks;
+  copyText(mine.planName, sizeof mine.planName, info.name);
+  copyText(mine.argError, sizeof mine.argError, arg.message);
+  // Release: a peer that sees callSeq >= seq sees the description and our
+  // data segment's header.
+  ctl.callSeq.store(seq, std::memory_order_release);
+  st.beat();
+  st.ringPeers();
+
+  // Ends the call. An error that breaks the group (one during the run) is
+  // published for the peers, with the rank it comes from (none: it is
+  // another rank's); any other outcome counts the call as done.
+  auto endCall = [&](Failure f, bool breaks) {
+    if (breaks) {
+      st.publishFailure(f.message, f.kind == ErrorKind::Remote ? n : me);
+      st.broken = f;
+      st.cleanUpDeadPeers();
+    } else {
+      ctl.doneSeq.store(seq, std::memory_order_release);
+    }
+    return finish(f.kind, f.message);
+  };
+
+  {
+    const Clock::time_point deadline = Clock::now() + seconds(st.options.setupTimeoutSeconds);
+    Clock::time_point nextCheck = Clock::now();
+    for (;;) {
+      uint32_t seen = ctl.bell.seq.load(std::memory_order_seq_cst);
+      std::vector<uint32_t> missing;
+      for (uint32_t q = 0; q < n; ++q)
+        if (q != me && st.ctl[q]->callSeq.load(std::memory_order_acquire) < seq)
+          missing.push_back(q);
+      if (missing.empty())
+        break;
+      Clock::time_point now = Clock::now();
+      if (now >= nextCheck) {
+        st.beat();
+        nextCheck = now + seconds(st.options.livenessIntervalSeconds);
+        for (uint32_t q : missing) {
+          const ControlBlock &c = *st.ctl[q];
+          if (c.failed.load(std::memory_order_acquire))
+            return endCall({ErrorKind::Remote,
+                            cat("rank ", q, " failed: ",
+                                std::string(c.failure, strnlen(c.failure, sizeof c.failure)))},
+                           false);
+          if (st.peerGone(q)) {
+            st.cleanUpPeer(q);
+            return endCall({ErrorKind::Remote, cat("rank ", q, " (pid ", c.pid, ") ",
+                                                   c.closed.load() ? "left the job" : "died",
+                                                   " before calling execute() for call ", seq)},
+                           false);
+          }
+        }
+      }
+      if (now >= deadline) {
+        std::string list;
+        for (size_t i = 0; i < missing.size() && i < 8; ++i)
+          list += cat(i ? ", " : "", missing[i]);
+        if (missing.size() > 8)
+          list += cat(" and ", missing.size() - 8, " more");
+        return endCall(
+            {ErrorKind::Timeout,
+             cat("rank ", me, ": timed out after ", formatSeconds(st.options.setupTimeoutSeconds),
+                 " s waiting for rank", missing.size() > 1 ? "s " : " ", list,
+                 " to call execute() (call ", seq, ")")},
+            false);
+      }
+      Clock::time_point until = std::min(nextCheck, deadline);
+      int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
+      ctl.bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
+      if (ctl.bell.seq.load(std::memory_order_seq_cst) == seen)
+        futexWait(&ctl.bell.seq, seen, std::max<int64_t>(ns, 1000));
+      ctl.bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    }
+  }
+
+  // Every rank now holds the same descriptions: the same verdict
+  // everywhere. Argument errors first (the rank itself gets its message),
+  // then agreement with rank 0.
+  std::vector<CallInfo> calls(n);
+  for (uint32_t q = 0; q < n; ++q)
+    calls[q] = st.ctl[q]->calls[seq % 2];
+  for (uint32_t q = 0; q < n; ++q) {
+    if (calls[q].seq != seq)
+      return endCall({ErrorKind::Internal, cat("rank ", q, " published call ", calls[q].seq,
+                                               " where call ", seq, " was expected")},
+                     true);
+    if (calls[q].argKind != 0) {
+      std::string msg(calls[q].argError, strnlen(calls[q].argError, sizeof calls[q].argError));
+      return endCall(
+          {ErrorKind(calls[q].argKind), q == me ? msg : cat("rank ", q, " failed: ", msg)}, false);
+    }
+  }
+  for (uint32_t q = 1; q < n; ++q) {
+    const CallInfo &a = calls[0], &b = calls[q];
+    auto describe = [](const CallInfo &c) {
+      return cat("'", std::string(c.planName, strnlen(c.planName, sizeof c.planName)), "' (",
+                 collectiveName(CollectiveKind(c.collective)), ", ", c.planRanks,
+                 " ranks, checksum ", hex64(c.planChecksum), ")");
+    };
+    if (a.planChecksum != b.planChecksum)
+      return endCall(
+          {ErrorKind::Mismatch, cat("the ranks called with different plans: rank 0 with ",
+                                    describe(a), ", rank ", q, " with ", describe(b))},
+          false);
+    if (a.count != b.count || a.type != b.type || a.op != b.op ||
+        a.sliceElements != b.sliceElements)
+      return endCall({ErrorKind::Mismatch,
+                      cat("the ranks called with different arguments: rank 0 with count ", a.count,
+                          ", ", dataTypeName(DataType(a.type)), ", ", redOpName(RedOp(a.op)),
+                          ", slice ", a.sliceElements, "; rank ", q, " with count ", b.count, ", ",
+                          dataTypeName(DataType(b.type)), ", ", redOpName(RedOp(b.op)), ", slice ",
+                          b.sliceElements)},
+                     false);
+  }
+
+  // Bind our buffers (LocalWorld's rules).
+  const size_t es = kernels.elementSize;
+  const BufferElements elems = collectiveBufferElements(info.collective, n, count);
+  RankBinding binding;
+  bindRank(plan, me, sendbuf, recvbuf, elems, count, es, binding);
+  if (layout.numSlices == 0) {
+    finishRank(info, me, binding, recvbuf, count, op, kernels);
+    return endCall({}, false);
+  }
+  binding.scratch.assign(layout.scratchElements(plan.ranks[me].scratchChunks) * es, 0);
+
+  // Map the data segments of the ranks we send to, and find our FIFOs in
+  // them.
+  const RankPlan &rp = plan.ranks[me];
+  const uint64_t pieceBytes = layout.sliceElements * es;
+  std::vector<ShmMapping> peerData(n);
+  std::vector<Fifo> sendFifos(rp.threadblocks.size()), recvFifos(rp.threadblocks.size());
+  std::vector<bool> hasSend(rp.threadblocks.size(), false), hasRecv(rp.threadblocks.size(), false);
+  for (uint32_t b = 0; b < rp.threadblocks.size(); ++b) {
+    const Threadblock &tb = rp.threadblocks[b];
+    uint32_t maxSend = tb.sendPeer >= 0 ? maxMessageChunks(tb, /*recv=*/false) : 0;
+    if (maxSend == 0)
+      continue;
+    const uint32_t q = uint32_t(tb.sendPeer);
+    if (!peerData[q].mapped()) {
+      ShmOpenResult r = ShmOpenResult::Absent;
+      std::string name = dataName(st.job, q, seq);
+      Status s = ShmOps::open(name, sizeof(DataHeader), peerData[q], r);
+      const DataHeader *h = reinterpret_cast<const DataHeader *>(peerData[q].data());
+      if (!s)
+        return endCall({ErrorKind::SystemError, s.message()}, true);
+      if (r != ShmOpenResult::Mapped || h->magic != dataMagic || h->nonce != st.ctl[q]->nonce ||
+          h->seq != seq || h->bytes > peerData[q].size()) {
+        if (Failure f = st.checkPeers(seq))
+          return endCall(f, true);
+        return endCall(
+            {ErrorKind::Internal, cat("rank ", me, ": the shared memory ", name, " of rank ", q,
+                                      " for call ", seq, " is missing or not rank ", q, "'s")},
+            true);
+      }
+    }
+    const char *base = peerData[q].data();
+    const DataHeader *h = reinterpret_cast<const DataHeader *>(base);
+    const FifoEntry *table =
+        reinterpret_cast<const FifoEntry *>(base + align64(sizeof(DataHeader)));
+    const FifoEntry *found = nullptr;
+    for (uint32_t i = 0; i < h->numFifos; ++i)
+      if (table[i].peer == int32_t(me) && table[i].channel == tb.channel)
+        found = &table[i];
+    if (!found || found->depth != info.connectionDepth ||
+        found->slotBytes < uint64_t(maxSend) * pieceBytes ||
+        found->slotsOffset + found->depth * found->slotBytes > h->bytes)
+      return endCall({ErrorKind::Internal,
+                      cat("rank ", me, " threadblock ", b, ": rank ", q,
+                          " has no fitting FIFO for channel ", tb.channel, " in call ", seq)},
+                     true);
+    Fifo &f = sendFifos[b];
+    char *mbase = peerData[q].data();
+    f.depth = found->depth;
+    f.slotBytes = found->slotBytes;
+    f.memory = mbase + found->slotsOffset;
+    f.tail = &reinterpret_cast<PaddedCounter *>(mbase + found->countersOffset)[0].value;
+    f.head = &reinterpret_cast<PaddedCounter *>(mbase + found->countersOffset)[1].value;
+    f.receiverBell = &st.ctl[q]->bell;
+    hasSend[b] = true;
+  }
+  char *base = ownData.data();
+  for (const FifoEntry &e : data.fifos) {
+    Fifo &f = recvFifos[e.tb];
+    f.depth = e.depth;
+    f.slotBytes = e.slotBytes;
+    f.memory = base + e.slotsOffset;
+    f.tail = &reinterpret_cast<PaddedCounter *>(base + e.countersOffset)[0].value;
+    f.head = &reinterpret_cast<PaddedCounter *>(base + e.countersOffset)[1].value;
+    f.senderBell = &st.ctl[uint32_t(e.peer)]->bell;
+    hasRecv[e.tb] = true;
+  }
+
+  // Our threadblocks, on our workers.
+  const size_t ntb = rp.threadblocks.size();
+  const size_t nworkers = st.options.workers ? std::min<size_t>(st.options.workers, ntb) : ntb;
+  WorldState world;
+  RankState rs;
+  rs.buffers[unsigned(BufferKind::Input)] = binding.input;
+  rs.buffers[unsigned(BufferKind::Output)] = binding.output;
+  rs.buffers[unsigned(BufferKind::Scratch)] = binding.scratch.data();
+  rs.progress = reinterpret_cast<PaddedCounter *>(base + data.progressOffset);
+  rs.progressBell = nworkers > 1 ? &ctl.bell : nullptr;
+  std::vector<std::unique_ptr<TbRun>> runs;
+  for (uint32_t b = 0; b < ntb; ++b) {
+    const Threadblock &tb = rp.threadblocks[b];
+    rs.numSteps.push_back(uint32_t(tb.steps.size()));
+    auto t = std::make_unique<TbRun>();
+    t->tb = &tb;
+    t->rank = me;
+    t->index = b;
+    t->program.steps = tb.steps.data();
+    t->program.numSteps = uint32_t(tb.steps.size());
+    t->program.deps = tb.deps.data();
+    CpuPlatform &p = t->platform;
+    p.world = &world;
+    p.rankState = &rs;
+    p.rank = me;
+    p.tb = b;
+    p.layout = &layout;
+    p.kernels = &kernels;
+    p.pieceBytes = pieceBytes;
+    p.recvFifo = hasRecv[b] ? &recvFifos[b] : nullptr;
+    p.sendFifo = hasSend[b] ? &sendFifos[b] : nullptr;
+    runs.push_back(std::move(t));
+  }
+  for (auto &t : runs)
+    t->interp =
+        std::make_unique<Interpreter<CpuPlatform>>(t->platform, t->program, layout.numSlices);
+  std::vector<std::vector<TbRun *>> workers(nworkers);
+  for (size_t b = 0; b < ntb; ++b)
+    workers[b % nworkers].push_back(runs[b].get());
+
+  std::mutex mutex;
+  Failure error;
+  auto fail = [&](Failure f) {
+    world.failed.store(true, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!error)
+        error = std::move(f);
+    }
+    ctl.bell.ring(); // Our other workers may sleep.
+  };
+  auto work = [&](const std::vector<TbRun *> &tbs) {
+    ShmPacer pacer(st, seq, tbs);
+    WorkerResult r = runWorker(tbs, world, pacer, st.options.timeoutSeconds, /*single=*/false);
+    if (!r.ok && !r.aborted)
+      fail({pacer.kind == ErrorKind::None ? ErrorKind::Internal : pacer.kind, r.message});
+  };
+  std::vector<std::thread> threads;
+  for (size_t w = 1; w < nworkers; ++w) {
+    try {
+      threads.emplace_back([&, w] {
+#ifdef __linux__
+        prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+#endif
+        work(workers[w]);
+      });
+    } catch (const std::system_error &e) {
+      fail({ErrorKind::SystemError, cat("cannot start a worker thread: ", e.what())});
+      break;
+    }
+  }
+  if (!world.failed.load(std::memory_order_relaxed))
+    work(workers[0]);
+  for (std::thread &th : threads)
+    th.join();
+  if (world.failed.load(std::memory_order_relaxed)) {
+    if (!error)
+      error = {ErrorKind::Internal, "the run was aborted"};
+    return endCall(error, true);
+  }
+  finishRank(info, me, binding, recvbuf, count, op, kernels);
+  return endCall({}, false);
+}
+
+} // namespace coll

@@ -1,0 +1,177 @@
+//===- ShmSegment.cpp - POSIX shared memory and process liveness ----------===//
+
+#include "ShmSegment.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utility>
+
+namespace coll {
+namespace detail {
+
+std::string errnoText(int err) {
+  return std::strerror(err);
+}
+
+ShmMapping &ShmMapping::operator=(ShmMapping &&o) noexcept {
+  if (this != &o) {
+    reset();
+    std::swap(addr, o.addr);
+    std::swap(bytes, o.bytes);
+    dev = o.dev;
+    ino = o.ino;
+  }
+  return *this;
+}
+
+void ShmMapping::reset() {
+  if (addr)
+    munmap(addr, bytes);
+  addr = nullptr;
+  bytes = 0;
+}
+
+Status ShmOps::create(const std::string &name, size_t bytes, ShmMapping &out,
+                      ShmOpenResult &result) {
+  out.reset();
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) {
+      result = ShmOpenResult::Exists;
+      return Status::success();
+    }
+    return Status::error("cannot create shared memory " + name + ": " + errnoText(errno));
+  }
+  struct stat st;
+  if (ftruncate(fd, off_t(bytes)) != 0 || fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    return Status::error("cannot size shared memory " + name + " to " + std::to_string(bytes) +
+                         " bytes: " + errnoText(err));
+  }
+  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    return Status::error("cannot map shared memory " + name + ": " + errnoText(err));
+  }
+  out.addr = p;
+  out.bytes = bytes;
+  out.dev = st.st_dev;
+  out.ino = st.st_ino;
+  result = ShmOpenResult::Mapped;
+  return Status::success();
+}
+
+Status ShmOps::open(const std::string &name, size_t minBytes, ShmMapping &out,
+                    ShmOpenResult &result) {
+  out.reset();
+  int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      result = ShmOpenResult::Absent;
+      return Status::success();
+    }
+    return Status::error("cannot open shared memory " + name + ": " + errnoText(errno));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    return Status::error("cannot inspect shared memory " + name + ": " + errnoText(err));
+  }
+  if (uint64_t(st.st_size) < minBytes || st.st_size == 0) {
+    close(fd);
+    result = ShmOpenResult::TooSmall;
+    return Status::success();
+  }
+  size_t bytes = size_t(st.st_size);
+  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED)
+    return Status::error("cannot map shared memory " + name + ": " + errnoText(err));
+  out.addr = p;
+  out.bytes = bytes;
+  out.dev = st.st_dev;
+  out.ino = st.st_ino;
+  result = ShmOpenResult::Mapped;
+  return Status::success();
+}
+
+void unlinkSegment(const std::string &name) {
+  shm_unlink(name.c_str());
+}
+
+bool segmentIs(const std::string &name, dev_t dev, ino_t ino) {
+  int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  if (fd < 0)
+    return false;
+  struct stat st;
+  bool same = fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+  close(fd);
+  return same;
+}
+
+namespace {
+
+/// The state letter and start time of \p pid from /proc/<pid>/stat; false
+/// when the file cannot be read (no such process, or no /proc).
+bool readProcStat(int64_t pid, char &state, uint64_t &startTime) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
+  FILE *f = std::fopen(path, "r");
+  if (!f)
+    return false;
+  char buf[1024];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  // "pid (comm) S ppid ...": comm may hold spaces and parentheses, so
+  // fields are counted from the last ')'. The state is field 3, the start
+  // time field 22.
+  const char *p = std::strrchr(buf, ')');
+  if (!p || p[1] != ' ' || !p[2])
+    return false;
+  state = p[2];
+  p += 2;
+  for (int field = 3; field < 22; ++field) {
+    p = std::strchr(p, ' ');
+    if (!p)
+      return false;
+    ++p;
+  }
+  startTime = std::strtoull(p, nullptr, 10);
+  return true;
+}
+
+} // namespace
+
+uint64_t processStartTime(int64_t pid) {
+  char state = 0;
+  uint64_t start = 0;
+  return readProcStat(pid, state, start) ? start : 0;
+}
+
+bool processAlive(int64_t pid, uint64_t startTime) {
+  if (pid <= 0)
+    return false;
+  char state = 0;
+  uint64_t start = 0;
+  if (readProcStat(pid, state, start))
+    return state != 'Z' && state != 'X' && (startTime == 0 || start == startTime);
+  // No /proc entry: the process is gone, or /proc is not there to ask.
+  return kill(pid_t(pid), 0) == 0 || errno == EPERM;
+}
+
+} // namespace detail
+} // namespace coll

@@ -1,0 +1,90 @@
+//===- ShmSegment.h - POSIX shared memory and process liveness -*- C++ -*-===//
+//
+// Small wrappers for ProcessGroup: a mapped POSIX shared-memory segment
+// (created exclusively, or opened), and whether a process still runs. A
+// process is identified by its pid and the start time the kernel records
+// for it, so that a pid reused by another process does not pass for the
+// one that died; a zombie (dead, not yet reaped) counts as dead. Private to
+// the runtime library.
+//
+//===----------------------------------------------------------------------===//
+#ifndef COLL_RUNTIME_LIB_SHMSEGMENT_H
+#define COLL_RUNTIME_LIB_SHMSEGMENT_H
+
+#include "coll/Runtime/Status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <sys/types.h>
+
+namespace coll {
+namespace detail {
+
+/// A shared-memory segment mapped read-write into this process. Unmapped
+/// on destruction; the name is left alone (unlink it with unlinkSegment).
+class ShmMapping {
+public:
+  ShmMapping() = default;
+  ~ShmMapping() { reset(); }
+  ShmMapping(ShmMapping &&o) noexcept { *this = std::move(o); }
+  ShmMapping &operator=(ShmMapping &&o) noexcept;
+  ShmMapping(const ShmMapping &) = delete;
+  ShmMapping &operator=(const ShmMapping &) = delete;
+
+  char *data() const { return static_cast<char *>(addr); }
+  size_t size() const { return bytes; }
+  bool mapped() const { return addr != nullptr; }
+  /// The segment's identity when it was mapped.
+  dev_t device() const { return dev; }
+  ino_t inode() const { return ino; }
+  /// Unmaps the segment.
+  void reset();
+
+private:
+  friend struct ShmOps;
+  void *addr = nullptr;
+  size_t bytes = 0;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+/// How opening a segment went.
+enum class ShmOpenResult : uint8_t {
+  Mapped,  ///< Opened and mapped.
+  Exists,  ///< createSegment: the name is taken.
+  Absent,  ///< openSegment: no such name.
+  TooSmall ///< openSegment: smaller than asked (still being created?).
+};
+
+struct ShmOps {
+  /// Creates \p name (exclusively, mode 0600) with \p bytes zero bytes and
+  /// maps it.
+  static Status create(const std::string &name, size_t bytes, ShmMapping &out,
+                       ShmOpenResult &result);
+  /// Opens \p name and maps all of it when it holds at least \p minBytes.
+  static Status open(const std::string &name, size_t minBytes, ShmMapping &out,
+                     ShmOpenResult &result);
+};
+
+/// shm_unlink(\p name); a missing name is not an error.
+void unlinkSegment(const std::string &name);
+
+/// Whether \p name now names the segment of device \p dev and inode \p ino.
+bool segmentIs(const std::string &name, dev_t dev, ino_t ino);
+
+/// The start time of process \p pid (clock ticks since boot, from
+/// /proc/<pid>/stat), or 0 where unknown.
+uint64_t processStartTime(int64_t pid);
+
+/// Whether process \p pid runs and, when \p startTime is not 0, started at
+/// \p startTime. Zombies are dead.
+bool processAlive(int64_t pid, uint64_t startTime);
+
+/// "strerror(errno)" of \p err.
+std::string errnoText(int err);
+
+} // namespace detail
+} // namespace coll
+
+#endif // COLL_RUNTIME_LIB_SHMSEGMENT_H

@@ -1,0 +1,451 @@
+//===- ProcessExecutorTest.cpp - ProcessGroup with real processes ---------===//
+//
+// Each test starts one runtime_shm_rank process per rank (posix_spawn, so
+// the test process never forks while it has threads), waits for all of them
+// with a time limit (killing what is left when it passes) and checks their
+// exit statuses and messages, and that the job leaves no shared memory
+// behind. Hand-written plans always run; plans compiled by collc run when it
+// is built.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/Runtime/ProcessGroup.h"
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fcntl.h>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sstream>
+#include <string>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+extern char **environ;
+
+using namespace coll;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// How one rank's process ended.
+struct RankExit {
+  bool exited = false; ///< Exited (rather than killed by a signal).
+  int code = -1;       ///< Exit status, or the signal.
+  std::string output;  ///< stdout and stderr.
+  double seconds = 0;  ///< From the start of the job to this process's end.
+};
+
+/// A job name no other test (or test run) uses.
+std::string uniqueJob(const std::string &what) {
+  static int counter = 0;
+  return "gt-" + what + "-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
+}
+
+/// One test job: its ranks' processes.
+class Job {
+public:
+  explicit Job(std::string name) : name(std::move(name)) {}
+  ~Job() {
+    for (pid_t p : pids)
+      if (p > 0) {
+        kill(p, SIGCONT);
+        kill(p, SIGKILL);
+        waitpid(p, nullptr, 0);
+      }
+  }
+
+  /// Starts rank \p rank of \p nranks with \p extra arguments.
+  void start(int rank, int nranks, const std::vector<std::string> &extra) {
+    if (pids.empty())
+      begin = Clock::now();
+    std::vector<std::string> args = {
+        COLL_SHM_RANK_HELPER,  "--job", name, "--rank", std::to_string(rank), "--nranks",
+        std::to_string(nranks)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char *> argv;
+    for (std::string &s : args)
+      argv.push_back(s.data());
+    argv.push_back(nullptr);
+    std::string out = ::testing::TempDir() + name + "." + std::to_string(rank) + ".out";
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid = -1;
+    int rc = posix_spawn(&pid, args[0].c_str(), &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ASSERT_EQ(rc, 0) << "cannot start " << args[0];
+    pids.push_back(pid);
+    started.push_back(pid);
+    outputs.push_back(out);
+    exits.emplace_back();
+  }
+
+  /// The process of rank \p i (also after it ended).
+  pid_t pid(size_t i) const { return started[i]; }
+
+  /// Waits for every process, at most \p limit seconds from the start of
+  /// the job; kills what is left then. False when it had to.
+  bool wait(double limit) {
+    bool allDone = false;
+    while (!allDone) {
+      allDone = true;
+      for (size_t i = 0; i < pids.size(); ++i) {
+        if (pids[i] <= 0)
+          continue;
+        int st = 0;
+        pid_t r = waitpid(pids[i], &st, WNOHANG);
+        if (r == pids[i]) {
+          reap(i, st);
+        } else {
+          allDone = false;
+        }
+      }
+      if (allDone)
+        break;
+      if (std::chrono::duration<double>(Clock::now() - begin).count() > limit) {
+        for (size_t i = 0; i < pids.size(); ++i)
+          if (pids[i] > 0) {
+            kill(pids[i], SIGCONT);
+            kill(pids[i], SIGKILL);
+            int st = 0;
+            waitpid(pids[i], &st, 0);
+            reap(i, st);
+          }
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+
+  const RankExit &exit(size_t i) const { return exits[i]; }
+  size_t size() const { return exits.size(); }
+
+  /// Every rank's output, for failure messages.
+  std::string outputs_() const {
+    std::string all;
+    for (size_t i = 0; i < exits.size(); ++i)
+      all += "--- rank " + std::to_string(i) + " (" + (exits[i].exited ? "exit " : "signal ") +
+             std::to_string(exits[i].code) + ")\n" + exits[i].output;
+    return all;
+  }
+
+  const std::string name;
+
+private:
+  void reap(size_t i, int st) {
+    RankExit &e = exits[i];
+    e.exited = WIFEXITED(st);
+    e.code = e.exited ? WEXITSTATUS(st) : WIFSIGNALED(st) ? WTERMSIG(st) : -1;
+    e.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+    std::ifstream f(outputs[i]);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    e.output = ss.str();
+    std::remove(outputs[i].c_str());
+    pids[i] = -1;
+  }
+
+  std::vector<pid_t> pids;    ///< -1 once reaped.
+  std::vector<pid_t> started; ///< Every process started.
+  std::vector<std::string> outputs;
+  std::vector<RankExit> exits;
+  Clock::time_point begin;
+};
+
+/// Runs \p nranks ranks with the same arguments, expecting success.
+void runAll(const std::string &what, int nranks, const std::vector<std::string> &extra,
+            double limit = 120) {
+  Job job(uniqueJob(what));
+  for (int r = 0; r < nranks; ++r)
+    job.start(r, nranks, extra);
+  ASSERT_TRUE(job.wait(limit)) << "the job did not end within " << limit << " s\n"
+                               << job.outputs_();
+  for (size_t r = 0; r < job.size(); ++r)
+    EXPECT_TRUE(job.exit(r).exited && job.exit(r).code == 0) << job.outputs_();
+  EXPECT_EQ(ProcessGroup::listJobSegments(job.name), std::vector<std::string>());
+}
+
+std::string planFile(const std::string &name) {
+#ifdef COLL_TEST_PLAN_DIR
+  return std::string(COLL_TEST_PLAN_DIR) + "/" + name + ".bin";
+#else
+  (void)name;
+  return "";
+#endif
+}
+
+bool contains(const std::string &s, const std::string &what) {
+  return s.find(what) != std::string::npos;
+}
+
+// The hand-written ring allreduce on 4 processes: every count (0, odd,
+// large), in place and out of place, types and operators in rotation.
+TEST(ProcessExecutorTest, HandRingAllCases) {
+  runAll("ring", 4, {"--hand-ring", "2", "--cases", "all", "--slice", "64"});
+}
+
+// Two ranks, and the default slice size.
+TEST(ProcessExecutorTest, HandRingTwoRanks) {
+  runAll("ring2", 2, {"--hand-ring", "2", "--cases", "all"});
+}
+
+// The C API: collCommInitRankShm, collMemAlloc, collExecute.
+TEST(ProcessExecutorTest, CApi) {
+  runAll("capi", 3, {"--hand-ring", "2", "--capi", "--count", "100003"});
+}
+
+/// A compiled plan, its number of ranks, and how many workers each rank
+/// has (0: one per threadblock).
+struct CompiledCase {
+  const char *plan;
+  int nranks;
+  const char *workers;
+};
+
+// Plans compiled by collc, every collective, 3 to 8 processes.
+class CompiledProcessTest : public ::testing::TestWithParam<CompiledCase> {};
+
+TEST_P(CompiledProcessTest, AllCases) {
+#ifndef COLL_TEST_PLAN_DIR
+  GTEST_SKIP() << "collc is not built; compiled plans are not available";
+#endif
+  const CompiledCase &c = GetParam();
+  runAll(std::string("plan") + std::to_string(c.nranks), c.nranks,
+         {"--plan", planFile(c.plan), "--cases", "all", "--slice", "256", "--workers", c.workers});
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, CompiledProcessTest,
+                         ::testing::Values(CompiledCase{"ring_allreduce_n8", 8, "1"},
+                                           CompiledCase{"tree_allreduce_n4", 4, "1"},
+                                           CompiledCase{"ring_allreduce_x2_n4", 4, "0"},
+                                           CompiledCase{"ring_allgather_n3", 3, "1"},
+                                           CompiledCase{"ring_reducescatter_inplace_n4", 4, "1"},
+                                           CompiledCase{"alltoall_allpairs_n4", 4, "2"},
+                                           CompiledCase{"tree_broadcast_n4", 4, "1"},
+                                           CompiledCase{"chain_reduce_inplace_n3", 3, "1"},
+                                           CompiledCase{"direct_gather_n3", 3, "1"},
+                                           CompiledCase{"direct_scatter_n3", 3, "1"}),
+                         [](const ::testing::TestParamInfo<CompiledCase> &info) {
+                           return std::string(info.param.plan);
+                         });
+
+// A rank killed (SIGKILL) in the middle of a run: the others fail soon,
+// naming it, and the job's shared memory is gone.
+TEST(ProcessExecutorTest, KilledRankFailsTheOthers) {
+  const int n = 4, victim = 2;
+  Job job(uniqueJob("kill"));
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> a = {"--hand-ring", "2",         "--count", "1000000",   "--loop",
+                                  "100000",      "--timeout", "2",       "--no-check"};
+    if (r == victim) {
+      a.push_back("--die-after-ms");
+      a.push_back("300");
+    }
+    job.start(r, n, a);
+  }
+  ASSERT_TRUE(job.wait(30)) << job.outputs_();
+  const RankExit &dead = job.exit(victim);
+  ASSERT_FALSE(dead.exited) << job.outputs_();
+  EXPECT_EQ(dead.code, SIGKILL);
+  for (int r = 0; r < n; ++r) {
+    if (r == victim)
+      continue;
+    const RankExit &e = job.exit(size_t(r));
+    EXPECT_TRUE(e.exited && e.code == 3) << job.outputs_();
+    EXPECT_TRUE(contains(e.output, "remote error")) << e.output;
+    EXPECT_TRUE(contains(e.output, "rank 2 (pid " + std::to_string(job.pid(victim)) + ") died"))
+        << e.output;
+    // The death is noticed within the liveness interval, long before the
+    // 2 s timeout, let alone 10 s.
+    EXPECT_LT(e.seconds - dead.seconds, 5.0) << job.outputs_();
+  }
+  EXPECT_EQ(ProcessGroup::listJobSegments(job.name), std::vector<std::string>());
+}
+
+// A rank that stops (SIGSTOP) stalls the run: the others time out after
+// the 2 s timeout, naming the rank they wait for.
+TEST(ProcessExecutorTest, StalledRankTimesOut) {
+  const int n = 3, victim = 1;
+  Job job(uniqueJob("stall"));
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> a = {"--hand-ring", "2",         "--count", "1000000",   "--loop",
+                                  "100000",      "--timeout", "2",       "--no-check"};
+    if (r == victim) {
+      a.push_back("--stop-after-ms");
+      a.push_back("300");
+    }
+    job.start(r, n, a);
+  }
+  // The stopped rank stays; the others must end on their own.
+  auto start = Clock::now();
+  while (std::chrono::duration<double>(Clock::now() - start).count() < 20) {
+    bool others = true;
+    for (int r = 0; r < n; ++r) {
+      siginfo_t info{};
+      if (r != victim &&
+          (waitid(P_PID, id_t(job.pid(size_t(r))), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+           info.si_pid == 0))
+        others = false;
+    }
+    if (others)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(job.pid(victim), SIGKILL);
+  ASSERT_TRUE(job.wait(60)) << job.outputs_();
+  for (int r = 0; r < n; ++r) {
+    if (r == victim)
+      continue;
+    const RankExit &e = job.exit(size_t(r));
+    EXPECT_TRUE(e.exited && e.code == 3) << job.outputs_();
+    // Its own timeout, or that of the rank that timed out first.
+    EXPECT_TRUE(contains(e.output, "timeout: ") || contains(e.output, "remote error: rank "))
+        << e.output;
+    EXPECT_TRUE(contains(e.output, "timed out after 2 s waiting for")) << e.output;
+    EXPECT_LT(e.seconds, 15.0) << job.outputs_();
+  }
+  // The stopped rank was alive when the others left, so its segments stay
+  // (a later job of the name replaces them); nothing else does.
+  for (const std::string &s : ProcessGroup::listJobSegments(job.name)) {
+    EXPECT_EQ(s.rfind("coll-" + job.name + ".1", 0), 0u) << s;
+    shm_unlink(("/" + s).c_str());
+  }
+}
+
+// Ranks that disagree on the count, or on the plan, all fail with a
+// mismatch that names the rank; no rank hangs, and nothing is left behind.
+TEST(ProcessExecutorTest, MismatchedCount) {
+  const int n = 4;
+  Job job(uniqueJob("mismatch"));
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> a = {"--hand-ring", "2", "--count", "1000"};
+    if (r == 2) {
+      a.push_back("--count-offset");
+      a.push_back("1");
+    }
+    job.start(r, n, a);
+  }
+  ASSERT_TRUE(job.wait(60)) << job.outputs_();
+  for (int r = 0; r < n; ++r) {
+    const RankExit &e = job.exit(size_t(r));
+    EXPECT_TRUE(e.exited && e.code == 3) << job.outputs_();
+    EXPECT_TRUE(contains(e.output, "mismatch: the ranks called with different arguments: rank 0 "
+                                   "with count 1000, fp32, sum, slice 16384; rank 2 with count "
+                                   "1001"))
+        << e.output;
+  }
+  EXPECT_EQ(ProcessGroup::listJobSegments(job.name), std::vector<std::string>());
+}
+
+TEST(ProcessExecutorTest, MismatchedPlans) {
+  const int n = 3;
+  Job job(uniqueJob("mismatch-plan"));
+  for (int r = 0; r < n; ++r)
+    job.start(r, n, {"--hand-ring", r == 1 ? "1" : "2", "--count", "1000"});
+  ASSERT_TRUE(job.wait(60)) << job.outputs_();
+  for (int r = 0; r < n; ++r) {
+    const RankExit &e = job.exit(size_t(r));
+    EXPECT_TRUE(e.exited && e.code == 3) << job.outputs_();
+    EXPECT_TRUE(contains(e.output, "mismatch: the ranks called with different plans: rank 0 with "
+                                   "'hand_ring_allreduce' (allreduce, 3 ranks, checksum "))
+        << e.output;
+    EXPECT_TRUE(contains(e.output, ", rank 1 with 'hand_ring_allreduce'")) << e.output;
+  }
+  EXPECT_EQ(ProcessGroup::listJobSegments(job.name), std::vector<std::string>());
+}
+
+// Segments a crashed job of the same name left behind: a rank's control
+// segment (its process killed while it waited for its peers), a data
+// segment, and a segment cut short before its header was written. A new
+// job of that name runs, and leaves nothing.
+TEST(ProcessExecutorTest, StaleSegmentsOfACrashedJob) {
+  const std::string name = uniqueJob("stale");
+  {
+    Job crashed(name);
+    crashed.start(0, 3, {"--hand-ring", "2", "--loop", "0", "--die-after-ms", "300"});
+    ASSERT_TRUE(crashed.wait(30)) << crashed.outputs_();
+    ASSERT_FALSE(crashed.exit(0).exited) << crashed.outputs_();
+  }
+  auto makeJunk = [](const std::string &shm, size_t bytes) {
+    int fd = shm_open(shm.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    ASSERT_GE(fd, 0) << shm;
+    ASSERT_EQ(ftruncate(fd, off_t(bytes)), 0);
+    std::vector<char> junk(bytes, char(0x5a));
+    ASSERT_EQ(write(fd, junk.data(), junk.size()), ssize_t(junk.size()));
+    close(fd);
+  };
+  makeJunk("/coll-" + name + ".1.1", 4096);
+  makeJunk("/coll-" + name + ".2", 16);
+  std::vector<std::string> stale = ProcessGroup::listJobSegments(name);
+  ASSERT_EQ(stale, (std::vector<std::string>{"coll-" + name + ".0", "coll-" + name + ".1.1",
+                                             "coll-" + name + ".2"}));
+
+  Job job(name);
+  for (int r = 0; r < 3; ++r)
+    job.start(r, 3, {"--hand-ring", "2", "--count", "100003", "--loop", "3"});
+  ASSERT_TRUE(job.wait(60)) << job.outputs_();
+  for (int r = 0; r < 3; ++r)
+    EXPECT_TRUE(job.exit(size_t(r)).exited && job.exit(size_t(r)).code == 0) << job.outputs_();
+  EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>());
+}
+
+// A rank that never comes: the others give up after the setup timeout.
+TEST(ProcessExecutorTest, MissingRankSetupTimeout) {
+  Job job(uniqueJob("missing"));
+  job.start(0, 2, {"--hand-ring", "2", "--setup-timeout", "1"});
+  ASSERT_TRUE(job.wait(30)) << job.outputs_();
+  const RankExit &e = job.exit(0);
+  EXPECT_TRUE(e.exited && e.code == 4) << e.output;
+  EXPECT_TRUE(
+      contains(e.output, "timeout: rank 1 of job '" + job.name + "' did not join within 1 s"))
+      << e.output;
+  EXPECT_EQ(ProcessGroup::listJobSegments(job.name), std::vector<std::string>());
+}
+
+// Bad arguments of create(), in this process (no peers needed).
+TEST(ProcessExecutorTest, CreateRejectsBadArguments) {
+  ErrorKind kind = ErrorKind::None;
+  auto g = ProcessGroup::create("bad/name", 0, 2, ProcessGroupOptions(), &kind);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(kind, ErrorKind::InvalidArgument);
+  EXPECT_TRUE(contains(g.message(), "invalid job name 'bad/name'")) << g.message();
+  g = ProcessGroup::create("ok", 2, 2, ProcessGroupOptions(), &kind);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.message(), "rank 2 is out of range: the job has 2 ranks");
+  ProcessGroupOptions o;
+  o.timeoutSeconds = 0;
+  g = ProcessGroup::create("ok", 0, 2, o, &kind);
+  ASSERT_FALSE(g.ok());
+  EXPECT_TRUE(contains(g.message(), "must be in (0, 1e9] seconds")) << g.message();
+}
+
+// A job of one rank runs in this process, and rank 0's name is taken while
+// its group lives.
+TEST(ProcessExecutorTest, OneRankInProcess) {
+  const std::string name = uniqueJob("one");
+  auto g = ProcessGroup::create(name, 0, 1);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>{"coll-" + name + ".0"});
+  ErrorKind kind = ErrorKind::None;
+  auto again = ProcessGroup::create(name, 0, 1, ProcessGroupOptions(), &kind);
+  ASSERT_FALSE(again.ok());
+  EXPECT_TRUE(contains(again.message(), "is taken by process " + std::to_string(getpid())))
+      << again.message();
+  void *p = (*g)->allocate(1 << 20);
+  ASSERT_NE(p, nullptr);
+  static_cast<char *>(p)[(1 << 20) - 1] = 1;
+  (*g)->deallocate(p);
+  g = Status::error("destroyed");
+  EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>());
+}
+
+} // namespace

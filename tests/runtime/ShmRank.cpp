@@ -1,0 +1,304 @@
+//===- ShmRank.cpp - One rank of a ProcessGroup test job ------------------===//
+//
+// The process that ProcessExecutorTest.cpp starts once per rank: joins a
+// job through ProcessGroup (or the C API), runs a list of calls on a plan
+// and checks this rank's outputs against the reference.
+//
+//   runtime_shm_rank --job J --rank R --nranks N (--plan FILE | --hand-ring DEPTH)
+//                    [--cases all | --count C] [--dtype T] [--op O] [--inplace]
+//                    [--loop K] [--slice E] [--workers W] [--timeout S]
+//                    [--setup-timeout S] [--count-offset K] [--die-after-ms MS]
+//                    [--stop-after-ms MS] [--capi] [--no-check]
+//
+// --die-after-ms and --stop-after-ms send this process SIGKILL or SIGSTOP,
+// from a thread, that many milliseconds after its first call returned (or
+// after it joined, when it makes no call), to play a rank that dies or
+// stalls in the middle of a run.
+// Exit status: 0 every element right, 1 a wrong element, 2 bad usage, 3 an
+// execute() error, 4 a create() error. Errors are printed as
+// "error: <kind>: <message>".
+//
+//===----------------------------------------------------------------------===//
+
+#include "HandPlans.h"
+#include "TestHelpers.h"
+#include "coll/Runtime/PlanIO.h"
+#include "coll/Runtime/ProcessGroup.h"
+#include "coll/coll.h"
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace coll;
+using namespace coll::test;
+
+namespace {
+
+struct Args {
+  std::string job, planPath;
+  int rank = -1, nranks = 0;
+  uint32_t handRingDepth = 0;
+  bool allCases = false;
+  uint64_t count = 1000;
+  DataType type = DataType::Float32;
+  RedOp op = RedOp::Sum;
+  bool inplace = false;
+  uint64_t loop = 1;
+  ProcessGroupOptions options;
+  int64_t countOffset = 0;
+  long dieAfterMs = -1, stopAfterMs = -1;
+  bool capi = false;
+  bool check = true;
+};
+
+int usage(const char *why) {
+  std::fprintf(stderr, "runtime_shm_rank: %s\n", why);
+  return 2;
+}
+
+/// The calls of --cases all: counts 0, 1, 7, 1001 and 100003, in place and
+/// out of place, data types and operators in rotation.
+std::vector<RunCase> allCases(const Plan &plan) {
+  std::vector<RunCase> cases;
+  std::vector<DataType> types = allDataTypes();
+  std::vector<RedOp> ops = opsFor(plan.info.collective);
+  size_t i = 0;
+  for (uint64_t count : {uint64_t(0), uint64_t(1), uint64_t(7), uint64_t(1001), uint64_t(100003)})
+    for (bool inplace : {false, true})
+      for (int k = 0; k < 3; ++k, ++i) {
+        RunCase c;
+        c.count = count;
+        c.inplace = inplace;
+        c.type = types[(i * 7) % types.size()];
+        c.op = ops[i % ops.size()];
+        cases.push_back(c);
+      }
+  return cases;
+}
+
+/// Compares this rank's result of \p c with the reference; "" when right.
+std::string check(const Plan &plan, const RunCase &c, const WorldBuffers &b, uint32_t me) {
+  const PlanInfo &info = plan.info;
+  const uint32_t n = info.nranks;
+  const size_t es = dataTypeSize(c.type);
+  BufferElements e = collectiveBufferElements(info.collective, n, c.count);
+  if (!c.inplace && std::memcmp(b.in[me].data(), b.original[me].data(), e.input * es) != 0)
+    return describe(c) + ": the input was modified";
+  if (!collectiveDefinesOutput(info.collective, info.root, me))
+    return "";
+  std::vector<std::vector<char>> want(n);
+  std::vector<const void *> inputs(n);
+  std::vector<void *> wantPtrs(n);
+  for (uint32_t r = 0; r < n; ++r) {
+    want[r].resize(e.output * es + 1);
+    wantPtrs[r] = want[r].data();
+    inputs[r] = b.original[r].data();
+  }
+  if (Status s = referenceCollective(info.collective, n, info.root, c.count, c.type, c.op, inputs,
+                                     wantPtrs);
+      !s)
+    return describe(c) + ": reference: " + s.message();
+  uint64_t first = 0;
+  uint64_t wrong = countMismatches(c.type, b.recv[me], want[me].data(), e.output, &first);
+  if (!wrong)
+    return "";
+  return describe(c) + ": output element " + std::to_string(first) + " is " +
+         formatElement(c.type, b.recv[me], first) + ", expected " +
+         formatElement(c.type, want[me].data(), first) + " (" + std::to_string(wrong) + " of " +
+         std::to_string(e.output) + " wrong)";
+}
+
+/// The C API's path: join, allocate the buffers in shared memory, run an
+/// allreduce of floats, check it.
+int runCApi(const Args &a, const Plan &plan) {
+  std::vector<uint8_t> bytes = serializePlan(plan);
+  collPlan_t p = nullptr;
+  if (collPlanLoadMemory(bytes.data(), bytes.size(), &p) != collSuccess)
+    return std::fprintf(stderr, "error: collPlanLoadMemory: %s\n", collGetLastError(nullptr)), 3;
+  collShmConfig_t config;
+  collShmConfigInit(&config);
+  config.timeoutSeconds = a.options.timeoutSeconds;
+  config.setupTimeoutSeconds = a.options.setupTimeoutSeconds;
+  collComm_t comm = nullptr;
+  collResult_t res = collCommInitRankShm(a.job.c_str(), a.nranks, a.rank, &config, &comm);
+  if (res != collSuccess) {
+    std::fprintf(stderr, "error: %s: %s\n", collGetErrorString(res), collGetLastError(nullptr));
+    collPlanFree(p);
+    return 4;
+  }
+  int rank = -1, count = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &count);
+  const size_t n = size_t(a.count);
+  float *send = nullptr, *recv = nullptr;
+  int status = 0;
+  if (collMemAlloc(comm, n * sizeof(float), reinterpret_cast<void **>(&send)) != collSuccess ||
+      collMemAlloc(comm, n * sizeof(float), reinterpret_cast<void **>(&recv)) != collSuccess) {
+    std::fprintf(stderr, "error: collMemAlloc: %s\n", collGetLastError(nullptr));
+    status = 3;
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      send[i] = float((i % 1000) * size_t(count) + size_t(rank));
+    res = collExecute(send, recv, n, collFloat32, collSum, p, comm);
+    if (res != collSuccess) {
+      std::fprintf(stderr, "error: %s: %s\n", collGetErrorString(res), collGetLastError(comm));
+      status = 3;
+    }
+    for (size_t i = 0; status == 0 && i < n; ++i) {
+      float want =
+          float((i % 1000) * size_t(count) * size_t(count) + size_t(count * (count - 1) / 2));
+      if (recv[i] != want) {
+        std::fprintf(stderr, "rank %d: element %zu is %g, expected %g\n", rank, i, recv[i], want);
+        status = 1;
+      }
+    }
+  }
+  collMemFree(comm, send);
+  collMemFree(comm, recv);
+  collCommDestroy(comm);
+  collPlanFree(p);
+  return status;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto next = [&]() -> const char * { return i + 1 < argc ? argv[++i] : ""; };
+    if (s == "--job")
+      a.job = next();
+    else if (s == "--rank")
+      a.rank = std::atoi(next());
+    else if (s == "--nranks")
+      a.nranks = std::atoi(next());
+    else if (s == "--plan")
+      a.planPath = next();
+    else if (s == "--hand-ring")
+      a.handRingDepth = uint32_t(std::atoi(next()));
+    else if (s == "--cases")
+      a.allCases = std::string(next()) == "all";
+    else if (s == "--count")
+      a.count = std::strtoull(next(), nullptr, 10);
+    else if (s == "--dtype") {
+      if (!parseDataType(next(), a.type))
+        return usage("bad --dtype");
+    } else if (s == "--op") {
+      if (!parseRedOp(next(), a.op))
+        return usage("bad --op");
+    } else if (s == "--inplace")
+      a.inplace = true;
+    else if (s == "--loop")
+      a.loop = std::strtoull(next(), nullptr, 10);
+    else if (s == "--slice")
+      a.options.sliceElements = std::strtoull(next(), nullptr, 10);
+    else if (s == "--workers")
+      a.options.workers = uint32_t(std::atoi(next()));
+    else if (s == "--timeout")
+      a.options.timeoutSeconds = std::atof(next());
+    else if (s == "--setup-timeout")
+      a.options.setupTimeoutSeconds = std::atof(next());
+    else if (s == "--count-offset")
+      a.countOffset = std::atoll(next());
+    else if (s == "--die-after-ms")
+      a.dieAfterMs = std::atol(next());
+    else if (s == "--stop-after-ms")
+      a.stopAfterMs = std::atol(next());
+    else if (s == "--capi")
+      a.capi = true;
+    else if (s == "--no-check")
+      a.check = false;
+    else
+      return usage(("unknown argument " + s).c_str());
+  }
+  if (a.job.empty() || a.rank < 0 || a.nranks < 1)
+    return usage("--job, --rank and --nranks are needed");
+
+  Plan plan;
+  if (!a.planPath.empty()) {
+    Result<Plan> p = loadPlanFile(a.planPath);
+    if (!p) {
+      std::fprintf(stderr, "error: %s\n", p.message().c_str());
+      return 2;
+    }
+    plan = std::move(*p);
+  } else {
+    plan = ringAllReduce(uint32_t(a.nranks), a.handRingDepth ? a.handRingDepth : 2);
+  }
+
+  if (a.capi)
+    return runCApi(a, plan);
+
+  bool timerStarted = false;
+  auto startTimer = [&] {
+    if (timerStarted || (a.dieAfterMs < 0 && a.stopAfterMs < 0))
+      return;
+    timerStarted = true;
+    long ms = a.dieAfterMs >= 0 ? a.dieAfterMs : a.stopAfterMs;
+    int sig = a.dieAfterMs >= 0 ? SIGKILL : SIGSTOP;
+    std::thread([ms, sig] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      kill(getpid(), sig);
+    }).detach();
+  };
+  if (a.loop == 0)
+    startTimer(); // Dies while it waits for its peers.
+  ErrorKind kind = ErrorKind::None;
+  auto group = ProcessGroup::create(a.job, a.rank, a.nranks, a.options, &kind);
+  if (!group) {
+    std::fprintf(stderr, "error: %s: %s\n", errorKindName(kind), group.message().c_str());
+    return 4;
+  }
+  ProcessGroup &g = **group;
+
+  std::vector<RunCase> cases;
+  if (a.allCases) {
+    cases = allCases(plan);
+  } else {
+    RunCase c;
+    c.count = a.count;
+    c.type = a.type;
+    c.op = a.op;
+    c.inplace = a.inplace;
+    cases.push_back(c);
+  }
+  const uint32_t me = uint32_t(a.rank);
+  int status = 0;
+  // Without checks the buffers are made once, and the loop spends its time
+  // in execute().
+  std::vector<WorldBuffers> buffers(cases.size());
+  for (uint64_t iter = 0; iter < a.loop && status == 0; ++iter)
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const RunCase &c = cases[i];
+      WorldBuffers &b = buffers[i];
+      if (a.check || iter == 0)
+        makeBuffers(plan, c, b);
+      uint64_t count = uint64_t(int64_t(c.count) + a.countOffset);
+      Status s = g.execute(plan, b.send[me], b.recv[me], count, c.type, c.op);
+      startTimer();
+      if (!s) {
+        std::fprintf(stderr, "error: %s: %s\n", errorKindName(g.lastErrorKind()),
+                     s.message().c_str());
+        status = 3;
+        break;
+      }
+      if (!a.check)
+        continue;
+      if (std::string err = check(plan, c, b, me); !err.empty()) {
+        std::fprintf(stderr, "rank %u: %s\n", me, err.c_str());
+        status = 1;
+        break;
+      }
+    }
+  if (status == 0)
+    std::printf("rank %u: %zu calls right\n", me, size_t(a.loop) * cases.size());
+  return status;
+}
