@@ -96,6 +96,52 @@ __global__ void __launch_bounds__(kThreads)
     c[i] = add4(a[i], b[i]);
 }
 
+/// How one side of a flag ping-pong publishes and waits.
+enum class FlagMode { ReleaseAcquire, FencedRelaxed, FencedRelaxedBarrier, FencedRelaxedTimer };
+
+/// CTA 0 and CTA 1 pass a counter back and forth \p rounds times; thread 0
+/// of each polls and publishes the way the interpreter does (FencedRelaxed:
+/// fence.acq_rel + st.relaxed / ld.relaxed + fence.acq_rel; with Barrier:
+/// plus block-wide barriers on each side; with Timer: plus a read of the
+/// global timer before each poll loop, as the timeout needs).
+__global__ void pingPong(uint64_t *flags, uint32_t rounds, FlagMode mode) {
+  uint64_t *mine = flags + 16 * blockIdx.x, *theirs = flags + 16 * (1 - blockIdx.x);
+  for (uint32_t i = 0; i < rounds; ++i) {
+    uint64_t want = 2 * i + 1 + blockIdx.x; // CTA 0 publishes odd, CTA 1 even values.
+    if (threadIdx.x == 0 && (blockIdx.x == 1 || i > 0)) {
+      uint64_t expect = want - 1, v;
+      if (mode == FlagMode::FencedRelaxedTimer) {
+        uint64_t t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (t == 0)
+          flags[40] = t;
+      }
+      if (mode == FlagMode::ReleaseAcquire) {
+        do
+          asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(theirs) : "memory");
+        while (v < expect);
+      } else {
+        do
+          asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(theirs) : "memory");
+        while (v < expect);
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+      }
+    }
+    if (mode == FlagMode::FencedRelaxedBarrier)
+      __syncthreads_or(0);
+    if (threadIdx.x == 0) {
+      if (mode == FlagMode::ReleaseAcquire) {
+        asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(mine), "l"(want) : "memory");
+      } else {
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+        asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(mine), "l"(want) : "memory");
+      }
+    }
+    if (mode == FlagMode::FencedRelaxedBarrier)
+      __syncthreads();
+  }
+}
+
 __global__ void emptyKernel() {}
 
 /// Milliseconds per call of \p f, over \p iters calls after a warm-up.
@@ -236,7 +282,58 @@ int main(int argc, char **argv) {
     });
     std::printf("%-48s %8.1f\n", "empty kernel, cooperative, 56 CTAs", coop);
   }
+  {
+    uint64_t *flags;
+    check(cudaMalloc(&flags, 4096), "cudaMalloc");
+    const uint32_t rounds = 10000;
+    struct M {
+      FlagMode mode;
+      uint32_t threads;
+      const char *name;
+    };
+    for (M m : {M{FlagMode::ReleaseAcquire, 32, "flag hop: st.release / ld.acquire"},
+                M{FlagMode::FencedRelaxed, 32, "flag hop: fence + relaxed (the kernel's)"},
+                M{FlagMode::FencedRelaxedBarrier, 512, "flag hop: fenced + 512-thread barriers"},
+                M{FlagMode::FencedRelaxedBarrier, 64, "flag hop: fenced + 64-thread barriers"},
+                M{FlagMode::FencedRelaxedTimer, 32, "flag hop: fenced + global timer read"}}) {
+      double ms = timeMs(3, [&] {
+        cudaMemsetAsync(flags, 0, 4096);
+        pingPong<<<2, m.threads>>>(flags, rounds, m.mode);
+      });
+      std::printf("%-48s %8.2f\n", m.name, ms * 1e3 / (2.0 * rounds));
+    }
+    cudaFree(flags);
+  }
   if (!planDir.empty()) {
+    for (uint32_t threads : {64u, 128u, 256u}) {
+      for (const char *name : {"ring_allreduce_n8", "allpairs_allreduce_n8"}) {
+        Result<Plan> plan = loadPlanFile(planDir + "/" + name + ".bin");
+        if (!plan)
+          continue;
+        DeviceOptions lo;
+        lo.threadsPerBlock = threads;
+        auto world = DeviceWorld::create(*plan, lo);
+        check(world.getStatus(), name);
+        std::vector<const void *> in(8);
+        std::vector<void *> out(8);
+        for (uint32_t r = 0; r < 8; ++r) {
+          in[r] = a + r * 8192;
+          out[r] = c + r * 8192;
+        }
+        double pipelined =
+            timeMs(2000,
+                   [&] {
+                     check((*world)->launch(in, out, 1024, DataType::Float32, RedOp::Sum),
+                           "launch");
+                   }) *
+            1e3;
+        check((*world)->wait(), name);
+        std::printf(
+            "%-48s %8s %8.1f\n",
+            (std::string(name) + ", 4 KiB, " + std::to_string(threads) + " threads").c_str(), "",
+            pipelined);
+      }
+    }
     for (std::string name :
          {"allpairs_allreduce_n8", "ring_allreduce_n8", "allpairs_allreduce_n8 plain",
           "ring_allreduce_n8 plain", "allpairs_allreduce_n2 plain"}) {

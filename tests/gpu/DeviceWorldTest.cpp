@@ -29,6 +29,7 @@
 #include <cstring>
 #include <cuda_runtime_api.h>
 #include <dirent.h>
+#include <fstream>
 #include <gtest/gtest.h>
 #include <regex>
 #include <string>
@@ -380,6 +381,8 @@ TEST(DeviceWorld, ArgumentErrors) {
   EXPECT_EQ(s.message(), "the plan has 2 ranks but 1 send and 1 receive buffers were given");
   s = (*world)->run({a, nullptr}, {a, a}, 10, DataType::Float32, RedOp::Sum);
   EXPECT_EQ(s.message(), "rank 1 has a null send buffer");
+  s = (*world)->run({a, a}, {a, static_cast<char *>(a) + 2}, 10, DataType::Float32, RedOp::Sum);
+  EXPECT_EQ(s.message(), "rank 1's receive buffer is not aligned to its 4-byte elements");
   s = (*world)->run({a, a}, {a, a}, 10, DataType(200), RedOp::Sum);
   EXPECT_EQ(s.message(), "invalid data type 200 or operator 0");
   EXPECT_TRUE(
@@ -572,6 +575,32 @@ TEST_P(PlanSweep, EveryTypeOpCountAndPlacement) {
               GetParam().c_str(), runs, failures, skipped, double(arena.size()) / (1ull << 30),
               seconds);
   EXPECT_EQ(failures, 0u);
+}
+
+/// coll-run --ranks-as gpu checks a plan end to end, in place and out.
+TEST(CollRun, RanksAsGpu) {
+  REQUIRE_GPU();
+#ifndef COLL_RUN_PATH
+  GTEST_SKIP() << "coll-run is not built";
+#else
+  std::string plan = planDir() + "/ring_allreduce_n4.bin";
+  if (planDir().empty() || !std::ifstream(plan))
+    GTEST_SKIP() << "no compiled plans";
+  for (const char *extra : {"", " --inplace", " --dtype bf16 --op avg"}) {
+    std::string cmd = std::string(COLL_RUN_PATH) + " " + plan +
+                      " --ranks-as gpu --size 1M --iters 3" + extra + " 2>&1";
+    FILE *pipe = popen(cmd.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string out;
+    char buf[256];
+    while (size_t n = fread(buf, 1, sizeof buf, pipe))
+      out.append(buf, n);
+    int status = pclose(pipe);
+    EXPECT_EQ(status, 0) << cmd << "\n" << out;
+    EXPECT_NE(out.find("# ranks as gpu (one device)"), std::string::npos) << out;
+    EXPECT_TRUE(std::regex_search(out, std::regex(" 0\n$"))) << out; // No wrong element.
+  }
+#endif
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, PlanSweep, testing::ValuesIn(planNames()),

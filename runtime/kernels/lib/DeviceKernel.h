@@ -337,6 +337,10 @@ public:
       recv = k.fifos[tb.recvFifo];
     sent = k.sliceBase * tb.sendsPerSlice;
     received = k.sliceBase * tb.recvsPerSlice;
+    // Slot indices follow the counters; one 64-bit division per CTA here,
+    // none per step.
+    sendSlot = tb.sendFifo >= 0 ? uint32_t(sent % send.depth) : 0;
+    recvSlot = tb.recvFifo >= 0 ? uint32_t(received % recv.depth) : 0;
   }
 
   // Memory.
@@ -368,7 +372,7 @@ public:
     const uint64_t want = received + 1;
     WaitResult r = waitUntil(
         recv.tail, [&](uint64_t v) { return v >= want; }, want);
-    slot = recv.slots + (received % recv.depth) * recv.slotBytes;
+    slot = recv.slots + recvSlot * recv.slotBytes;
     return r;
   }
 
@@ -377,12 +381,18 @@ public:
     const uint64_t need = sent + 1 > send.depth ? sent + 1 - send.depth : 0;
     WaitResult r = waitUntil(
         send.head, [&](uint64_t v) { return v >= need; }, need);
-    slot = send.slots + (sent % send.depth) * send.slotBytes;
+    slot = send.slots + sendSlot * send.slotBytes;
     return r;
   }
 
-  __device__ void releaseRecv() { publish(recv.head, ++received); }
-  __device__ void publishSend() { publish(send.tail, ++sent); }
+  __device__ void releaseRecv() {
+    recvSlot = recvSlot + 1 == recv.depth ? 0 : recvSlot + 1;
+    publish(recv.head, ++received);
+  }
+  __device__ void publishSend() {
+    sendSlot = sendSlot + 1 == send.depth ? 0 : sendSlot + 1;
+    publish(send.tail, ++sent);
+  }
   __device__ void markProgress(uint64_t slice, uint32_t step) {
     publish(k.progress + uint64_t(block) * k.progressStride,
             (k.sliceBase + slice) * tb.numSteps + step + 1);
@@ -504,6 +514,7 @@ private:
   char *buffers[3];
   FifoDesc send, recv;
   uint64_t sent = 0, received = 0;
+  uint32_t sendSlot = 0, recvSlot = 0; ///< sent % depth, received % depth.
   uint64_t lastObserved = 0, lastExpected = 0;
   bool fenced = false;
 };

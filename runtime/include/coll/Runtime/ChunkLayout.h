@@ -67,20 +67,32 @@ struct ChunkLayout {
     return l;
   }
 
+  // The divisions below run in 32 bits whenever the operands fit (they
+  // always do for chunk counts below 2^16): a GPU has no 64-bit divider,
+  // and every step of the interpreter computes several chunk bounds.
+
   /// floor(i * U / C) for 0 <= i <= C, without overflowing 64 bits:
   /// i*U = i*q*C + i*r, and i*r < C*C.
   COLL_HOST_DEVICE uint64_t split(uint64_t i) const {
+    if (chunksPerUnit <= 0xffff) // i*r < C*C < 2^32.
+      return i * quotient + uint32_t(uint32_t(i) * uint32_t(remainder)) / uint32_t(chunksPerUnit);
     return i * quotient + (i * remainder) / chunksPerUnit;
   }
 
   /// First element of chunk \p j of a user buffer.
   COLL_HOST_DEVICE uint64_t chunkBegin(uint64_t j) const {
+    if (j <= 0xffffffffu && chunksPerUnit <= 0xffffffffu) {
+      uint32_t j32 = uint32_t(j), c32 = uint32_t(chunksPerUnit);
+      return uint64_t(j32 / c32) * unit + split(j32 % c32);
+    }
     return (j / chunksPerUnit) * unit + split(j % chunksPerUnit);
   }
 
   /// Elements of chunk \p j of a user buffer.
   COLL_HOST_DEVICE uint64_t chunkSize(uint64_t j) const {
-    uint64_t i = j % chunksPerUnit;
+    uint64_t i = j <= 0xffffffffu && chunksPerUnit <= 0xffffffffu
+                     ? uint32_t(j) % uint32_t(chunksPerUnit)
+                     : j % chunksPerUnit;
     return split(i + 1) - split(i);
   }
 

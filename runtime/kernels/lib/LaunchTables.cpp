@@ -1,0 +1,227 @@
+//===- LaunchTables.cpp - Host pieces shared by the CUDA executors --------===//
+
+#include "LaunchTables.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+namespace coll::kernels {
+
+bool planWritesInput(const RankPlan &rp) {
+  for (const Threadblock &tb : rp.threadblocks)
+    for (const Instruction &in : tb.steps)
+      if (opcodeFlags(in.op).writeDst && in.dstBuf == BufferKind::Input)
+        return true;
+  return false;
+}
+
+LaunchTables buildLaunchTables(const PlanInfo &info, const std::vector<RankSection> &sections) {
+  LaunchTables t;
+  // Receive FIFOs by (receiver, sender, channel), in the order of their
+  // receiving threadblocks.
+  std::map<std::tuple<uint32_t, int32_t, uint32_t>, int32_t> recvFifo;
+  std::map<uint32_t, uint32_t> sectionOf;
+  uint32_t maxSteps = 0;
+  for (uint32_t s = 0; s < sections.size(); ++s) {
+    const RankPlan &rp = *sections[s].plan;
+    sectionOf[sections[s].rank] = s;
+    t.writesInput.push_back(planWritesInput(rp));
+    uint32_t first = uint32_t(t.tbs.size());
+    for (uint32_t b = 0; b < rp.threadblocks.size(); ++b) {
+      const Threadblock &tb = rp.threadblocks[b];
+      TbDesc d;
+      d.rank = s;
+      d.tb = b;
+      d.rankFirst = first;
+      d.numSteps = uint32_t(tb.steps.size());
+      d.stepsBegin = t.steps.size();
+      d.depsBegin = t.deps.size();
+      uint32_t maxRecv = 0;
+      for (const Instruction &in : tb.steps) {
+        OpcodeFlags f = opcodeFlags(in.op);
+        d.sendsPerSlice += f.send;
+        d.recvsPerSlice += f.recv;
+        if (f.recv)
+          maxRecv = std::max(maxRecv, in.count);
+      }
+      if (tb.recvPeer >= 0 && d.recvsPerSlice > 0) {
+        d.recvFifo = int32_t(t.fifos.size());
+        recvFifo[{sections[s].rank, tb.recvPeer, tb.channel}] = d.recvFifo;
+        FifoDesc f;
+        f.depth = info.connectionDepth;
+        t.fifos.push_back(f);
+        t.fifoMaxCount.push_back(std::max<uint32_t>(maxRecv, 1));
+        t.fifoBlock.push_back(uint32_t(t.tbs.size()));
+      }
+      maxSteps = std::max(maxSteps, d.numSteps);
+      t.steps.insert(t.steps.end(), tb.steps.begin(), tb.steps.end());
+      t.deps.insert(t.deps.end(), tb.deps.begin(), tb.deps.end());
+      t.tbs.push_back(d);
+    }
+  }
+  t.numRecvFifos = uint32_t(t.fifos.size());
+
+  // Senders: the receiver's FIFO when it is in the launch, else a FIFO of
+  // their own to be mapped onto the peer's memory.
+  for (uint32_t block = 0; block < t.tbs.size(); ++block) {
+    TbDesc &d = t.tbs[block];
+    const RankSection &sec = sections[d.rank];
+    const Threadblock &tb = sec.plan->threadblocks[d.tb];
+    if (tb.sendPeer < 0 || d.sendsPerSlice == 0)
+      continue;
+    if (sectionOf.count(uint32_t(tb.sendPeer))) {
+      auto it = recvFifo.find({uint32_t(tb.sendPeer), int32_t(sec.rank), tb.channel});
+      if (it != recvFifo.end())
+        d.sendFifo = it->second;
+      continue;
+    }
+    RemoteSend rs;
+    rs.fifo = uint32_t(t.fifos.size());
+    rs.block = block;
+    rs.peer = uint32_t(tb.sendPeer);
+    rs.channel = tb.channel;
+    for (const Instruction &in : tb.steps)
+      if (opcodeFlags(in.op).send)
+        rs.maxCount = std::max(rs.maxCount, in.count);
+    FifoDesc f;
+    f.depth = info.connectionDepth;
+    t.fifos.push_back(f);
+    t.fifoMaxCount.push_back(rs.maxCount);
+    d.sendFifo = int32_t(rs.fifo);
+    t.remoteSends.push_back(rs);
+  }
+  t.sharedSteps = std::min(maxSteps, kMaxSharedSteps);
+  return t;
+}
+
+SliceShape sliceShape(uint64_t count, uint32_t chunks, uint64_t sliceBytes, uint64_t elementBytes) {
+  SliceShape s;
+  ChunkLayout layout = ChunkLayout::make(count, chunks, 1);
+  uint64_t sliceElems = std::max<uint64_t>(1, sliceBytes / elementBytes);
+  s.layout = ChunkLayout::make(count, chunks, std::min(sliceElems, layout.maxChunk));
+  s.pieceStride = roundUp(s.layout.sliceElements * elementBytes, 16);
+  return s;
+}
+
+uint64_t maxPieceStride(uint64_t sliceBytes) {
+  // A slice holds at least one element (at most 8 bytes), and never more
+  // than sliceBytes once that is at least one element.
+  return roundUp(std::max<uint64_t>(sliceBytes, 8), 16);
+}
+
+namespace {
+
+bool overlaps(const char *a, uint64_t aBytes, const char *b, uint64_t bBytes) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
+}
+
+} // namespace
+
+bool isInPlaceCall(CollectiveKind kind, uint32_t rank, const char *in, const char *out,
+                   uint64_t unitBytes) {
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+  case CollectiveKind::Broadcast:
+  case CollectiveKind::Reduce:
+    return in == out;
+  case CollectiveKind::AllGather:
+    return in == out + rank * unitBytes;
+  case CollectiveKind::ReduceScatter:
+    return out == in + rank * unitBytes;
+  default:
+    return false;
+  }
+}
+
+RankBinding bindRankBuffers(CollectiveKind kind, bool inplacePlan, bool writesInput, uint32_t rank,
+                            const void *sendbuf, void *recvbuf, uint64_t inBytes, uint64_t outBytes,
+                            uint64_t unitBytes, char *privateCopy) {
+  RankBinding b;
+  char *in = static_cast<char *>(const_cast<void *>(sendbuf));
+  char *out = static_cast<char *>(recvbuf);
+  const bool alias = isInPlaceCall(kind, rank, in, out, unitBytes);
+  const bool overlap = overlaps(in, inBytes, out, outBytes);
+  b.needsPrivateCopy = inplacePlan ? !alias && (overlap || kind == CollectiveKind::ReduceScatter)
+                                   : overlap || writesInput;
+  auto snapshot = [&]() -> char * {
+    b.before.push_back({privateCopy, in, inBytes});
+    return privateCopy;
+  };
+  b.input = in;
+  b.output = out;
+  if (!inplacePlan) {
+    // An out-of-place plan whose input overlaps its output, or which writes
+    // its input, runs on a copy of the input.
+    if (b.needsPrivateCopy)
+      b.input = snapshot();
+  } else if (!alias) {
+    // An in-place plan called out of place: the input goes to its alias
+    // position in the output (through a copy when they overlap);
+    // reducescatter runs in a copy of the input and copies block r out.
+    const char *src = overlap ? snapshot() : in;
+    switch (kind) {
+    case CollectiveKind::AllGather:
+      b.before.push_back({out + rank * unitBytes, src, unitBytes});
+      b.input = out + rank * unitBytes;
+      break;
+    case CollectiveKind::ReduceScatter:
+      if (!overlap)
+        snapshot();
+      b.input = privateCopy;
+      b.output = privateCopy + rank * unitBytes;
+      b.after.push_back({out, b.output, unitBytes});
+      break;
+    default:
+      b.before.push_back({out, src, unitBytes});
+      b.input = out;
+      break;
+    }
+  }
+  return b;
+}
+
+Status describeDeviceFailure(const DeviceError &e, const LaunchTables &tables,
+                             const std::vector<RankSection> &sections, uint32_t depth,
+                             double timeoutSeconds) {
+  if (e.block >= tables.tbs.size() || tables.tbs[e.block].rank >= sections.size())
+    return Status::error("the device reported a failure of an unknown threadblock");
+  const TbDesc &d = tables.tbs[e.block];
+  const RankSection &sec = sections[d.rank];
+  const Threadblock &tb = sec.plan->threadblocks[d.tb];
+  const char *mnemonic = e.step < tb.steps.size() ? opcodeInfo(tb.steps[e.step].op).mnemonic : "?";
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", timeoutSeconds);
+  std::string what;
+  switch (WaitKind(e.waitKind)) {
+  case WaitKind::Dependency:
+    what = cat("threadblock ", e.depTb, " to finish step ", e.depStep);
+    break;
+  case WaitKind::RecvMessage:
+    what = cat("message ", e.expected - e.sliceBase * d.recvsPerSlice, " from rank ", tb.recvPeer,
+               " on channel ", tb.channel);
+    break;
+  case WaitKind::SendSlot: {
+    uint64_t base = e.sliceBase * d.sendsPerSlice;
+    what = cat("a free slot to rank ", tb.sendPeer, " on channel ", tb.channel, " (all ", depth,
+               " slots full: ", e.expected + depth - 1 - base, " messages sent, ",
+               e.observed >= base ? e.observed - base : 0, " taken)");
+    break;
+  }
+  case WaitKind::None:
+    what = "nothing";
+    break;
+  }
+  std::string msg =
+      cat("rank ", sec.rank, " threadblock ", d.tb, " step ", e.step, " (", mnemonic, ", slice ",
+          e.slice, "): timed out after ", seconds, " s on the GPU waiting for ", what);
+  if (e.failedCtas > 1)
+    msg += cat("; ", e.failedCtas - 1, " more threadblocks timed out");
+  if (e.abortedCtas)
+    msg += cat("; ", e.abortedCtas, " stopped with it");
+  return Status::error(msg);
+}
+
+} // namespace coll::kernels

@@ -1,0 +1,181 @@
+//===- LaunchTables.h - Host pieces shared by the CUDA executors -*- C++ -*-===//
+/// \file
+/// What DeviceWorld (every rank on one GPU) and NcclCommunicator (one rank
+/// per GPU) share on the host: the kernel's tables for a set of ranks, the
+/// slice shape of a launch, how a rank's buffers are bound to the plan's
+/// Input and Output (LocalWorld's in-place rules, coll/Runtime/Executor.h),
+/// the text of a device-side failure, and small CUDA helpers. Everything
+/// but the helpers at the end is pure host logic.
+//===----------------------------------------------------------------------===//
+#ifndef COLL_KERNELS_LIB_LAUNCHTABLES_H
+#define COLL_KERNELS_LIB_LAUNCHTABLES_H
+
+#include "DeviceKernel.h"
+#include "coll/Runtime/Plan.h"
+#include "coll/Runtime/Status.h"
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace coll::kernels {
+
+template <typename... Args> std::string cat(const Args &...args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+inline uint64_t roundUp(uint64_t x, uint64_t a) {
+  return (x + a - 1) / a * a;
+}
+
+/// 64-byte spacing of counters, so that neighbours do not share a line.
+constexpr uint32_t kCounterStride = 8;
+/// Programs of up to this many steps run from shared memory.
+constexpr uint32_t kMaxSharedSteps = (40u << 10) / sizeof(Instruction);
+
+/// One rank of a launch: its number in the plan and its section.
+struct RankSection {
+  uint32_t rank = 0;
+  const RankPlan *plan = nullptr;
+};
+
+/// A connection whose receiving end is not among the launch's ranks: its
+/// FIFO lives in another GPU's memory (NcclCommunicator fills it in).
+struct RemoteSend {
+  uint32_t fifo = 0;     ///< In LaunchTables::fifos.
+  uint32_t block = 0;    ///< The sending CTA.
+  uint32_t peer = 0;     ///< The receiving rank.
+  uint32_t channel = 0;  ///< The connection's channel.
+  uint32_t maxCount = 1; ///< Chunks of the largest message sent.
+};
+
+/// The kernel's tables for a set of ranks, in their order: threadblocks rank
+/// by rank (TbDesc::rank is the index in the sections, which is where the
+/// launch's buffer table holds that rank's buffers), their instructions and
+/// dependencies concatenated, and one FIFO per receiving threadblock, which
+/// the sender on the other end of the connection shares. FIFO pointers and
+/// slot sizes are left for the executor.
+struct LaunchTables {
+  std::vector<TbDesc> tbs;
+  std::vector<Instruction> steps;
+  std::vector<Dependency> deps;
+  std::vector<FifoDesc> fifos;        ///< Receive FIFOs, then RemoteSend ones.
+  std::vector<uint32_t> fifoMaxCount; ///< Chunks of the largest message.
+  std::vector<uint32_t> fifoBlock;    ///< The receiving CTA (receive FIFOs).
+  uint32_t numRecvFifos = 0;          ///< fifos[0, numRecvFifos) are receive FIFOs.
+  std::vector<RemoteSend> remoteSends;
+  std::vector<bool> writesInput; ///< Per section: a step writes its Input.
+  uint32_t sharedSteps = 0;      ///< Steps held in shared memory per CTA.
+};
+
+/// Tables for \p sections of a plan with \p info (validated). A send to a
+/// rank in \p sections uses that rank's receive FIFO; a send to any other
+/// rank gets a FIFO of its own, listed in LaunchTables::remoteSends.
+LaunchTables buildLaunchTables(const PlanInfo &info, const std::vector<RankSection> &sections);
+
+/// Whether a step of \p rp writes the Input buffer.
+bool planWritesInput(const RankPlan &rp);
+
+/// How a launch of \p count elements of \p elementBytes moves through the
+/// plan's \p chunks chunks: slices of at most \p sliceBytes, no larger than
+/// the largest chunk, and the 16-byte aligned stride between the pieces of
+/// one message in a FIFO slot.
+struct SliceShape {
+  ChunkLayout layout;
+  uint64_t pieceStride = 0;
+};
+SliceShape sliceShape(uint64_t count, uint32_t chunks, uint64_t sliceBytes, uint64_t elementBytes);
+/// The largest pieceStride of sliceShape() for \p sliceBytes, any count
+/// and any data type.
+uint64_t maxPieceStride(uint64_t sliceBytes);
+
+/// A device-to-device copy on the launch's stream.
+struct StagingCopy {
+  char *to = nullptr;
+  const char *from = nullptr;
+  uint64_t bytes = 0;
+};
+
+/// How one rank's user buffers are bound to the plan's Input and Output
+/// (LocalWorld's rules, Executor.h).
+struct RankBinding {
+  /// The run needs a private copy of the input (inputBytes).
+  bool needsPrivateCopy = false;
+  char *input = nullptr;
+  char *output = nullptr;
+  std::vector<StagingCopy> before; ///< In order, before the kernel.
+  std::vector<StagingCopy> after;  ///< After the kernel (the result, copied out).
+};
+
+/// Whether \p rank's buffers are \p kind's in-place alias for a per-rank
+/// unit of \p unitBytes.
+bool isInPlaceCall(CollectiveKind kind, uint32_t rank, const char *in, const char *out,
+                   uint64_t unitBytes);
+
+/// Binds \p rank's \p sendbuf (\p inBytes) and \p recvbuf (\p outBytes) for
+/// a plan of \p kind, in place or not (\p inplacePlan), that writes its
+/// input or not; \p unitBytes is the user's count in bytes and
+/// \p privateCopy is where a private copy of the input goes (may be null
+/// when only needsPrivateCopy is wanted).
+RankBinding bindRankBuffers(CollectiveKind kind, bool inplacePlan, bool writesInput, uint32_t rank,
+                            const void *sendbuf, void *recvbuf, uint64_t inBytes, uint64_t outBytes,
+                            uint64_t unitBytes, char *privateCopy);
+
+/// The message of device-side failure \p e of a launch of \p tables built
+/// for \p sections (connections of \p depth slots, waits of
+/// \p timeoutSeconds): the rank, threadblock, step, slice and what it
+/// waited for.
+Status describeDeviceFailure(const DeviceError &e, const LaunchTables &tables,
+                             const std::vector<RankSection> &sections, uint32_t depth,
+                             double timeoutSeconds);
+
+//===----------------------------------------------------------------------===//
+// CUDA helpers
+//===----------------------------------------------------------------------===//
+
+inline std::string cudaText(cudaError_t err) {
+  return cat(cudaGetErrorName(err), ": ", cudaGetErrorString(err));
+}
+
+/// Device memory that grows on demand and is freed with its owner.
+struct DeviceBuffer {
+  char *ptr = nullptr;
+  uint64_t bytes = 0;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer() { release(); }
+  void release() {
+    if (ptr)
+      cudaFree(ptr);
+    ptr = nullptr;
+    bytes = 0;
+  }
+  /// At least \p n bytes; the contents are lost when it grows.
+  cudaError_t reserve(uint64_t n) {
+    if (n <= bytes && ptr)
+      return cudaSuccess;
+    release();
+    cudaError_t err = cudaMalloc(&ptr, n ? n : 1);
+    if (err == cudaSuccess)
+      bytes = n;
+    else
+      ptr = nullptr;
+    return err;
+  }
+  template <class T> T *as() const { return reinterpret_cast<T *>(ptr); }
+};
+
+template <class T> cudaError_t upload(DeviceBuffer &buf, const std::vector<T> &v) {
+  if (cudaError_t err = buf.reserve(v.size() * sizeof(T)))
+    return err;
+  return v.empty() ? cudaSuccess
+                   : cudaMemcpy(buf.ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
+}
+
+} // namespace coll::kernels
+
+#endif // COLL_KERNELS_LIB_LAUNCHTABLES_H

@@ -1,0 +1,643 @@
+//===- NcclCommunicator.cpp - One rank per GPU over an NCCL comm ----------===//
+//
+// Setup (collective, every step a function of what all ranks sent, so that
+// the ranks stop together):
+//  1. Each rank prepares its part alone: its section of the plan, the
+//     kernel's tables, its connection memory (zeroed), an IPC handle.
+//  2. Hellos (ncclAllGather of a fixed-size record): the plan's identity,
+//     the slice size, the handle, whether step 1 failed.
+//  3. Connection entries (ncclAllGather, padded to the largest): where each
+//     rank's FIFOs and counters sit in its memory; every connection is
+//     matched with its other end.
+//  4. Each rank maps the peers it talks to and uploads its FIFO table.
+//  5. A last ncclAllGather of "ok" flags: a rank that failed in step 4
+//     takes every rank with it.
+//
+// Connection memory of a rank (one cudaMalloc, exported with CUDA IPC):
+// for receive FIFO i, its tail counter at line 2i and a head counter at
+// line 2i+1 (used when the sender is this rank; otherwise the head lives in
+// the sender's memory, where the sender polls it); for remote send j, its
+// head counter at line 2R+j (R receive FIFOs); then the slots of each
+// receive FIFO, sized for the largest slice, so that the layout does not
+// depend on a launch's count and a sender's next launch never writes where
+// the receiver's current one still reads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/Kernels/NcclCommunicator.h"
+
+#include "DeviceKernel.h"
+#include "LaunchTables.h"
+#include "NcclSetup.h"
+#include "coll/Runtime/Executor.h"
+#include "coll/Runtime/PlanIO.h"
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+#include <thread>
+#include <unistd.h>
+
+namespace coll {
+
+using namespace kernels;
+
+namespace {
+
+/// Makes \p device current for a scope, then restores the caller's.
+class DeviceScope {
+public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&previous) != cudaSuccess)
+      previous = -1;
+    if (previous != device)
+      cudaSetDevice(device);
+  }
+  ~DeviceScope() {
+    if (previous >= 0)
+      cudaSetDevice(previous);
+  }
+  DeviceScope(const DeviceScope &) = delete;
+  DeviceScope &operator=(const DeviceScope &) = delete;
+
+private:
+  int previous = -1;
+};
+
+/// Equal for every rank of this process, different across processes.
+uint64_t processToken() {
+  static const uint64_t token = [] {
+    std::random_device rd;
+    return (uint64_t(uint32_t(getpid())) << 32) ^ uint64_t(rd());
+  }();
+  return token;
+}
+
+std::string ncclText(ncclResult_t r) {
+  return cat("NCCL error ", int(r), ": ", ncclGetErrorString(r));
+}
+
+Status cudaFail(const std::string &what, cudaError_t err) {
+  cudaGetLastError();
+  return Status::error(what + ": " + cudaText(err));
+}
+
+} // namespace
+
+/// The state behind an NcclCommunicator.
+struct NcclCommunicatorState {
+  Plan plan; ///< This rank's section.
+  NcclOptions options;
+  ncclComm_t comm = nullptr;
+  uint32_t rank = 0, nranks = 0;
+  int device = 0;
+  std::vector<RankSection> sections; ///< This rank.
+  LaunchTables tables;
+  uint32_t numBlocks = 0;
+  uint64_t slotStride = 0; ///< maxPieceStride(sliceBytes).
+
+  DeviceBuffer tbTable, stepTable, depTable, fifoTable, rankBufferTable;
+  DeviceBuffer progress, abortFlag, error, exchange;
+  DeviceBuffer connection; ///< Exported to the peers.
+  DeviceBuffer scratchMemory, inputCopies;
+  std::vector<void *> ipcMapped; ///< Peers' memory, closed on destruction.
+  uint32_t ipcPeers = 0;
+  cudaStream_t setupStream = nullptr; ///< Exchanges and error reads.
+  cudaEvent_t lastLaunch = nullptr;
+  bool launched = false;
+  std::vector<char *> rankBuffers; ///< The table as last uploaded.
+  uint64_t sliceBase = 0;
+  std::optional<Status> failure; ///< A device-side failure: unusable from then on.
+
+  ~NcclCommunicatorState() {
+    DeviceScope scope(device);
+    for (void *p : ipcMapped)
+      cudaIpcCloseMemHandle(p);
+    if (lastLaunch)
+      cudaEventDestroy(lastLaunch);
+    if (setupStream)
+      cudaStreamDestroy(setupStream);
+  }
+
+  /// Waits for \p stream, watching the communicator for NCCL's errors.
+  Status waitNccl(cudaStream_t stream) {
+    for (;;) {
+      cudaError_t err = cudaStreamQuery(stream);
+      if (err == cudaSuccess)
+        return Status::success();
+      if (err != cudaErrorNotReady)
+        return cudaFail("an exchange between the ranks failed", err);
+      ncclResult_t async = ncclSuccess;
+      ncclResult_t r = ncclCommGetAsyncError(comm, &async);
+      if (r != ncclSuccess || async != ncclSuccess)
+        return Status::error("an exchange between the ranks failed: " +
+                             ncclText(r != ncclSuccess ? r : async));
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  /// ncclAllGather of \p bytes from every rank into \p all (rank by rank).
+  Status allGather(const void *mine, size_t bytes, std::vector<uint8_t> &all) {
+    all.assign(bytes * nranks, 0);
+    if (bytes == 0)
+      return Status::success();
+    cudaError_t err;
+    if ((err = exchange.reserve(bytes * (uint64_t(nranks) + 1))) ||
+        (err = cudaMemcpyAsync(exchange.ptr, mine, bytes, cudaMemcpyHostToDevice, setupStream)))
+      return cudaFail("cannot stage an exchange between the ranks", err);
+    if (ncclResult_t r =
+            ncclAllGather(exchange.ptr, exchange.ptr + bytes, bytes, ncclUint8, comm, setupStream))
+      return Status::error("ncclAllGather failed: " + ncclText(r));
+    if (Status st = waitNccl(setupStream); !st)
+      return st;
+    if ((err = cudaMemcpyAsync(all.data(), exchange.ptr + bytes, all.size(), cudaMemcpyDeviceToHost,
+                               setupStream)) ||
+        (err = cudaStreamSynchronize(setupStream)))
+      return cudaFail("cannot read an exchange between the ranks", err);
+    return Status::success();
+  }
+
+  /// Step 1: this rank's part, alone; fills \p hello and \p entries.
+  Status prepare(const Plan &whole, PeerHello &hello, std::vector<ConnectionEntry> &entries,
+                 std::vector<uint64_t> &localSections);
+  /// Step 4: maps the peers and uploads the FIFO table.
+  Status connect(const std::vector<PeerHello> &hellos, const std::vector<ConnectionEntry> &entries,
+                 const ConnectionMatch &match);
+  /// Reads the device's error record once this rank's runs are done.
+  Status collect(bool block);
+};
+
+Status NcclCommunicatorState::prepare(const Plan &whole, PeerHello &hello,
+                                      std::vector<ConnectionEntry> &entries,
+                                      std::vector<uint64_t> &localSections) {
+  const NcclOptions &o = options;
+  if (o.threadsPerBlock == 0 || o.threadsPerBlock % 32 || o.threadsPerBlock > 1024)
+    return Status::error(
+        cat("threads per block must be a multiple of 32 in [32, 1024], not ", o.threadsPerBlock));
+  if (o.sliceBytes < 16)
+    return Status::error("the slice must be at least 16 bytes");
+  if (!(o.timeoutSeconds > 0) || o.timeoutSeconds > 1e9)
+    return Status::error("the timeout must be in (0, 1e9] seconds");
+  if (whole.info.nranks != nranks)
+    return Status::error(
+        cat("the plan has ", whole.info.nranks, " ranks but the NCCL communicator has ", nranks));
+  if (Status st = validatePlan(whole); !st)
+    return Status::error("invalid plan: " + st.message());
+  if (Result<uint32_t> c = planChunksPerUnit(whole.info); !c)
+    return c.getStatus();
+  if (whole.loadedRank >= 0 && uint32_t(whole.loadedRank) != rank)
+    return Status::error(cat("the plan was loaded for rank ", whole.loadedRank,
+                             ", but this is rank ", rank, " of the NCCL communicator"));
+
+  // This rank's section, and the plan's identity.
+  hello.plan = planIdentity(whole, rank);
+  if (whole.loadedRank < 0)
+    for (const RankPlan &rp : whole.ranks)
+      localSections.push_back(hashRankPlan(rp));
+  plan.info = whole.info;
+  plan.ranks = {whole.loadedRank >= 0 ? whole.ranks[0] : whole.ranks[rank]};
+  plan.loadedRank = int32_t(rank);
+  sections = {{rank, &plan.ranks[0]}};
+  tables = buildLaunchTables(plan.info, sections);
+  numBlocks = uint32_t(tables.tbs.size());
+  slotStride = maxPieceStride(o.sliceBytes);
+
+  // Connection memory: counters, then slots (see the file comment).
+  const uint32_t numRecv = tables.numRecvFifos;
+  const uint64_t line = kCounterStride * sizeof(uint64_t);
+  uint64_t bytes = roundUp((2 * uint64_t(numRecv) + tables.remoteSends.size()) * line, 256);
+  std::vector<uint64_t> slotsOffset(numRecv);
+  for (uint32_t i = 0; i < numRecv; ++i) {
+    slotsOffset[i] = bytes;
+    bytes += roundUp(uint64_t(tables.fifos[i].depth) * tables.fifoMaxCount[i] * slotStride, 256);
+  }
+  cudaError_t err;
+  if ((err = connection.reserve(bytes)) ||
+      (err = cudaMemsetAsync(connection.ptr, 0, bytes, setupStream)))
+    return cudaFail(cat("cannot allocate ", bytes, " bytes of connection memory"), err);
+  cudaIpcMemHandle_t handle;
+  static_assert(sizeof handle <= sizeof hello.ipc, "an IPC handle fits the hello");
+  if ((err = cudaIpcGetMemHandle(&handle, connection.ptr)))
+    return cudaFail("cannot export the connection memory with CUDA IPC", err);
+  std::memcpy(hello.ipc, &handle, sizeof handle);
+  hello.base = reinterpret_cast<uintptr_t>(connection.ptr);
+  hello.bytes = bytes;
+
+  // Local pointers now; those into peers' memory in connect().
+  char *base = connection.ptr;
+  for (uint32_t i = 0; i < numRecv; ++i) {
+    FifoDesc &f = tables.fifos[i];
+    f.slotBytes = tables.fifoMaxCount[i] * slotStride;
+    f.slots = base + slotsOffset[i];
+    f.tail = reinterpret_cast<uint64_t *>(base + 2 * i * line);
+    f.head = reinterpret_cast<uint64_t *>(base + (2 * i + 1) * line);
+    const TbDesc &d = tables.tbs[tables.fifoBlock[i]];
+    const Threadblock &tb = plan.ranks[0].threadblocks[d.tb];
+    if (uint32_t(tb.recvPeer) == rank)
+      continue;
+    ConnectionEntry e;
+    e.kind = ConnectionEntry::Receive;
+    e.peer = uint32_t(tb.recvPeer);
+    e.channel = tb.channel;
+    e.messagesPerSlice = d.recvsPerSlice;
+    e.maxCount = tables.fifoMaxCount[i];
+    e.depth = f.depth;
+    e.counter = 2 * i * line;
+    e.slots = slotsOffset[i];
+    e.slotBytes = f.slotBytes;
+    entries.push_back(e);
+  }
+  for (uint32_t j = 0; j < tables.remoteSends.size(); ++j) {
+    const RemoteSend &rs = tables.remoteSends[j];
+    tables.fifos[rs.fifo].head = reinterpret_cast<uint64_t *>(base + (2 * numRecv + j) * line);
+    ConnectionEntry e;
+    e.kind = ConnectionEntry::Send;
+    e.peer = rs.peer;
+    e.channel = rs.channel;
+    e.messagesPerSlice = tables.tbs[rs.block].sendsPerSlice;
+    e.maxCount = rs.maxCount;
+    e.depth = tables.fifos[rs.fifo].depth;
+    e.counter = (2 * numRecv + j) * line;
+    entries.push_back(e);
+  }
+  hello.numEntries = uint32_t(entries.size());
+
+  // Tables, counters, and the residency of every CTA at once.
+  if ((err = upload(tbTable, tables.tbs)) || (err = upload(stepTable, tables.steps)) ||
+      (err = upload(depTable, tables.deps)) ||
+      (err = progress.reserve(uint64_t(numBlocks) * kCounterStride * 8)) ||
+      (err = abortFlag.reserve(sizeof(unsigned int))) ||
+      (err = error.reserve(sizeof(DeviceError))) ||
+      (err = rankBufferTable.reserve(3 * sizeof(char *))) ||
+      (err = cudaMemsetAsync(progress.ptr, 0, progress.bytes, setupStream)) ||
+      (err = cudaMemsetAsync(abortFlag.ptr, 0, abortFlag.bytes, setupStream)) ||
+      (err = cudaMemsetAsync(error.ptr, 0, error.bytes, setupStream)))
+    return cudaFail("cannot allocate device memory for the plan", err);
+  int perSm = 0, sms = 0, coop = 0;
+  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) ||
+      (err = cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device)))
+    return cudaFail("cannot query the device", err);
+  if (!coop && o.cooperative)
+    return Status::error("the device cannot launch cooperative grids, which the executor "
+                         "needs to keep every threadblock resident");
+  KernelFn fn = selectKernel(DataType::Float32, RedOp::Sum);
+  if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+           &perSm, reinterpret_cast<const void *>(fn), int(o.threadsPerBlock),
+           tables.sharedSteps * sizeof(Instruction))))
+    return cudaFail("cannot compute the kernel's occupancy", err);
+  if (numBlocks > uint32_t(perSm) * uint32_t(sms))
+    return Status::error(cat("rank ", rank, " needs ", numBlocks,
+                             " threadblocks resident at once, but the device holds at most ",
+                             uint32_t(perSm) * uint32_t(sms), " CTAs of ", o.threadsPerBlock,
+                             " threads"));
+  return Status::success();
+}
+
+Status NcclCommunicatorState::connect(const std::vector<PeerHello> &hellos,
+                                      const std::vector<ConnectionEntry> &entries,
+                                      const ConnectionMatch &match) {
+  // Each peer's connection memory in this process: the same pointer for a
+  // peer of this process (through peer access), else an IPC mapping.
+  std::vector<char *> peerBase(nranks, nullptr);
+  auto map = [&](uint32_t p) -> Result<char *> {
+    if (peerBase[p])
+      return peerBase[p];
+    const PeerHello &h = hellos[p];
+    cudaError_t err;
+    if (h.processToken == processToken()) {
+      if (h.device != device) {
+        int can = 0;
+        if ((err = cudaDeviceCanAccessPeer(&can, device, h.device)))
+          return cudaFail("cannot query peer access", err);
+        if (!can)
+          return Status::error(cat("device ", device, " of rank ", rank, " cannot access device ",
+                                   h.device, " of rank ", p));
+        err = cudaDeviceEnablePeerAccess(h.device, 0);
+        if (err == cudaErrorPeerAccessAlreadyEnabled)
+          cudaGetLastError();
+        else if (err)
+          return cudaFail(cat("cannot enable access to device ", h.device, " of rank ", p), err);
+      }
+      peerBase[p] = reinterpret_cast<char *>(uintptr_t(h.base));
+    } else {
+      cudaIpcMemHandle_t handle;
+      std::memcpy(&handle, h.ipc, sizeof handle);
+      void *ptr = nullptr;
+      if ((err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess)))
+        return cudaFail(cat("cannot map rank ", p, "'s connection memory with CUDA IPC"), err);
+      ipcMapped.push_back(ptr);
+      ++ipcPeers;
+      peerBase[p] = static_cast<char *>(ptr);
+    }
+    return peerBase[p];
+  };
+
+  // Receive FIFOs whose sender is a peer: that sender's head counter.
+  size_t k = 0;
+  for (const ConnectionEntry &e : entries) {
+    if (e.kind != ConnectionEntry::Receive)
+      continue;
+    const ConnectionEntry &other = match.recvFrom[k++];
+    Result<char *> b = map(e.peer);
+    if (!b)
+      return b.getStatus();
+    // The FIFO whose tail sits at e.counter: line 2i.
+    uint32_t i = uint32_t(e.counter / (kCounterStride * sizeof(uint64_t)) / 2);
+    tables.fifos[i].head = reinterpret_cast<uint64_t *>(*b + other.counter);
+  }
+  // Sends: the receiver's slots and tail.
+  for (size_t j = 0; j < tables.remoteSends.size(); ++j) {
+    const RemoteSend &rs = tables.remoteSends[j];
+    const ConnectionEntry &other = match.sendTo[j];
+    Result<char *> b = map(rs.peer);
+    if (!b)
+      return b.getStatus();
+    FifoDesc &f = tables.fifos[rs.fifo];
+    f.slots = *b + other.slots;
+    f.tail = reinterpret_cast<uint64_t *>(*b + other.counter);
+    f.slotBytes = other.slotBytes;
+  }
+  if (cudaError_t err = upload(fifoTable, tables.fifos))
+    return cudaFail("cannot upload the connection table", err);
+  return Status::success();
+}
+
+Result<std::unique_ptr<NcclCommunicator>>
+NcclCommunicator::create(const Plan &plan, ncclComm_t comm, const NcclOptions &options) {
+  if (!comm)
+    return Status::error("the NCCL communicator is null");
+  auto st = std::make_unique<NcclCommunicatorState>();
+  st->options = options;
+  st->comm = comm;
+  int count = 0, rank = 0;
+  if (ncclResult_t r = ncclCommCount(comm, &count))
+    return Status::error("cannot query the NCCL communicator: " + ncclText(r));
+  if (ncclResult_t r = ncclCommUserRank(comm, &rank))
+    return Status::error("cannot query the NCCL communicator: " + ncclText(r));
+  if (ncclResult_t r = ncclCommCuDevice(comm, &st->device))
+    return Status::error("cannot query the NCCL communicator: " + ncclText(r));
+  st->nranks = uint32_t(count);
+  st->rank = uint32_t(rank);
+  DeviceScope scope(st->device);
+  cudaError_t err;
+  if ((err = cudaStreamCreateWithFlags(&st->setupStream, cudaStreamNonBlocking)) ||
+      (err = cudaEventCreateWithFlags(&st->lastLaunch, cudaEventDisableTiming)))
+    return cudaFail("cannot create a stream", err);
+
+  // 1 and 2: prepare alone, then meet.
+  PeerHello hello;
+  hello.rank = st->rank;
+  hello.nranks = plan.info.nranks;
+  hello.sliceBytes = options.sliceBytes;
+  hello.processToken = processToken();
+  hello.device = st->device;
+  std::vector<ConnectionEntry> entries;
+  std::vector<uint64_t> localSections;
+  Status prepared = st->prepare(plan, hello, entries, localSections);
+  if (!prepared) {
+    hello.failed = 1;
+    entries.clear();
+    hello.numEntries = 0;
+  }
+  std::vector<uint8_t> bytes;
+  if (Status x = st->allGather(&hello, sizeof hello, bytes); !x)
+    return prepared ? x : prepared;
+  std::vector<PeerHello> hellos(st->nranks);
+  std::memcpy(hellos.data(), bytes.data(), bytes.size());
+  if (!prepared)
+    return prepared;
+  if (Status x = checkHellos(hellos, st->rank, localSections); !x)
+    return x;
+
+  // 3: connection entries, padded to the most any rank has.
+  uint32_t most = 0;
+  for (const PeerHello &h : hellos)
+    most = std::max(most, h.numEntries);
+  std::vector<ConnectionEntry> padded(most);
+  std::copy(entries.begin(), entries.end(), padded.begin());
+  if (Status x = st->allGather(padded.data(), most * sizeof(ConnectionEntry), bytes); !x)
+    return x;
+  std::vector<std::vector<ConnectionEntry>> all(st->nranks);
+  for (uint32_t r = 0; r < st->nranks; ++r) {
+    all[r].resize(hellos[r].numEntries);
+    std::memcpy(all[r].data(), bytes.data() + uint64_t(r) * most * sizeof(ConnectionEntry),
+                all[r].size() * sizeof(ConnectionEntry));
+  }
+  Result<ConnectionMatch> match = matchConnections(all, st->rank);
+  if (!match)
+    return match.getStatus();
+
+  // 4 and 5: connect, then agree that everyone did.
+  Status connected = st->connect(hellos, entries, *match);
+  uint32_t failed = connected ? 0 : 1;
+  if (Status x = st->allGather(&failed, sizeof failed, bytes); !x)
+    return connected ? x : connected;
+  if (!connected)
+    return connected;
+  std::vector<uint32_t> others;
+  for (uint32_t r = 0; r < st->nranks; ++r) {
+    uint32_t f;
+    std::memcpy(&f, bytes.data() + r * sizeof f, sizeof f);
+    if (f)
+      others.push_back(r);
+  }
+  if (!others.empty())
+    return Status::error(cat(formatRanks(others), " could not map ",
+                             others.size() > 1 ? "their" : "its", " peers' memory (see ",
+                             others.size() > 1 ? "their errors)" : "its error)"));
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(st)));
+}
+
+NcclCommunicator::NcclCommunicator(std::unique_ptr<NcclCommunicatorState> state)
+    : s(std::move(state)) {}
+
+NcclCommunicator::~NcclCommunicator() {
+  NcclCommunicatorState &w = *s;
+  DeviceScope scope(w.device);
+  // Peers write this rank's counters up to their last step (a receiver
+  // hands a slot back after its last message): free nothing before every
+  // rank's runs are over.
+  if (w.launched)
+    cudaEventSynchronize(w.lastLaunch);
+  uint32_t token = 1;
+  std::vector<uint8_t> bytes;
+  if (!w.allGather(&token, sizeof token, bytes)) {
+    // A peer may still write here; leaking is safer than reuse.
+    w.connection.ptr = nullptr;
+    w.connection.bytes = 0;
+  }
+}
+
+uint32_t NcclCommunicator::rank() const {
+  return s->rank;
+}
+uint32_t NcclCommunicator::size() const {
+  return s->nranks;
+}
+int NcclCommunicator::device() const {
+  return s->device;
+}
+uint32_t NcclCommunicator::numBlocks() const {
+  return s->numBlocks;
+}
+const Plan &NcclCommunicator::plan() const {
+  return s->plan;
+}
+uint32_t NcclCommunicator::ipcPeers() const {
+  return s->ipcPeers;
+}
+
+Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t count, DataType type,
+                                RedOp op, cudaStream_t stream) {
+  NcclCommunicatorState &w = *s;
+  if (w.failure)
+    return Status::error("an earlier run failed (" + w.failure->message() +
+                         "); the communicator cannot run again");
+  const PlanInfo &info = w.plan.info;
+  const uint32_t nranks = info.nranks;
+  KernelFn fn = selectKernel(type, op);
+  const size_t es = dataTypeSize(type);
+  if (!fn || es == 0)
+    return Status::error(cat("invalid data type ", unsigned(type), " or operator ", unsigned(op)));
+  if (count > std::numeric_limits<uint64_t>::max() / es / nranks / 4)
+    return Status::error(cat("count ", count, " is too large"));
+  if (count == 0)
+    return Status::success();
+  if (!sendbuf || !recvbuf)
+    return Status::error(
+        cat("rank ", w.rank, " has a null ", sendbuf ? "receive" : "send", " buffer"));
+  DeviceScope scope(w.device);
+  const uint32_t chunks = *planChunksPerUnit(info);
+  const BufferElements elems = collectiveBufferElements(info.collective, nranks, count);
+  const SliceShape shape = sliceShape(count, chunks, w.options.sliceBytes, es);
+  const ChunkLayout &layout = shape.layout;
+  assert(shape.pieceStride <= w.slotStride && "slots are sized for the largest slice");
+
+  // Scratch and a private input copy for this count; growing frees memory
+  // that earlier launches may still use: wait for them first.
+  const uint64_t inBytes = elems.input * es, outBytes = elems.output * es, unitBytes = count * es;
+  auto bind = [&](char *privateCopy) {
+    return bindRankBuffers(info.collective, info.inplace, w.tables.writesInput[0], w.rank, sendbuf,
+                           recvbuf, inBytes, outBytes, unitBytes, privateCopy);
+  };
+  const uint64_t scratchBytes = layout.scratchElements(w.plan.ranks[0].scratchChunks) * es;
+  const uint64_t copyBytes = bind(nullptr).needsPrivateCopy ? inBytes : 0;
+  cudaError_t err;
+  if (scratchBytes > w.scratchMemory.bytes || copyBytes > w.inputCopies.bytes) {
+    if (w.launched && (err = cudaEventSynchronize(w.lastLaunch)))
+      return cudaFail("a previous launch failed", err);
+    if ((err = w.scratchMemory.reserve(scratchBytes)) || (err = w.inputCopies.reserve(copyBytes)))
+      return cudaFail(
+          cat("cannot allocate ", scratchBytes + copyBytes, " bytes of scratch and staging memory"),
+          err);
+  }
+
+  // Bind the buffers as the plan addresses them, copies on the stream.
+  RankBinding b = bind(w.inputCopies.ptr);
+  for (const StagingCopy &c : b.before)
+    if ((err = cudaMemcpyAsync(c.to, c.from, c.bytes, cudaMemcpyDeviceToDevice, stream)))
+      return cudaFail(cat("cannot stage rank ", w.rank, "'s input"), err);
+  std::vector<char *> table(3);
+  table[unsigned(BufferKind::Input)] = b.input;
+  table[unsigned(BufferKind::Output)] = b.output;
+  table[unsigned(BufferKind::Scratch)] = w.scratchMemory.ptr;
+  if (table != w.rankBuffers) {
+    // From pageable memory: staged before the call returns, ordered on the
+    // stream before the kernel.
+    if ((err = cudaMemcpyAsync(w.rankBufferTable.ptr, table.data(), table.size() * sizeof(char *),
+                               cudaMemcpyHostToDevice, stream)))
+      return cudaFail("cannot upload the buffer table", err);
+    w.rankBuffers = table;
+  }
+
+  KernelParams k;
+  k.tbs = w.tbTable.as<TbDesc>();
+  k.steps = w.stepTable.as<Instruction>();
+  k.deps = w.depTable.as<Dependency>();
+  k.fifos = w.fifoTable.as<FifoDesc>();
+  k.rankBuffers = w.rankBufferTable.as<char *>();
+  k.progress = w.progress.as<uint64_t>();
+  k.progressStride = kCounterStride;
+  k.layout = layout;
+  k.sliceBase = w.sliceBase;
+  k.pieceStride = shape.pieceStride;
+  k.timeoutNs = uint64_t(w.options.timeoutSeconds * 1e9);
+  k.abortFlag = w.abortFlag.as<unsigned int>();
+  k.error = w.error.as<DeviceError>();
+  k.maxSharedSteps = w.tables.sharedSteps;
+  // Peers on other GPUs: .sys-scope fences and counters (DeviceKernel.h).
+  k.systemScope = true;
+  void *args[] = {&k};
+  const size_t shared = w.tables.sharedSteps * sizeof(Instruction);
+  if (w.numBlocks > 0) {
+    err = w.options.cooperative
+              ? cudaLaunchCooperativeKernel(reinterpret_cast<const void *>(fn), dim3(w.numBlocks),
+                                            dim3(w.options.threadsPerBlock), args, shared, stream)
+              : cudaLaunchKernel(reinterpret_cast<const void *>(fn), dim3(w.numBlocks),
+                                 dim3(w.options.threadsPerBlock), args, shared, stream);
+    if (err)
+      return cudaFail("cannot launch the interpreter kernel", err);
+  }
+  // Every rank advances by the same slices, given the same count and type.
+  w.sliceBase += layout.numSlices;
+
+  // Finish: results computed away from the user's output, then Avg.
+  for (const StagingCopy &c : b.after)
+    if ((err = cudaMemcpyAsync(c.to, c.from, c.bytes, cudaMemcpyDeviceToDevice, stream)))
+      return cudaFail("cannot copy a result out", err);
+  if (op == RedOp::Avg && collectiveReduces(info.collective) &&
+      collectiveDefinesOutput(info.collective, info.root, w.rank) &&
+      (err = launchDivide(type, recvbuf, count, nranks, stream)))
+    return cudaFail("cannot launch the division of avg", err);
+  if ((err = cudaEventRecord(w.lastLaunch, stream)))
+    return cudaFail("cannot record the launch", err);
+  w.launched = true;
+  return Status::success();
+}
+
+Status NcclCommunicatorState::collect(bool block) {
+  if (failure)
+    return *failure;
+  if (!launched)
+    return Status::success();
+  DeviceScope scope(device);
+  cudaError_t err = block ? cudaEventSynchronize(lastLaunch) : cudaEventQuery(lastLaunch);
+  if (err == cudaErrorNotReady)
+    return Status::success();
+  if (err)
+    return cudaFail("the interpreter kernel failed", err);
+  DeviceError e;
+  if ((err = cudaMemcpyAsync(&e, error.ptr, sizeof e, cudaMemcpyDeviceToHost, setupStream)) ||
+      (err = cudaStreamSynchronize(setupStream)))
+    return cudaFail("cannot read the device's error record", err);
+  if (!e.claimed && !e.abortedCtas)
+    return Status::success();
+  failure = e.claimed ? describeDeviceFailure(e, tables, sections, plan.info.connectionDepth,
+                                              options.timeoutSeconds)
+                      : Status::error("the run stopped without a recorded failure");
+  return *failure;
+}
+
+Status NcclCommunicator::wait(cudaStream_t stream) {
+  DeviceScope scope(s->device);
+  if (cudaError_t err = cudaStreamSynchronize(stream))
+    return cudaFail("the interpreter kernel failed", err);
+  return s->collect(true);
+}
+
+Status NcclCommunicator::check() {
+  return s->collect(false);
+}
+
+Status NcclCommunicator::run(const void *sendbuf, void *recvbuf, uint64_t count, DataType type,
+                             RedOp op, cudaStream_t stream) {
+  if (Status st = launch(sendbuf, recvbuf, count, type, op, stream); !st)
+    return st;
+  return wait(stream);
+}
+
+} // namespace coll

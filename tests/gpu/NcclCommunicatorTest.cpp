@@ -1,0 +1,512 @@
+//===- NcclCommunicatorTest.cpp - One rank per GPU over NCCL -------------===//
+//
+// NcclCommunicator and the host logic it shares with DeviceWorld:
+//  - without a GPU: the kernel's tables for one rank, the in-place and
+//    out-of-place binding rules, the checks of the setup exchange (plans
+//    that differ, connections that do not match) and their messages, and
+//    the text of a device-side failure;
+//  - with one GPU: a one-rank communicator (ncclCommInitAll) running a
+//    hand-written plan of local copies and reductions;
+//  - with two GPUs or more: a thread per GPU running the hand-written ring
+//    allreduce, several counts in a row, in place and out of place.
+// GPU tests skip without the GPUs they need; results are checked against
+// the reference collectives on data distinct per (rank, element).
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/Kernels/NcclCommunicator.h"
+
+#include "DeviceCheck.h"
+#include "HandPlans.h"
+#include "LaunchTables.h"
+#include "NcclSetup.h"
+#include "coll/Kernels/DeviceProbe.h"
+#include "coll/Runtime/Executor.h"
+#include "coll/Runtime/PlanIO.h"
+#include "coll/Runtime/Reference.h"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <mutex>
+#include <nccl.h>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace coll;
+using namespace coll::kernels;
+using namespace coll::test;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Host logic: no GPU
+//===----------------------------------------------------------------------===//
+
+TEST(LaunchTables, OneRankOfARing) {
+  Plan p = ringAllReduce(4, 2);
+  LaunchTables t = buildLaunchTables(p.info, {{1, &p.ranks[1]}});
+  ASSERT_EQ(t.tbs.size(), 1u);
+  EXPECT_EQ(t.tbs[0].rank, 0u) << "the index of the rank's buffers in the launch";
+  EXPECT_EQ(t.tbs[0].rankFirst, 0u);
+  EXPECT_EQ(t.tbs[0].sendsPerSlice, 6u); // s, 2 rrs, rrcs, 2 rcs.
+  EXPECT_EQ(t.tbs[0].recvsPerSlice, 6u); // 2 rrs, rrcs, 2 rcs, r.
+  EXPECT_EQ(t.numRecvFifos, 1u);
+  EXPECT_EQ(t.tbs[0].recvFifo, 0);
+  ASSERT_EQ(t.remoteSends.size(), 1u);
+  EXPECT_EQ(t.remoteSends[0].peer, 2u);
+  EXPECT_EQ(t.remoteSends[0].channel, 0u);
+  EXPECT_EQ(t.remoteSends[0].maxCount, 1u);
+  EXPECT_EQ(t.tbs[0].sendFifo, int32_t(t.remoteSends[0].fifo));
+  ASSERT_EQ(t.fifos.size(), 2u);
+  EXPECT_EQ(t.fifos[0].depth, 2u);
+  EXPECT_EQ(t.fifoMaxCount, (std::vector<uint32_t>{1, 1}));
+  EXPECT_EQ(t.steps.size(), p.ranks[1].threadblocks[0].steps.size());
+  EXPECT_EQ(t.writesInput, std::vector<bool>{false});
+}
+
+TEST(LaunchTables, EveryRankResolvesItsSends) {
+  Plan p = ringAllReduce(3, 2);
+  std::vector<RankSection> all;
+  for (uint32_t r = 0; r < 3; ++r)
+    all.push_back({r, &p.ranks[r]});
+  LaunchTables t = buildLaunchTables(p.info, all);
+  ASSERT_EQ(t.tbs.size(), 3u);
+  EXPECT_TRUE(t.remoteSends.empty());
+  EXPECT_EQ(t.numRecvFifos, 3u);
+  for (uint32_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(t.tbs[r].rank, r);
+    EXPECT_EQ(t.tbs[r].recvFifo, int32_t(r));
+    // Rank r sends into rank r+1's receive FIFO.
+    EXPECT_EQ(t.tbs[r].sendFifo, int32_t((r + 1) % 3));
+  }
+}
+
+TEST(LaunchTables, SliceShapeStaysWithinTheSlots) {
+  for (uint64_t sliceBytes : {16ull, 100ull, 4096ull, 262144ull})
+    for (uint64_t es : {1ull, 2ull, 4ull, 8ull})
+      for (uint64_t count : {1ull, 7ull, 1000ull, 1000003ull}) {
+        SliceShape s = sliceShape(count, 4, sliceBytes, es);
+        EXPECT_LE(s.pieceStride, maxPieceStride(sliceBytes));
+        EXPECT_EQ(s.pieceStride % 16, 0u);
+        EXPECT_GE(s.layout.sliceElements * s.layout.numSlices, s.layout.maxChunk);
+      }
+}
+
+/// Host addresses standing in for device buffers (never dereferenced).
+struct FakeBuffers {
+  std::vector<char> memory = std::vector<char>(4096);
+  char *at(uint64_t offset) { return memory.data() + offset; }
+};
+
+TEST(Binding, OutOfPlacePlan) {
+  FakeBuffers m;
+  // Separate buffers, a plan that does not write its input: nothing to copy.
+  RankBinding b = bindRankBuffers(CollectiveKind::AllReduce, false, false, 1, m.at(0), m.at(1024),
+                                  400, 400, 400, m.at(2048));
+  EXPECT_FALSE(b.needsPrivateCopy);
+  EXPECT_EQ(b.input, m.at(0));
+  EXPECT_EQ(b.output, m.at(1024));
+  EXPECT_TRUE(b.before.empty() && b.after.empty());
+  // Called in place: the input is copied first.
+  b = bindRankBuffers(CollectiveKind::AllReduce, false, false, 1, m.at(0), m.at(0), 400, 400, 400,
+                      m.at(2048));
+  EXPECT_TRUE(b.needsPrivateCopy);
+  EXPECT_EQ(b.input, m.at(2048));
+  EXPECT_EQ(b.output, m.at(0));
+  ASSERT_EQ(b.before.size(), 1u);
+  EXPECT_EQ(b.before[0].to, m.at(2048));
+  EXPECT_EQ(b.before[0].from, m.at(0));
+  EXPECT_EQ(b.before[0].bytes, 400u);
+  // A plan that writes its input always runs on a copy.
+  b = bindRankBuffers(CollectiveKind::AllReduce, false, true, 1, m.at(0), m.at(1024), 400, 400, 400,
+                      m.at(2048));
+  EXPECT_TRUE(b.needsPrivateCopy);
+  EXPECT_EQ(b.input, m.at(2048));
+}
+
+TEST(Binding, InPlacePlan) {
+  FakeBuffers m;
+  // The alias: one buffer, no copies.
+  RankBinding b = bindRankBuffers(CollectiveKind::AllGather, true, false, 2, m.at(200), m.at(0),
+                                  100, 400, 100, m.at(2048));
+  EXPECT_FALSE(b.needsPrivateCopy);
+  EXPECT_EQ(b.input, m.at(200));
+  EXPECT_TRUE(b.before.empty());
+  // Out of place: the input goes to its place in the output first.
+  b = bindRankBuffers(CollectiveKind::AllGather, true, false, 2, m.at(1024), m.at(0), 100, 400, 100,
+                      m.at(2048));
+  EXPECT_FALSE(b.needsPrivateCopy);
+  EXPECT_EQ(b.input, m.at(200));
+  ASSERT_EQ(b.before.size(), 1u);
+  EXPECT_EQ(b.before[0].to, m.at(200));
+  EXPECT_EQ(b.before[0].from, m.at(1024));
+  // Reducescatter out of place: runs in a copy, block r copied out after.
+  b = bindRankBuffers(CollectiveKind::ReduceScatter, true, false, 1, m.at(0), m.at(1024), 400, 100,
+                      100, m.at(2048));
+  EXPECT_TRUE(b.needsPrivateCopy);
+  EXPECT_EQ(b.input, m.at(2048));
+  EXPECT_EQ(b.output, m.at(2148));
+  ASSERT_EQ(b.before.size(), 1u);
+  EXPECT_EQ(b.before[0].to, m.at(2048));
+  ASSERT_EQ(b.after.size(), 1u);
+  EXPECT_EQ(b.after[0].to, m.at(1024));
+  EXPECT_EQ(b.after[0].from, m.at(2148));
+  EXPECT_EQ(b.after[0].bytes, 100u);
+  // Allreduce out of place with overlapping buffers: through the copy.
+  b = bindRankBuffers(CollectiveKind::AllReduce, true, false, 0, m.at(0), m.at(100), 400, 400, 400,
+                      m.at(2048));
+  EXPECT_TRUE(b.needsPrivateCopy);
+  ASSERT_EQ(b.before.size(), 2u);
+  EXPECT_EQ(b.before[0].to, m.at(2048));
+  EXPECT_EQ(b.before[1].to, m.at(100));
+  EXPECT_EQ(b.before[1].from, m.at(2048));
+  EXPECT_EQ(b.input, m.at(100));
+}
+
+std::vector<PeerHello> hellosOf(const Plan &p) {
+  std::vector<PeerHello> hellos(p.info.nranks);
+  for (uint32_t r = 0; r < p.info.nranks; ++r) {
+    hellos[r].rank = r;
+    hellos[r].nranks = p.info.nranks;
+    hellos[r].plan = planIdentity(p, r);
+    hellos[r].sliceBytes = 1024;
+  }
+  return hellos;
+}
+
+std::vector<uint64_t> sectionHashes(const Plan &p) {
+  std::vector<uint64_t> h;
+  for (const RankPlan &rp : p.ranks)
+    h.push_back(hashRankPlan(rp));
+  return h;
+}
+
+TEST(Setup, SamePlanEverywhere) {
+  Plan p = ringAllReduce(4, 2);
+  EXPECT_TRUE(checkHellos(hellosOf(p), 0, sectionHashes(p)));
+  EXPECT_TRUE(checkHellos(hellosOf(p), 3, {}));
+}
+
+TEST(Setup, SectionLoadedAloneHasTheSameIdentity) {
+  Plan p = ringAllReduce(3, 2);
+  std::vector<uint8_t> bytes = serializePlan(p);
+  Result<Plan> whole = parsePlan(bytes.data(), bytes.size());
+  Result<Plan> one = parsePlan(bytes.data(), bytes.size(), 1);
+  ASSERT_TRUE(whole) << whole.message();
+  ASSERT_TRUE(one) << one.message();
+  PlanIdentity a = planIdentity(*whole, 1), b = planIdentity(*one, 1);
+  EXPECT_EQ(a.info, b.info);
+  EXPECT_EQ(a.section, b.section);
+  EXPECT_NE(a.whole, 0u);
+  EXPECT_EQ(b.whole, 0u);
+  EXPECT_NE(planIdentity(*whole, 0).section, a.section);
+}
+
+TEST(Setup, DifferentPlansNameTheRanks) {
+  Plan p = ringAllReduce(4, 2), q = ringAllReduce(4, 3);
+  std::vector<PeerHello> hellos = hellosOf(p);
+  hellos[2].plan = planIdentity(q, 2);
+  hellos[3].plan = planIdentity(q, 3);
+  Status st = checkHellos(hellos, 0, sectionHashes(p));
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("ranks 2 and 3"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("rank 0's"), std::string::npos) << st.message();
+
+  // The same facts, another section on rank 1: its whole plan differs.
+  Plan r = p;
+  r.ranks[1].threadblocks[0].steps[0].count = 3;
+  hellos = hellosOf(p);
+  hellos[1].plan = planIdentity(r, 1);
+  st = checkHellos(hellos, 0, sectionHashes(p));
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("rank 1 holds a plan that differs from rank 0"), std::string::npos)
+      << st.message();
+
+  // Rank 1 holds its section only: rank 0 finds it differs from its copy.
+  hellos = hellosOf(p);
+  hellos[1].plan = planIdentity(r, 1);
+  hellos[1].plan.whole = 0;
+  st = checkHellos(hellos, 0, sectionHashes(p));
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("section of rank 1 differs from rank 0's copy"), std::string::npos)
+      << st.message();
+
+  hellos = hellosOf(p);
+  hellos[3].sliceBytes = 2048;
+  st = checkHellos(hellos, 0, {});
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("rank 3 uses another slice size"), std::string::npos) << st.message();
+
+  hellos = hellosOf(p);
+  hellos[1].failed = 1;
+  st = checkHellos(hellos, 0, {});
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("rank 1 could not prepare its part"), std::string::npos)
+      << st.message();
+}
+
+ConnectionEntry entry(uint32_t kind, uint32_t peer, uint32_t messages, uint32_t maxCount,
+                      uint64_t counter) {
+  ConnectionEntry e;
+  e.kind = kind;
+  e.peer = peer;
+  e.messagesPerSlice = messages;
+  e.maxCount = maxCount;
+  e.depth = 2;
+  e.counter = counter;
+  e.slots = counter + 4096;
+  e.slotBytes = 1024;
+  return e;
+}
+
+TEST(Setup, ConnectionsMatch) {
+  // A ring of three: rank r receives from r-1 and sends to r+1.
+  std::vector<std::vector<ConnectionEntry>> all(3);
+  for (uint32_t r = 0; r < 3; ++r) {
+    all[r].push_back(entry(ConnectionEntry::Receive, (r + 2) % 3, 4, 1, 100 * r));
+    all[r].push_back(entry(ConnectionEntry::Send, (r + 1) % 3, 4, 1, 100 * r + 64));
+  }
+  Result<ConnectionMatch> m = matchConnections(all, 1);
+  ASSERT_TRUE(m) << m.message();
+  ASSERT_EQ(m->sendTo.size(), 1u);
+  ASSERT_EQ(m->recvFrom.size(), 1u);
+  EXPECT_EQ(m->sendTo[0].counter, 200u);  // Rank 2's tail.
+  EXPECT_EQ(m->recvFrom[0].counter, 64u); // Rank 0's head.
+
+  auto broken = all;
+  broken[2][0].messagesPerSlice = 3;
+  m = matchConnections(broken, 0);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.message(), "rank 1 sends 4 messages per pass to rank 2 on channel 0, but rank 2 "
+                         "receives 3");
+
+  broken = all;
+  broken[2].erase(broken[2].begin());
+  m = matchConnections(broken, 0);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.message(), "rank 1 sends to rank 2 on channel 0, but rank 2 has no threadblock "
+                         "that receives from rank 1 on that channel");
+
+  broken = all;
+  broken[0][1].maxCount = 2;
+  m = matchConnections(broken, 0);
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.message().find("messages of up to 2 chunks"), std::string::npos) << m.message();
+}
+
+TEST(Setup, FormatRanks) {
+  EXPECT_EQ(formatRanks({3}), "rank 3");
+  EXPECT_EQ(formatRanks({1, 2}), "ranks 1 and 2");
+  EXPECT_EQ(formatRanks({1, 2, 5}), "ranks 1, 2 and 5");
+}
+
+TEST(DeviceFailure, NamesTheRankAndWhatItWaitedFor) {
+  Plan p = ringAllReduce(4, 2);
+  std::vector<RankSection> sections = {{2, &p.ranks[2]}};
+  LaunchTables t = buildLaunchTables(p.info, sections);
+  DeviceError e = {};
+  e.claimed = 1;
+  e.failedCtas = 1;
+  e.block = 0;
+  e.result = uint32_t(WaitResult::TimedOut);
+  e.waitKind = uint32_t(WaitKind::RecvMessage);
+  e.step = 2;
+  e.slice = 0;
+  e.sliceBase = 3;
+  e.expected = 3 * 6 + 2; // Message 2 of this launch.
+  Status st = describeDeviceFailure(e, t, sections, 2, 1.5);
+  EXPECT_EQ(st.message(), "rank 2 threadblock 0 step 2 (rrs, slice 0): timed out after 1.5 s on "
+                          "the GPU waiting for message 2 from rank 1 on channel 0");
+  e.block = 5;
+  EXPECT_EQ(describeDeviceFailure(e, t, sections, 2, 1.5).message(),
+            "the device reported a failure of an unknown threadblock");
+}
+
+//===----------------------------------------------------------------------===//
+// On GPUs
+//===----------------------------------------------------------------------===//
+
+bool haveGpu() {
+  static int usable = -1;
+  if (usable < 0) {
+    int out = 0;
+    usable = kernels::probeDevice(5, out) && out == 5;
+  }
+  return usable;
+}
+
+int gpuCount() {
+  int n = 0;
+  if (!haveGpu() || cudaGetDeviceCount(&n) != cudaSuccess)
+    return 0;
+  return n;
+}
+
+/// Runs \p comm's rank of an allreduce of \p count elements of \p type with
+/// \p op on fresh device buffers (in place or not) and compares the result
+/// with the reference computed on the host from every rank's input.
+/// Returns "" or what went wrong.
+std::string checkAllReduce(NcclCommunicator &comm, uint64_t count, DataType type, RedOp op,
+                           bool inPlace, cudaStream_t stream) {
+  const uint32_t n = comm.size(), rank = comm.rank();
+  const uint64_t es = dataTypeSize(type), bytes = count * es;
+  std::vector<std::vector<char>> inputs(n, std::vector<char>(bytes));
+  for (uint32_t r = 0; r < n; ++r)
+    fillTestInput(type, op, n, r, count, inputs[r].data());
+  std::vector<std::vector<char>> want(n, std::vector<char>(bytes));
+  std::vector<const void *> ins;
+  std::vector<void *> outs;
+  for (uint32_t r = 0; r < n; ++r) {
+    ins.push_back(inputs[r].data());
+    outs.push_back(want[r].data());
+  }
+  if (Status st = referenceCollective(CollectiveKind::AllReduce, n, 0, count, type, op, ins, outs);
+      !st)
+    return "reference: " + st.message();
+
+  char *send = nullptr, *recv = nullptr;
+  if (cudaMalloc(&send, bytes) || cudaMalloc(&recv, bytes))
+    return "cannot allocate the buffers";
+  std::string out;
+  // Pageable copies and memsets may still be in flight when they return,
+  // and \p stream need not wait for the default stream: synchronise.
+  if (cudaMemcpy(send, inputs[rank].data(), bytes, cudaMemcpyHostToDevice) ||
+      cudaMemset(recv, 0xcd, bytes) || cudaDeviceSynchronize())
+    out = "cannot fill the input";
+  char *dst = inPlace ? send : recv;
+  if (out.empty()) {
+    if (Status st = comm.run(send, dst, count, type, op, stream); !st)
+      out = "run: " + st.message();
+  }
+  if (out.empty()) {
+    std::vector<char> got(bytes);
+    if (cudaMemcpy(got.data(), dst, bytes, cudaMemcpyDeviceToHost))
+      out = "cannot read the output";
+    uint64_t first = 0;
+    if (out.empty())
+      if (uint64_t bad = countMismatches(type, got.data(), want[rank].data(), count, &first))
+        out = cat("rank ", rank, ": ", bad, " of ", count, " elements differ; first at ", first,
+                  ": ", formatElement(type, got.data(), first), " instead of ",
+                  formatElement(type, want[rank].data(), first));
+  }
+  cudaFree(send);
+  cudaFree(recv);
+  return out;
+}
+
+/// One rank, two threadblocks: tb 0 copies the input to scratch; tb 1
+/// waits for it, copies scratch to the output, then reduces scratch into
+/// the output (x op x = x for max and min).
+Plan localPlan() {
+  Plan p = makePlan("local_copy_reduce", CollectiveKind::AllReduce, 1, 2, 2, 1);
+  p.ranks[0].scratchChunks = 2;
+  Threadblock a, b;
+  add(a, step(Opcode::Copy, I, 0, S, 0, 2));
+  add(b, step(Opcode::Copy, S, 0, O, 0, 2), {{0, 0}});
+  add(b, step(Opcode::Reduce, S, 0, O, 0, 1));
+  add(b, step(Opcode::Reduce, S, 1, O, 1, 1));
+  p.ranks[0].threadblocks = {a, b};
+  return p;
+}
+
+TEST(NcclGpu, OneRankLocalSteps) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no usable CUDA device";
+  Plan plan = localPlan();
+  ASSERT_TRUE(validatePlan(plan)) << validatePlan(plan).message();
+  ncclComm_t nccl = nullptr;
+  int dev = 0;
+  ASSERT_EQ(ncclCommInitAll(&nccl, 1, &dev), ncclSuccess);
+  {
+    NcclOptions options;
+    options.sliceBytes = 4096; // Many slices: the counters move across launches.
+    options.timeoutSeconds = 10;
+    Result<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::create(plan, nccl, options);
+    ASSERT_TRUE(comm) << comm.message();
+    EXPECT_EQ((*comm)->size(), 1u);
+    EXPECT_EQ((*comm)->rank(), 0u);
+    EXPECT_EQ((*comm)->numBlocks(), 2u);
+    for (DataType type : {DataType::Float32, DataType::Int32})
+      for (RedOp op : {RedOp::Max, RedOp::Min})
+        for (uint64_t count : {1ull, 7ull, 1000ull, 1000003ull})
+          for (bool inPlace : {false, true})
+            EXPECT_EQ(checkAllReduce(**comm, count, type, op, inPlace, nullptr), "")
+                << dataTypeName(type) << " count " << count << (inPlace ? " in place" : "");
+    EXPECT_TRUE((*comm)->check());
+  }
+  ncclCommDestroy(nccl);
+}
+
+TEST(NcclGpu, OneRankRejectsAPlanOfTwo) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no usable CUDA device";
+  ncclComm_t nccl = nullptr;
+  int dev = 0;
+  ASSERT_EQ(ncclCommInitAll(&nccl, 1, &dev), ncclSuccess);
+  Result<std::unique_ptr<NcclCommunicator>> comm =
+      NcclCommunicator::create(ringAllReduce(2, 2), nccl);
+  ASSERT_FALSE(comm);
+  EXPECT_EQ(comm.message(), "the plan has 2 ranks but the NCCL communicator has 1");
+  ncclCommDestroy(nccl);
+}
+
+TEST(NcclGpu, RingAllReduceAcrossGpus) {
+  const int n = std::min(gpuCount(), 8);
+  if (n < 2)
+    GTEST_SKIP() << "needs two GPUs or more";
+  std::vector<ncclComm_t> comms(n);
+  std::vector<int> devs(n);
+  for (int d = 0; d < n; ++d)
+    devs[d] = d;
+  ASSERT_EQ(ncclCommInitAll(comms.data(), n, devs.data()), ncclSuccess);
+  const Plan plan = ringAllReduce(uint32_t(n), 2);
+  std::mutex mu;
+  std::vector<std::string> errors;
+  auto rankMain = [&](int r) {
+    auto report = [&](const std::string &what) {
+      std::lock_guard<std::mutex> lock(mu);
+      errors.push_back(cat("rank ", r, ": ", what));
+    };
+    cudaSetDevice(r);
+    cudaStream_t stream = nullptr;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    {
+      NcclOptions options;
+      options.sliceBytes = 16384;
+      options.timeoutSeconds = 20;
+      Result<std::unique_ptr<NcclCommunicator>> comm =
+          NcclCommunicator::create(plan, comms[r], options);
+      if (!comm) {
+        // Every rank fails together; nothing else to run.
+        report("create: " + comm.message());
+      } else {
+        // The same sequence of calls on every rank: counts that differ from
+        // launch to launch move the counters by different slice counts.
+        for (uint64_t count : {1ull, 1000ull, 1000003ull, 5ull, 4ull << 20})
+          for (bool inPlace : {false, true}) {
+            std::string e =
+                checkAllReduce(**comm, count, DataType::Float32, RedOp::Sum, inPlace, stream);
+            if (!e.empty())
+              report(cat("count ", count, inPlace ? " in place: " : ": ", e));
+          }
+        std::string e = checkAllReduce(**comm, 4097, DataType::Int64, RedOp::Max, false, stream);
+        if (!e.empty())
+          report("int64 max: " + e);
+      }
+      // The destructor waits for every rank here.
+    }
+    cudaStreamDestroy(stream);
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back(rankMain, r);
+  for (std::thread &t : threads)
+    t.join();
+  for (ncclComm_t c : comms)
+    ncclCommDestroy(c);
+  for (const std::string &e : errors)
+    ADD_FAILURE() << e;
+}
+
+} // namespace
