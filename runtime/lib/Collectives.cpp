@@ -89,6 +89,24 @@ bool collectiveDefinesOutput(CollectiveKind kind, uint32_t root, uint32_t rank) 
   return true;
 }
 
+bool isInPlaceCall(CollectiveKind kind, uint32_t rank, const void *sendbuf, const void *recvbuf,
+                   uint64_t unitBytes) {
+  const char *in = static_cast<const char *>(sendbuf);
+  const char *out = static_cast<const char *>(recvbuf);
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+  case CollectiveKind::Broadcast:
+  case CollectiveKind::Reduce:
+    return in == out;
+  case CollectiveKind::AllGather:
+    return in == out + rank * unitBytes;
+  case CollectiveKind::ReduceScatter:
+    return out == in + rank * unitBytes;
+  default:
+    return false;
+  }
+}
+
 bool collectiveReduces(CollectiveKind kind) {
   return kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter ||
          kind == CollectiveKind::Reduce;

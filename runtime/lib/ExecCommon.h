@@ -61,23 +61,6 @@ inline bool overlaps(const char *a, uint64_t aBytes, const char *b, uint64_t bBy
   return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
 }
 
-/// Whether rank \p rank's buffers are the collective's in-place alias.
-inline bool isInPlaceCall(CollectiveKind kind, uint32_t rank, const char *in, const char *out,
-                          uint64_t unitBytes) {
-  switch (kind) {
-  case CollectiveKind::AllReduce:
-  case CollectiveKind::Broadcast:
-  case CollectiveKind::Reduce:
-    return in == out;
-  case CollectiveKind::AllGather:
-    return in == out + rank * unitBytes;
-  case CollectiveKind::ReduceScatter:
-    return out == in + rank * unitBytes;
-  default:
-    return false;
-  }
-}
-
 /// Whether a rank's program writes its input buffer.
 inline bool writesInput(const RankPlan &rp) {
   for (const Threadblock &tb : rp.threadblocks)

@@ -276,30 +276,7 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
     w.rankBuffers = table;
   }
 
-  KernelParams k;
-  k.tbs = w.tbTable.as<TbDesc>();
-  k.steps = w.stepTable.as<Instruction>();
-  k.deps = w.depTable.as<Dependency>();
-  k.fifos = w.fifoTable.as<FifoDesc>();
-  k.rankBuffers = w.rankBufferTable.as<char *>();
-  k.progress = w.progress.as<uint64_t>();
-  k.progressStride = kCounterStride;
-  k.layout = layout;
-  k.sliceBase = w.sliceBase;
-  k.pieceStride = pieceStride;
-  k.timeoutNs = uint64_t(w.options.timeoutSeconds * 1e9);
-  k.abortFlag = w.abortFlag.as<unsigned int>();
-  k.error = w.error.as<DeviceError>();
-  k.maxSharedSteps = w.tables.sharedSteps;
-  k.systemScope = false;
-  void *args[] = {&k};
-  err = w.options.cooperative
-            ? cudaLaunchCooperativeKernel(reinterpret_cast<const void *>(fn), dim3(w.numBlocks),
-                                          dim3(w.options.threadsPerBlock), args,
-                                          w.tables.sharedSteps * sizeof(Instruction), stream)
-            : cudaLaunchKernel(reinterpret_cast<const void *>(fn), dim3(w.numBlocks),
-                               dim3(w.options.threadsPerBlock), args,
-                               w.tables.sharedSteps * sizeof(Instruction), stream);
+  err = launchInterpreter(w, fn, layout, pieceStride, /*systemScope=*/false, stream);
   if (err)
     return w.fail("cannot launch the interpreter kernel", err);
   w.sliceBase += layout.numSlices;

@@ -2,6 +2,8 @@
 
 #include "LaunchTables.h"
 
+#include "coll/Runtime/Executor.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -119,22 +121,6 @@ bool overlaps(const char *a, uint64_t aBytes, const char *b, uint64_t bBytes) {
 }
 
 } // namespace
-
-bool isInPlaceCall(CollectiveKind kind, uint32_t rank, const char *in, const char *out,
-                   uint64_t unitBytes) {
-  switch (kind) {
-  case CollectiveKind::AllReduce:
-  case CollectiveKind::Broadcast:
-  case CollectiveKind::Reduce:
-    return in == out;
-  case CollectiveKind::AllGather:
-    return in == out + rank * unitBytes;
-  case CollectiveKind::ReduceScatter:
-    return out == in + rank * unitBytes;
-  default:
-    return false;
-  }
-}
 
 RankBinding bindRankBuffers(CollectiveKind kind, bool inplacePlan, bool writesInput, uint32_t rank,
                             const void *sendbuf, void *recvbuf, uint64_t inBytes, uint64_t outBytes,

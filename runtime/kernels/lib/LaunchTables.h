@@ -110,11 +110,6 @@ struct RankBinding {
   std::vector<StagingCopy> after;  ///< After the kernel (the result, copied out).
 };
 
-/// Whether \p rank's buffers are \p kind's in-place alias for a per-rank
-/// unit of \p unitBytes.
-bool isInPlaceCall(CollectiveKind kind, uint32_t rank, const char *in, const char *out,
-                   uint64_t unitBytes);
-
 /// Binds \p rank's \p sendbuf (\p inBytes) and \p recvbuf (\p outBytes) for
 /// a plan of \p kind, in place or not (\p inplacePlan), that writes its
 /// input or not; \p unitBytes is the user's count in bytes and
@@ -174,6 +169,41 @@ template <class T> cudaError_t upload(DeviceBuffer &buf, const std::vector<T> &v
     return err;
   return v.empty() ? cudaSuccess
                    : cudaMemcpy(buf.ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
+}
+
+/// Launches the interpreter kernel \p fn over \p w's tables: \p w is the
+/// state of a DeviceWorld or an NcclCommunicator (tbTable, stepTable,
+/// depTable, fifoTable, rankBufferTable, progress, abortFlag, error,
+/// tables, sliceBase, numBlocks, options). \p systemScope: peers on other
+/// GPUs (DeviceKernel.h).
+template <class State>
+cudaError_t launchInterpreter(const State &w, KernelFn fn, const ChunkLayout &layout,
+                              uint64_t pieceStride, bool systemScope, cudaStream_t stream) {
+  KernelParams k;
+  k.tbs = w.tbTable.template as<TbDesc>();
+  k.steps = w.stepTable.template as<Instruction>();
+  k.deps = w.depTable.template as<Dependency>();
+  k.fifos = w.fifoTable.template as<FifoDesc>();
+  k.rankBuffers = w.rankBufferTable.template as<char *>();
+  k.progress = w.progress.template as<uint64_t>();
+  k.progressStride = kCounterStride;
+  k.layout = layout;
+  k.sliceBase = w.sliceBase;
+  k.pieceStride = pieceStride;
+  k.timeoutNs = uint64_t(w.options.timeoutSeconds * 1e9);
+  k.abortFlag = w.abortFlag.template as<unsigned int>();
+  k.error = w.error.template as<DeviceError>();
+  k.maxSharedSteps = w.tables.sharedSteps;
+  k.systemScope = systemScope;
+  void *args[] = {&k};
+  const size_t shared = w.tables.sharedSteps * sizeof(Instruction);
+  if (w.numBlocks == 0)
+    return cudaSuccess;
+  return w.options.cooperative
+             ? cudaLaunchCooperativeKernel(reinterpret_cast<const void *>(fn), dim3(w.numBlocks),
+                                           dim3(w.options.threadsPerBlock), args, shared, stream)
+             : cudaLaunchKernel(reinterpret_cast<const void *>(fn), dim3(w.numBlocks),
+                                dim3(w.options.threadsPerBlock), args, shared, stream);
 }
 
 } // namespace coll::kernels

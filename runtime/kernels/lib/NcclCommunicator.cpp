@@ -554,34 +554,9 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
     w.rankBuffers = table;
   }
 
-  KernelParams k;
-  k.tbs = w.tbTable.as<TbDesc>();
-  k.steps = w.stepTable.as<Instruction>();
-  k.deps = w.depTable.as<Dependency>();
-  k.fifos = w.fifoTable.as<FifoDesc>();
-  k.rankBuffers = w.rankBufferTable.as<char *>();
-  k.progress = w.progress.as<uint64_t>();
-  k.progressStride = kCounterStride;
-  k.layout = layout;
-  k.sliceBase = w.sliceBase;
-  k.pieceStride = shape.pieceStride;
-  k.timeoutNs = uint64_t(w.options.timeoutSeconds * 1e9);
-  k.abortFlag = w.abortFlag.as<unsigned int>();
-  k.error = w.error.as<DeviceError>();
-  k.maxSharedSteps = w.tables.sharedSteps;
   // Peers on other GPUs: .sys-scope fences and counters (DeviceKernel.h).
-  k.systemScope = true;
-  void *args[] = {&k};
-  const size_t shared = w.tables.sharedSteps * sizeof(Instruction);
-  if (w.numBlocks > 0) {
-    err = w.options.cooperative
-              ? cudaLaunchCooperativeKernel(reinterpret_cast<const void *>(fn), dim3(w.numBlocks),
-                                            dim3(w.options.threadsPerBlock), args, shared, stream)
-              : cudaLaunchKernel(reinterpret_cast<const void *>(fn), dim3(w.numBlocks),
-                                 dim3(w.options.threadsPerBlock), args, shared, stream);
-    if (err)
-      return cudaFail("cannot launch the interpreter kernel", err);
-  }
+  if ((err = launchInterpreter(w, fn, layout, shape.pieceStride, /*systemScope=*/true, stream)))
+    return cudaFail("cannot launch the interpreter kernel", err);
   // Every rank advances by the same slices, given the same count and type.
   w.sliceBase += layout.numSlices;
 

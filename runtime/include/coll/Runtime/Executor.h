@@ -100,6 +100,13 @@ bool collectiveDefinesOutput(CollectiveKind kind, uint32_t root, uint32_t rank);
 /// Whether \p kind combines values with the operator.
 bool collectiveReduces(CollectiveKind kind);
 
+/// Whether rank \p rank's buffers are \p kind's in-place alias for a
+/// per-rank unit of \p unitBytes (see LocalWorld::run): allreduce, broadcast
+/// and reduce: send == recv; allgather: send == recv + rank * unit;
+/// reducescatter: recv == send + rank * unit; never for the others.
+bool isInPlaceCall(CollectiveKind kind, uint32_t rank, const void *sendbuf, const void *recvbuf,
+                   uint64_t unitBytes);
+
 /// Every rank of a plan, in this process.
 class LocalWorld {
 public:
