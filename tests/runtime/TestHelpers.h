@@ -50,30 +50,25 @@ struct WorldBuffers {
   std::vector<void *> recv;
 };
 
-/// Sets up \p b for \p plan and \p c; \p fill writes rank r's n input
-/// elements (default: fillTestInput). Outputs start as 0xa5 bytes so that
-/// an element nobody wrote shows.
-inline void
-makeBuffers(const Plan &plan, const RunCase &c, WorldBuffers &b,
-            const std::function<void(uint32_t rank, uint64_t n, void *buf)> &fill = nullptr) {
+/// Sets up the buffers of a run of \p plan for \p c from the inputs in
+/// b.original, which must be filled: in place, each rank's input is copied
+/// to its alias position in one buffer; out of place, into b.in, or with
+/// \p copyInputs false the run reads b.original itself (and must not
+/// modify it). Outputs start as 0xa5 bytes so that an element nobody wrote
+/// shows.
+inline void placeBuffers(const Plan &plan, const RunCase &c, WorldBuffers &b,
+                         bool copyInputs = true) {
   const PlanInfo &info = plan.info;
   const uint32_t n = info.nranks;
   const size_t es = dataTypeSize(c.type);
   BufferElements e = collectiveBufferElements(info.collective, n, c.count);
   const uint64_t unit = c.count * es;
-  b.original.assign(n, {});
   b.in.assign(n, {});
   b.out.assign(n, {});
   b.both.assign(n, {});
   b.send.assign(n, nullptr);
   b.recv.assign(n, nullptr);
   for (uint32_t r = 0; r < n; ++r) {
-    // One spare byte: data() of an empty vector may be null.
-    b.original[r].resize(e.input * es + 1);
-    if (fill)
-      fill(r, e.input, b.original[r].data());
-    else
-      fillTestInput(c.type, c.op, n, r, e.input, b.original[r].data());
     if (c.inplace) {
       b.both[r].assign(std::max(e.input, e.output) * es + 1, char(0xa5));
       char *p = b.both[r].data();
@@ -83,12 +78,87 @@ makeBuffers(const Plan &plan, const RunCase &c, WorldBuffers &b,
       b.send[r] = send;
       b.recv[r] = recv;
     } else {
-      b.in[r] = b.original[r];
+      if (copyInputs)
+        b.in[r] = b.original[r];
       b.out[r].assign(e.output * es + 1, char(0xa5));
-      b.send[r] = b.in[r].data();
+      b.send[r] = copyInputs ? b.in[r].data() : b.original[r].data();
       b.recv[r] = b.out[r].data();
     }
   }
+}
+
+/// Fills b.original with every rank's input for a run of \p plan for \p c;
+/// \p fill writes rank r's n input elements (default: fillTestInput).
+inline void
+fillInputs(const Plan &plan, const RunCase &c, WorldBuffers &b,
+           const std::function<void(uint32_t rank, uint64_t n, void *buf)> &fill = nullptr) {
+  const uint32_t n = plan.info.nranks;
+  const size_t es = dataTypeSize(c.type);
+  BufferElements e = collectiveBufferElements(plan.info.collective, n, c.count);
+  b.original.assign(n, {});
+  for (uint32_t r = 0; r < n; ++r) {
+    // One spare byte: data() of an empty vector may be null.
+    b.original[r].resize(e.input * es + 1);
+    if (fill)
+      fill(r, e.input, b.original[r].data());
+    else
+      fillTestInput(c.type, c.op, n, r, e.input, b.original[r].data());
+  }
+}
+
+/// Sets up \p b for \p plan and \p c: fillInputs, then placeBuffers.
+inline void
+makeBuffers(const Plan &plan, const RunCase &c, WorldBuffers &b,
+            const std::function<void(uint32_t rank, uint64_t n, void *buf)> &fill = nullptr) {
+  fillInputs(plan, c, b, fill);
+  placeBuffers(plan, c, b);
+}
+
+/// The reference's outputs of \p info's collective for \p c on the
+/// unmodified inputs \p original (one buffer per rank), into \p want,
+/// sized as the run's outputs (plus a spare byte). "" or what went wrong.
+inline std::string referenceOutputs(const PlanInfo &info, const RunCase &c,
+                                    const std::vector<std::vector<char>> &original,
+                                    std::vector<std::vector<char>> &want) {
+  const uint32_t n = info.nranks;
+  BufferElements e = collectiveBufferElements(info.collective, n, c.count);
+  want.assign(n, {});
+  std::vector<const void *> inputs(n);
+  std::vector<void *> wantPtrs(n);
+  for (uint32_t r = 0; r < n; ++r) {
+    want[r].resize(e.output * dataTypeSize(c.type) + 1);
+    wantPtrs[r] = want[r].data();
+    inputs[r] = original[r].data();
+  }
+  if (Status s = referenceCollective(info.collective, n, info.root, c.count, c.type, c.op, inputs,
+                                     wantPtrs);
+      !s)
+    return describe(c) + ": reference: " + s.message();
+  return "";
+}
+
+/// Compares every output the collective defines (recv[r], rank r's output
+/// after a run of \p c) with the reference's \p want. "" or the first
+/// wrong element and how many are wrong.
+inline std::string compareOutputs(const PlanInfo &info, const RunCase &c,
+                                  const std::vector<void *> &recv,
+                                  const std::vector<std::vector<char>> &want) {
+  BufferElements e = collectiveBufferElements(info.collective, info.nranks, c.count);
+  for (uint32_t r = 0; r < info.nranks; ++r) {
+    if (!collectiveDefinesOutput(info.collective, info.root, r))
+      continue;
+    uint64_t first = 0;
+    uint64_t wrong = countMismatches(c.type, recv[r], want[r].data(), e.output, &first);
+    if (wrong) {
+      std::ostringstream os;
+      os << describe(c) << ": rank " << r << " output element " << first << " is "
+         << formatElement(c.type, recv[r], first) << ", expected "
+         << formatElement(c.type, want[r].data(), first) << " (" << wrong << " of " << e.output
+         << " wrong)";
+      return os.str();
+    }
+  }
+  return "";
 }
 
 /// Runs \p plan for \p c and compares with the reference. Returns "" on
@@ -109,35 +179,13 @@ inline std::string runAndCheck(const Plan &plan, const RunCase &c,
   if (Status s = LocalWorld().run(plan, b.send, b.recv, c.count, c.type, c.op, o); !s)
     return describe(c) + ": " + s.message();
 
-  std::vector<std::vector<char>> want(n);
-  std::vector<const void *> inputs(n);
-  std::vector<void *> wantPtrs(n);
-  for (uint32_t r = 0; r < n; ++r) {
-    want[r].resize(e.output * es + 1);
-    wantPtrs[r] = want[r].data();
-    inputs[r] = b.original[r].data();
-  }
-  if (Status s = referenceCollective(info.collective, n, info.root, c.count, c.type, c.op, inputs,
-                                     wantPtrs);
-      !s)
-    return describe(c) + ": reference: " + s.message();
-  for (uint32_t r = 0; r < n; ++r) {
+  std::vector<std::vector<char>> want;
+  if (std::string err = referenceOutputs(info, c, b.original, want); !err.empty())
+    return err;
+  for (uint32_t r = 0; r < n; ++r)
     if (!c.inplace && std::memcmp(b.in[r].data(), b.original[r].data(), e.input * es) != 0)
       return describe(c) + ": rank " + std::to_string(r) + "'s input was modified";
-    if (!collectiveDefinesOutput(info.collective, info.root, r))
-      continue;
-    uint64_t first = 0;
-    uint64_t wrong = countMismatches(c.type, b.recv[r], want[r].data(), e.output, &first);
-    if (wrong) {
-      std::ostringstream os;
-      os << describe(c) << ": rank " << r << " output element " << first << " is "
-         << formatElement(c.type, b.recv[r], first) << ", expected "
-         << formatElement(c.type, want[r].data(), first) << " (" << wrong << " of " << e.output
-         << " wrong)";
-      return os.str();
-    }
-  }
-  return "";
+  return compareOutputs(info, c, b.recv, want);
 }
 
 /// Every data type.
