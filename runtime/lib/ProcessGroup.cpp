@@ -291,7 +291,10 @@ struct ProcessGroup::State {
       }
       if (c.doneSeq.load(std::memory_order_acquire) >= seq)
         continue;
-      if (c.closed.load(std::memory_order_acquire)) {
+      // A rank finishes a call before it closes: read doneSeq again after
+      // seeing it closed, or a rank that finished meanwhile looks departed.
+      if (c.closed.load(std::memory_order_acquire) &&
+          c.doneSeq.load(std::memory_order_acquire) < seq) {
         found = {ErrorKind::Remote,
                  cat("rank ", q, " (pid ", c.pid, ") left the job during call ", seq)};
         return found;
@@ -858,6 +861,10 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
         nextCheck = now + seconds(st.options.livenessIntervalSeconds);
         for (uint32_t q : missing) {
           const ControlBlock &c = *st.ctl[q];
+          // The list is from before the pause: a rank that has called
+          // since (and perhaps finished and left) is not missing.
+          if (c.callSeq.load(std::memory_order_acquire) >= seq)
+            continue;
           if (c.failed.load(std::memory_order_acquire))
             return endCall({ErrorKind::Remote,
                             cat("rank ", q, " failed: ",
