@@ -44,6 +44,31 @@ struct TbRun {
   ExecStatus status; ///< What the last run() returned.
 };
 
+/// A run of threadblock \p index of rank \p rank, with its platform's
+/// world, rank state, layout and kernels set; the caller sets the FIFOs
+/// and creates the interpreter.
+inline std::unique_ptr<TbRun> makeTbRun(const Threadblock &tb, uint32_t rank, uint32_t index,
+                                        WorldState &world, RankState &rankState,
+                                        const ChunkLayout &layout, const HostKernels &kernels,
+                                        uint64_t pieceBytes) {
+  auto t = std::make_unique<TbRun>();
+  t->tb = &tb;
+  t->rank = rank;
+  t->index = index;
+  t->program.steps = tb.steps.data();
+  t->program.numSteps = uint32_t(tb.steps.size());
+  t->program.deps = tb.deps.data();
+  CpuPlatform &p = t->platform;
+  p.world = &world;
+  p.rankState = &rankState;
+  p.rank = rank;
+  p.tb = index;
+  p.layout = &layout;
+  p.kernels = &kernels;
+  p.pieceBytes = pieceBytes;
+  return t;
+}
+
 /// A rank's buffers as the plan addresses them, and what to do around the
 /// run so that the user's buffers end up right.
 struct RankBinding {

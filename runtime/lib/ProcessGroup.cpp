@@ -1033,21 +1033,8 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
   for (uint32_t b = 0; b < ntb; ++b) {
     const Threadblock &tb = rp.threadblocks[b];
     rs.numSteps.push_back(uint32_t(tb.steps.size()));
-    auto t = std::make_unique<TbRun>();
-    t->tb = &tb;
-    t->rank = me;
-    t->index = b;
-    t->program.steps = tb.steps.data();
-    t->program.numSteps = uint32_t(tb.steps.size());
-    t->program.deps = tb.deps.data();
+    auto t = makeTbRun(tb, me, b, world, rs, layout, kernels, pieceBytes);
     CpuPlatform &p = t->platform;
-    p.world = &world;
-    p.rankState = &rs;
-    p.rank = me;
-    p.tb = b;
-    p.layout = &layout;
-    p.kernels = &kernels;
-    p.pieceBytes = pieceBytes;
     p.recvFifo = hasRecv[b] ? &recvFifos[b] : nullptr;
     p.sendFifo = hasSend[b] ? &sendFifos[b] : nullptr;
     runs.push_back(std::move(t));

@@ -20,18 +20,7 @@ using namespace coll::test;
 namespace {
 
 std::vector<std::string> planNames() {
-  std::vector<std::string> names;
-  std::string all = COLL_TEST_PLANS;
-  size_t pos = 0;
-  while (pos <= all.size()) {
-    size_t comma = all.find(',', pos);
-    if (comma == std::string::npos)
-      comma = all.size();
-    if (comma > pos)
-      names.push_back(all.substr(pos, comma - pos));
-    pos = comma + 1;
-  }
-  return names;
+  return splitNames(COLL_TEST_PLANS);
 }
 
 class CompiledPlanTest : public ::testing::TestWithParam<std::string> {

@@ -209,18 +209,7 @@ private:
 //===----------------------------------------------------------------------===//
 
 std::vector<std::string> sweepPlanNames() {
-  std::vector<std::string> names;
-  std::string all = COLL_SWEEP_PLANS;
-  size_t pos = 0;
-  while (pos <= all.size()) {
-    size_t comma = all.find(',', pos);
-    if (comma == std::string::npos)
-      comma = all.size();
-    if (comma > pos)
-      names.push_back(all.substr(pos, comma - pos));
-    pos = comma + 1;
-  }
-  return names;
+  return splitNames(COLL_SWEEP_PLANS);
 }
 
 /// Loads sweep plan \p name into \p plan; false (with a failure or skip

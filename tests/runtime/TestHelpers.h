@@ -207,6 +207,22 @@ inline std::vector<RedOp> opsFor(CollectiveKind kind) {
   return v;
 }
 
+/// The names of a comma-separated list (empty names dropped): the plan
+/// lists that CMake passes to the tests.
+inline std::vector<std::string> splitNames(const std::string &all) {
+  std::vector<std::string> names;
+  size_t pos = 0;
+  while (pos <= all.size()) {
+    size_t comma = all.find(',', pos);
+    if (comma == std::string::npos)
+      comma = all.size();
+    if (comma > pos)
+      names.push_back(all.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  return names;
+}
+
 } // namespace coll::test
 
 #endif // COLL_TESTS_RUNTIME_TESTHELPERS_H
