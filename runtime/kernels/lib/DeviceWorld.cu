@@ -171,25 +171,15 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
   if (sendbufs.size() != nranks || recvbufs.size() != nranks)
     return Status::error(cat("the plan has ", nranks, " ranks but ", sendbufs.size(), " send and ",
                              recvbufs.size(), " receive buffers were given"));
-  KernelFn fn = selectKernel(type, op);
-  const size_t es = dataTypeSize(type);
-  if (!fn || es == 0)
-    return Status::error(cat("invalid data type ", unsigned(type), " or operator ", unsigned(op)));
-  if (count > std::numeric_limits<uint64_t>::max() / es / nranks / 4)
-    return Status::error(cat("count ", count, " is too large"));
+  KernelFn fn;
+  size_t es;
+  if (Status st = checkLaunchArguments(type, op, count, nranks, fn, es); !st)
+    return st;
   if (count == 0)
     return Status::success();
-  for (uint32_t r = 0; r < nranks; ++r) {
-    if (!sendbufs[r] || !recvbufs[r])
-      return Status::error(
-          cat("rank ", r, " has a null ", sendbufs[r] ? "receive" : "send", " buffer"));
-    // The kernel loads whole elements; a misaligned one would fault.
-    if (reinterpret_cast<uintptr_t>(sendbufs[r]) % es ||
-        reinterpret_cast<uintptr_t>(recvbufs[r]) % es)
-      return Status::error(cat("rank ", r, "'s ",
-                               reinterpret_cast<uintptr_t>(sendbufs[r]) % es ? "send" : "receive",
-                               " buffer is not aligned to its ", es, "-byte elements"));
-  }
+  for (uint32_t r = 0; r < nranks; ++r)
+    if (Status st = checkRankBuffers(r, sendbufs[r], recvbufs[r], es); !st)
+      return st;
   // Launches share the counters and memory: one stream at a time, so a
   // launch on another stream first waits for the last one.
   cudaError_t err;

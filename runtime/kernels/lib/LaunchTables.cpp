@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -121,6 +122,28 @@ bool overlaps(const char *a, uint64_t aBytes, const char *b, uint64_t bBytes) {
 }
 
 } // namespace
+
+Status checkLaunchArguments(DataType type, RedOp op, uint64_t count, uint32_t nranks, KernelFn &fn,
+                            size_t &es) {
+  fn = selectKernel(type, op);
+  es = dataTypeSize(type);
+  if (!fn || es == 0)
+    return Status::error(cat("invalid data type ", unsigned(type), " or operator ", unsigned(op)));
+  if (count > std::numeric_limits<uint64_t>::max() / es / nranks / 4)
+    return Status::error(cat("count ", count, " is too large"));
+  return Status::success();
+}
+
+Status checkRankBuffers(uint32_t rank, const void *sendbuf, const void *recvbuf, size_t es) {
+  if (!sendbuf || !recvbuf)
+    return Status::error(
+        cat("rank ", rank, " has a null ", sendbuf ? "receive" : "send", " buffer"));
+  if (reinterpret_cast<uintptr_t>(sendbuf) % es || reinterpret_cast<uintptr_t>(recvbuf) % es)
+    return Status::error(cat("rank ", rank, "'s ",
+                             reinterpret_cast<uintptr_t>(sendbuf) % es ? "send" : "receive",
+                             " buffer is not aligned to its ", es, "-byte elements"));
+  return Status::success();
+}
 
 RankBinding bindRankBuffers(CollectiveKind kind, bool inplacePlan, bool writesInput, uint32_t rank,
                             const void *sendbuf, void *recvbuf, uint64_t inBytes, uint64_t outBytes,

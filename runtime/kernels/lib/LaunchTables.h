@@ -119,6 +119,16 @@ RankBinding bindRankBuffers(CollectiveKind kind, bool inplacePlan, bool writesIn
                             const void *sendbuf, void *recvbuf, uint64_t inBytes, uint64_t outBytes,
                             uint64_t unitBytes, char *privateCopy);
 
+/// Checks the data type, operator and count of a launch of a plan of
+/// \p nranks ranks; sets \p fn to the kernel and \p es to the element size.
+Status checkLaunchArguments(DataType type, RedOp op, uint64_t count, uint32_t nranks, KernelFn &fn,
+                            size_t &es);
+
+/// Checks rank \p rank's buffers of a launch with a nonzero count: not
+/// null, and aligned to their \p es-byte elements (the kernel loads whole
+/// elements; a misaligned one would fault).
+Status checkRankBuffers(uint32_t rank, const void *sendbuf, const void *recvbuf, size_t es);
+
 /// The message of device-side failure \p e of a launch of \p tables built
 /// for \p sections (connections of \p depth slots, waits of
 /// \p timeoutSeconds): the rank, threadblock, step, slice and what it

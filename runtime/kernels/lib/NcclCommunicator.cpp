@@ -499,17 +499,14 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
                          "); the communicator cannot run again");
   const PlanInfo &info = w.plan.info;
   const uint32_t nranks = info.nranks;
-  KernelFn fn = selectKernel(type, op);
-  const size_t es = dataTypeSize(type);
-  if (!fn || es == 0)
-    return Status::error(cat("invalid data type ", unsigned(type), " or operator ", unsigned(op)));
-  if (count > std::numeric_limits<uint64_t>::max() / es / nranks / 4)
-    return Status::error(cat("count ", count, " is too large"));
+  KernelFn fn;
+  size_t es;
+  if (Status st = checkLaunchArguments(type, op, count, nranks, fn, es); !st)
+    return st;
   if (count == 0)
     return Status::success();
-  if (!sendbuf || !recvbuf)
-    return Status::error(
-        cat("rank ", w.rank, " has a null ", sendbuf ? "receive" : "send", " buffer"));
+  if (Status st = checkRankBuffers(w.rank, sendbuf, recvbuf, es); !st)
+    return st;
   DeviceScope scope(w.device);
   const uint32_t chunks = *planChunksPerUnit(info);
   const BufferElements elems = collectiveBufferElements(info.collective, nranks, count);
