@@ -277,8 +277,11 @@ TEST(ProcessExecutorTest, StalledRankTimesOut) {
   const int n = 3, victim = 1;
   Job job(uniqueJob("stall"));
   for (int r = 0; r < n; ++r) {
-    std::vector<std::string> a = {"--hand-ring", "2",         "--count", "1000000",   "--loop",
-                                  "100000",      "--timeout", "2",       "--no-check"};
+    // The stop may land inside a call (the run's timeout) or between two
+    // (the wait for every rank to call): both limits are 2 s.
+    std::vector<std::string> a = {"--hand-ring",     "2",      "--count",   "1000000",
+                                  "--loop",          "100000", "--timeout", "2",
+                                  "--setup-timeout", "2",      "--no-check"};
     if (r == victim) {
       a.push_back("--stop-after-ms");
       a.push_back("300");
