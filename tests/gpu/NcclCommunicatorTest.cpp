@@ -3,12 +3,17 @@
 // NcclCommunicator and the host logic it shares with DeviceWorld:
 //  - without a GPU: the kernel's tables for one rank, the in-place and
 //    out-of-place binding rules, the checks of the setup exchange (plans
-//    that differ, connections that do not match) and their messages, and
-//    the text of a device-side failure;
+//    that differ, connections that do not match) and their messages, the
+//    layout of connection memory with and without the network (staging,
+//    GIN signals), how each end finds the other, the choice of transport,
+//    and the text of a device-side failure;
 //  - with one GPU: a one-rank communicator (ncclCommInitAll) running a
 //    hand-written plan of local copies and reductions;
 //  - with two GPUs or more: a thread per GPU running the hand-written ring
-//    allreduce, several counts in a row, in place and out of place.
+//    allreduce, several counts in a row, in place and out of place, over
+//    CUDA IPC and over NCCL symmetric memory (LSA pointers).
+// Peers on other nodes (GIN) need several nodes: only their host logic is
+// tested here.
 // GPU tests skip without the GPUs they need; results are checked against
 // the reference collectives on data distinct per (rank, element).
 //
@@ -301,6 +306,191 @@ TEST(Setup, FormatRanks) {
   EXPECT_EQ(formatRanks({1, 2, 5}), "ranks 1, 2 and 5");
 }
 
+/// Every rank's launch tables and connection layout for a ring of \p n over
+/// two nodes: ranks [0, n/2) and [n/2, n), so that rank n/2 - 1 sends over
+/// the network to rank n/2, and rank n - 1 to rank 0.
+struct TwoNodeRing {
+  Plan plan;
+  std::vector<LaunchTables> tables;
+  std::vector<ConnectionLayout> layouts;
+  static constexpr uint64_t kStride = 4096;
+
+  explicit TwoNodeRing(uint32_t n) : plan(ringAllReduce(n, 2)) {
+    for (uint32_t r = 0; r < n; ++r) {
+      tables.push_back(buildLaunchTables(plan.info, {{r, &plan.ranks[r]}}));
+      std::vector<bool> network(n);
+      for (uint32_t p = 0; p < n; ++p)
+        network[p] = (p < n / 2) != (r < n / 2);
+      layouts.push_back(layoutConnections(tables[r], plan.ranks[r], r, kStride, network));
+    }
+  }
+  std::vector<std::vector<ConnectionEntry>> entries() const {
+    std::vector<std::vector<ConnectionEntry>> all;
+    for (const ConnectionLayout &l : layouts)
+      all.push_back(l.entries);
+    return all;
+  }
+};
+
+TEST(Setup, LayoutWithoutNetwork) {
+  Plan p = ringAllReduce(4, 2);
+  LaunchTables t = buildLaunchTables(p.info, {{1, &p.ranks[1]}});
+  ConnectionLayout l = layoutConnections(t, p.ranks[1], 1, 4096, std::vector<bool>(4));
+  const uint64_t line = kCounterStride * sizeof(uint64_t);
+  ASSERT_EQ(l.entries.size(), 2u);
+  EXPECT_EQ(l.entries[0].kind, uint32_t(ConnectionEntry::Receive));
+  EXPECT_EQ(l.entries[0].peer, 0u);
+  EXPECT_EQ(l.entries[0].counter, 0u); // Tail of receive FIFO 0: line 0.
+  EXPECT_EQ(l.entries[0].slots, 256u); // After three counter lines, rounded.
+  EXPECT_EQ(l.entries[0].slotBytes, 4096u);
+  EXPECT_EQ(l.entries[1].kind, uint32_t(ConnectionEntry::Send));
+  EXPECT_EQ(l.entries[1].peer, 2u);
+  EXPECT_EQ(l.entries[1].counter, 2 * line); // Head of remote send 0: line 2R.
+  EXPECT_EQ(l.entryFifo, (std::vector<uint32_t>{0, t.remoteSends[0].fifo}));
+  for (const ConnectionEntry &e : l.entries)
+    EXPECT_EQ(e.network, 0u);
+  EXPECT_EQ(l.signals, 0u);
+  EXPECT_EQ(l.bytes, 256u + 2 * 4096u); // Two slots of the receive FIFO.
+  EXPECT_FALSE(l.fifos[t.remoteSends[0].fifo].ownsSlots) << "no staging without the network";
+  EXPECT_TRUE(l.fifos[0].ownsTail);
+  EXPECT_FALSE(l.fifos[0].ownsHead) << "the sender keeps the head";
+
+  // Local pointers follow the offsets.
+  std::vector<char> memory(l.bytes);
+  char *base = memory.data();
+  bindLocalConnections(t, l, base);
+  EXPECT_EQ(reinterpret_cast<char *>(t.fifos[0].tail), base + 0);
+  EXPECT_EQ(t.fifos[0].slots, base + 256);
+  EXPECT_EQ(t.fifos[0].slotBytes, 4096u);
+  EXPECT_EQ(reinterpret_cast<char *>(t.fifos[t.remoteSends[0].fifo].head), base + 2 * line);
+}
+
+TEST(Setup, LayoutStagesNetworkSendsAndNumbersSignals) {
+  TwoNodeRing ring(4);
+  // Rank 1 receives from rank 0 (its node) and sends to rank 2 (the other).
+  const ConnectionLayout &l1 = ring.layouts[1];
+  ASSERT_EQ(l1.entries.size(), 2u);
+  EXPECT_EQ(l1.entries[0].network, 0u);
+  EXPECT_EQ(l1.entries[1].network, 1u);
+  EXPECT_EQ(l1.entries[1].signal, 0u);
+  EXPECT_EQ(l1.signals, 1u);
+  EXPECT_EQ(l1.entries[1].slots, 256u + 2 * 4096u) << "staging after the receive slots";
+  EXPECT_EQ(l1.bytes, 256u + 4 * 4096u);
+  const uint32_t sendFifo = ring.tables[1].remoteSends[0].fifo;
+  EXPECT_TRUE(l1.fifos[sendFifo].ownsSlots);
+  // Rank 2 receives from rank 1 over the network: its signal 0 counts the
+  // messages; it sends to rank 3 on its node.
+  const ConnectionLayout &l2 = ring.layouts[2];
+  EXPECT_EQ(l2.entries[0].network, 1u);
+  EXPECT_EQ(l2.entries[0].signal, 0u);
+  EXPECT_EQ(l2.entries[1].network, 0u);
+  EXPECT_EQ(l2.signals, 1u);
+  // A rank with both ends over the network: receives numbered first.
+  TwoNodeRing two(2);
+  ASSERT_EQ(two.layouts[0].entries.size(), 2u);
+  EXPECT_EQ(two.layouts[0].entries[0].kind, uint32_t(ConnectionEntry::Receive));
+  EXPECT_EQ(two.layouts[0].entries[0].signal, 0u);
+  EXPECT_EQ(two.layouts[0].entries[1].signal, 1u);
+  EXPECT_EQ(two.layouts[0].signals, 2u);
+}
+
+TEST(Setup, ResolveNetworkAndDirectEnds) {
+  TwoNodeRing ring(4);
+  auto all = ring.entries();
+  for (uint32_t r = 0; r < 4; ++r) {
+    Result<ConnectionMatch> m = matchConnections(all, r);
+    ASSERT_TRUE(m) << m.message();
+    LaunchTables &t = ring.tables[r];
+    const ConnectionLayout &l = ring.layouts[r];
+    std::vector<char> memory(l.bytes);
+    char *base = memory.data();
+    bindLocalConnections(t, l, base);
+    std::vector<PeerReference> refs = resolveConnections(t, l, *m);
+    const uint32_t prev = (r + 3) % 4, next = (r + 1) % 4;
+    const bool sendOverNetwork = (r < 2) != (next < 2);
+    const bool recvOverNetwork = (r < 2) != (prev < 2);
+    const FifoDesc &recv = t.fifos[0];
+    const FifoDesc &send = t.fifos[t.remoteSends[0].fifo];
+    const ConnectionLayout &lp = ring.layouts[prev], &ln = ring.layouts[next];
+    size_t expectRefs = (recvOverNetwork ? 0 : 1) + (sendOverNetwork ? 0 : 2);
+    ASSERT_EQ(refs.size(), expectRefs) << "rank " << r;
+    if (recvOverNetwork) {
+      EXPECT_EQ(recv.netPeer, prev);
+      EXPECT_EQ(recv.tailSignal, l.entries[0].signal);
+      EXPECT_EQ(recv.headSignal, lp.entries[1].signal) << "the sender's head signal";
+    } else {
+      EXPECT_EQ(recv.netPeer, kNoNetPeer);
+      EXPECT_EQ(refs[0].field, PeerReference::Head);
+      EXPECT_EQ(refs[0].peer, prev);
+      EXPECT_EQ(refs[0].offset, lp.entries[1].counter);
+    }
+    if (sendOverNetwork) {
+      EXPECT_EQ(send.netPeer, next);
+      EXPECT_EQ(send.tailSignal, ln.entries[0].signal) << "the receiver's tail signal";
+      EXPECT_EQ(send.headSignal, l.entries[1].signal);
+      EXPECT_EQ(send.remoteSlots, ln.entries[0].slots);
+      EXPECT_EQ(send.remoteSlotBytes, ln.entries[0].slotBytes);
+      EXPECT_EQ(send.localSlots, l.entries[1].slots);
+      EXPECT_EQ(send.slots, base + l.entries[1].slots) << "the staging slots";
+    } else {
+      EXPECT_EQ(send.netPeer, kNoNetPeer);
+      const PeerReference &slots = refs[expectRefs - 2], &tail = refs[expectRefs - 1];
+      EXPECT_EQ(slots.field, PeerReference::Slots);
+      EXPECT_EQ(slots.offset, ln.entries[0].slots);
+      EXPECT_EQ(tail.field, PeerReference::Tail);
+      EXPECT_EQ(tail.offset, ln.entries[0].counter);
+      EXPECT_EQ(tail.peer, next);
+      // The pointers land in the right fields.
+      std::vector<char> peer(1 << 16);
+      std::vector<char *> pointers;
+      for (const PeerReference &ref : refs)
+        pointers.push_back(peer.data() + ref.offset);
+      applyPeerPointers(t, refs, pointers);
+      EXPECT_EQ(send.slots, peer.data() + ln.entries[0].slots);
+      EXPECT_EQ(reinterpret_cast<char *>(send.tail), peer.data() + ln.entries[0].counter);
+    }
+  }
+}
+
+TEST(Setup, BothEndsMustAgreeOnTheNetwork) {
+  TwoNodeRing ring(4);
+  auto all = ring.entries();
+  all[2][0].network = 0; // Rank 2 thinks rank 1 shares its node.
+  Result<ConnectionMatch> m = matchConnections(all, 0);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.message(), "ranks 1 and 2 disagree on whether they reach each other over the "
+                         "network (their LSA teams differ)");
+}
+
+TEST(Setup, ChooseTransport) {
+  std::vector<PeerHello> hellos(4);
+  for (uint32_t r = 0; r < 4; ++r)
+    hellos[r].rank = r;
+  Result<NcclTransport> t = chooseTransport(hellos);
+  ASSERT_TRUE(t) << t.message();
+  EXPECT_EQ(*t, NcclTransport::Ipc) << "one node: IPC";
+  hellos[1].offNode = hellos[2].offNode = 1;
+  t = chooseTransport(hellos);
+  ASSERT_TRUE(t) << t.message();
+  EXPECT_EQ(*t, NcclTransport::Symmetric) << "two nodes: symmetric memory and GIN";
+  for (PeerHello &h : hellos)
+    h.transport = uint32_t(NcclTransport::Ipc);
+  t = chooseTransport(hellos);
+  ASSERT_FALSE(t);
+  EXPECT_EQ(t.message(), "ranks 1 and 2 talk to peers outside their LSA team (another node), "
+                         "which CUDA IPC cannot reach; use the symmetric transport");
+  for (PeerHello &h : hellos)
+    h.transport = uint32_t(NcclTransport::Symmetric);
+  hellos[0].offNode = hellos[1].offNode = hellos[2].offNode = 0;
+  t = chooseTransport(hellos);
+  ASSERT_TRUE(t) << t.message();
+  EXPECT_EQ(*t, NcclTransport::Symmetric) << "asked for";
+  hellos[3].transport = uint32_t(NcclTransport::Auto);
+  t = chooseTransport(hellos);
+  ASSERT_FALSE(t);
+  EXPECT_EQ(t.message(), "rank 3 asks for another transport than rank 0");
+}
+
 TEST(DeviceFailure, NamesTheRankAndWhatItWaitedFor) {
   Plan p = ringAllReduce(4, 2);
   std::vector<RankSection> sections = {{2, &p.ranks[2]}};
@@ -451,10 +641,9 @@ TEST(NcclGpu, OneRankRejectsAPlanOfTwo) {
   ncclCommDestroy(nccl);
 }
 
-TEST(NcclGpu, RingAllReduceAcrossGpus) {
-  const int n = std::min(gpuCount(), 8);
-  if (n < 2)
-    GTEST_SKIP() << "needs two GPUs or more";
+/// The hand-written ring across \p n GPUs, a thread per rank, over
+/// \p transport.
+void ringAcrossGpus(int n, NcclTransport transport) {
   std::vector<ncclComm_t> comms(n);
   std::vector<int> devs(n);
   for (int d = 0; d < n; ++d)
@@ -475,12 +664,18 @@ TEST(NcclGpu, RingAllReduceAcrossGpus) {
       NcclOptions options;
       options.sliceBytes = 16384;
       options.timeoutSeconds = 20;
+      options.transport = transport;
       Result<std::unique_ptr<NcclCommunicator>> comm =
           NcclCommunicator::create(plan, comms[r], options);
       if (!comm) {
         // Every rank fails together; nothing else to run.
         report("create: " + comm.message());
       } else {
+        // One node: Auto picks IPC; nobody is reached over the network.
+        NcclTransport expected = transport == NcclTransport::Auto ? NcclTransport::Ipc : transport;
+        if ((*comm)->transport() != expected || (*comm)->networkPeers() != 0)
+          report(cat("transport ", uint32_t((*comm)->transport()), " with ",
+                     (*comm)->networkPeers(), " peers over the network"));
         // The same sequence of calls on every rank: counts that differ from
         // launch to launch move the counters by different slice counts.
         for (uint64_t count : {1ull, 1000ull, 1000003ull, 5ull, 4ull << 20})
@@ -507,6 +702,20 @@ TEST(NcclGpu, RingAllReduceAcrossGpus) {
     ncclCommDestroy(c);
   for (const std::string &e : errors)
     ADD_FAILURE() << e;
+}
+
+TEST(NcclGpu, RingAllReduceAcrossGpus) {
+  const int n = std::min(gpuCount(), 8);
+  if (n < 2)
+    GTEST_SKIP() << "needs two GPUs or more";
+  ringAcrossGpus(n, NcclTransport::Auto);
+}
+
+TEST(NcclGpu, RingAllReduceAcrossGpusInSymmetricMemory) {
+  const int n = std::min(gpuCount(), 8);
+  if (n < 2)
+    GTEST_SKIP() << "needs two GPUs or more";
+  ringAcrossGpus(n, NcclTransport::Symmetric);
 }
 
 } // namespace

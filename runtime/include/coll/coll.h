@@ -178,7 +178,8 @@ struct CUstream_st;
 
 /** Creates *comm, this process's rank of \p plan over \p ncclComm (an
  * ncclComm_t: the plan's ranks are its ranks, one per GPU, any number of
- * processes on one node). Collective: every rank of \p ncclComm calls it
+ * processes; peers on one node through CUDA IPC, peers on other nodes
+ * through NCCL symmetric memory and GIN). Collective: every rank of \p ncclComm calls it
  * with the same plan (whole, or loaded for its rank), or every rank fails
  * with collMismatch and a message naming the ranks that differ. The
  * communicator runs that plan only; destroying it is collective too, and

@@ -24,6 +24,12 @@
 // Scope: .gpu when every rank is on this GPU, .sys when peers are other
 // GPUs reached over NVLink or PCIe.
 //
+// Peers on other nodes: a kernel may carry a network (the Net parameter of
+// DevicePlatform, GIN in NcclSymmetric.cu). A FIFO with a netPeer then
+// waits on the network's signals instead of counters in memory (the same
+// poll, fence and timeout), and publishes a message with one put from a
+// staging slot instead of stores into the peer's slot.
+//
 // Counters never go back: a run starts at `sliceBase` (the slices of the
 // runs before it), so consecutive launches need no reset in between.
 //
@@ -54,13 +60,29 @@ struct TbDesc {
   uint32_t recvsPerSlice = 0; ///< Receive steps in the program.
 };
 
+/// FifoDesc::netPeer of a FIFO whose both ends use loads and stores.
+constexpr uint32_t kNoNetPeer = ~0u;
+
 /// A connection's FIFO.
+///
+/// Over the network (GIN, NcclCommunicator's symmetric transport), the
+/// sender fills staging slots in its own window (`slots`), and a put carries
+/// each message into the receiver's slot; the counters are GIN signals, each
+/// at the end that waits on it: `tailSignal` at the receiver (a put adds one
+/// when its data has landed), `headSignal` at the sender (the receiver adds
+/// one when it has consumed a slot).
 struct FifoDesc {
   char *slots = nullptr;    ///< depth slots of slotBytes, in the receiver's memory.
   uint64_t *tail = nullptr; ///< Written by the sender, read by the receiver.
   uint64_t *head = nullptr; ///< Written by the receiver, read by the sender.
   uint64_t slotBytes = 0;
   uint32_t depth = 0;
+  uint32_t netPeer = kNoNetPeer; ///< The peer's rank when it is reached over the network.
+  uint32_t tailSignal = 0;
+  uint32_t headSignal = 0;
+  uint64_t localSlots = 0;  ///< Network: the window offset of `slots`.
+  uint64_t remoteSlots = 0; ///< Network send: the window offset of the receiver's slots.
+  uint64_t remoteSlotBytes = 0;
 };
 
 /// The first failure of a launch, written by the CTA that timed out (device
@@ -96,6 +118,9 @@ struct KernelParams {
   DeviceError *error;      ///< Device memory.
   uint32_t maxSharedSteps; ///< Programs up to this long run from shared memory.
   bool systemScope;        ///< Peers on other devices: .sys instead of .gpu.
+  /// Device memory the kernel's network (the Net parameter of
+  /// DevicePlatform) reads; null for kernels without one.
+  const void *network;
 };
 
 /// The kernel entry for one data type and operator (Avg runs as Sum).
@@ -322,13 +347,27 @@ __device__ __noinline__ void reduceElements(char *dst0, char *dst1, const char *
 // The platform
 //===----------------------------------------------------------------------===//
 
+/// The network of a kernel whose connections all use loads and stores.
+struct NoNetwork {
+  static constexpr bool kEnabled = false;
+  __device__ explicit NoNetwork(const KernelParams &) {}
+  __device__ uint64_t readSignal(uint32_t, bool) const { return 0; }
+  __device__ void put(uint32_t, uint64_t, uint64_t, uint64_t, uint32_t) const {}
+  __device__ void signal(uint32_t, uint32_t) const {}
+};
+
 /// The Platform of Interpreter.h for one CTA (see the file comment).
-template <DataType D, RedOp Op> class DevicePlatform {
+/// \p Net reaches the peers whose FIFOs have a
+/// netPeer (see FifoDesc): readSignal(id, acquire) reads one of this rank's
+/// signals; put(peer, remoteOffset, localOffset, bytes, signal) and
+/// signal(peer, id), called by thread 0 alone, add one to a peer's signal
+/// once the bytes (if any) have landed there.
+template <DataType D, RedOp Op, class Net = NoNetwork> class DevicePlatform {
 public:
   using S = typename DataTypeTraits<D>::Storage;
 
   __device__ DevicePlatform(const KernelParams &params, const TbDesc &desc, uint32_t block)
-      : k(params), tb(desc), block(block) {
+      : k(params), tb(desc), block(block), net(params) {
     for (int b = 0; b < 3; ++b)
       buffers[b] = k.rankBuffers[3 * tb.rank + b];
     if (tb.sendFifo >= 0)
@@ -365,13 +404,14 @@ public:
     const uint64_t target = (k.sliceBase + slice) * k.tbs[other].numSteps + step + 1;
     const uint64_t *counter = k.progress + uint64_t(other) * k.progressStride;
     return waitUntil(
-        counter, [&](uint64_t v) { return v >= target; }, target);
+        memoryWord(counter), [&](uint64_t v) { return v >= target; }, target);
   }
 
   __device__ WaitResult waitRecv(char *&slot) {
     const uint64_t want = received + 1;
-    WaitResult r = waitUntil(
-        recv.tail, [&](uint64_t v) { return v >= want; }, want);
+    auto ready = [&](uint64_t v) { return v >= want; };
+    WaitResult r = overNetwork(recv) ? waitUntil(signalWord(recv.tailSignal), ready, want)
+                                     : waitUntil(memoryWord(recv.tail), ready, want);
     slot = recv.slots + recvSlot * recv.slotBytes;
     return r;
   }
@@ -379,19 +419,42 @@ public:
   __device__ WaitResult waitSend(char *&slot) {
     // Slot `sent` is free once the receiver has consumed message sent - depth.
     const uint64_t need = sent + 1 > send.depth ? sent + 1 - send.depth : 0;
-    WaitResult r = waitUntil(
-        send.head, [&](uint64_t v) { return v >= need; }, need);
+    auto ready = [&](uint64_t v) { return v >= need; };
+    WaitResult r = overNetwork(send) ? waitUntil(signalWord(send.headSignal), ready, need)
+                                     : waitUntil(memoryWord(send.head), ready, need);
     slot = send.slots + sendSlot * send.slotBytes;
+    if constexpr (Net::kEnabled)
+      staging = slot;
     return r;
   }
 
   __device__ void releaseRecv() {
+    if (overNetwork(recv)) {
+      // The step's reads of the slot are done (its barrier); the signal
+      // releases them (GIN fences before it signals).
+      if (threadIdx.x == 0)
+        net.signal(recv.netPeer, recv.headSignal);
+    } else {
+      publish(recv.head, received + 1);
+    }
     recvSlot = recvSlot + 1 == recv.depth ? 0 : recvSlot + 1;
-    publish(recv.head, ++received);
+    ++received;
   }
   __device__ void publishSend() {
+    if (overNetwork(send)) {
+      // The staging slot's stores are ordered before thread 0 by the data
+      // movement's barrier; the put releases them at system scope before the
+      // NIC reads them, and adds to the receiver's tail signal once they
+      // have landed there.
+      if (threadIdx.x == 0)
+        net.put(send.netPeer, send.remoteSlots + sendSlot * send.remoteSlotBytes,
+                send.localSlots + sendSlot * send.slotBytes, stagedBytes, send.tailSignal);
+      stagedBytes = 0;
+    } else {
+      publish(send.tail, sent + 1);
+    }
     sendSlot = sendSlot + 1 == send.depth ? 0 : sendSlot + 1;
-    publish(send.tail, ++sent);
+    ++sent;
   }
   __device__ void markProgress(uint64_t slice, uint32_t step) {
     publish(k.progress + uint64_t(block) * k.progressStride,
@@ -404,21 +467,27 @@ public:
   __device__ void copy(char *dst, const char *src, uint64_t n) {
     if (n && dst != src)
       copyBytes(dst, nullptr, src, n * sizeof(S));
+    noteStaged(dst, n);
     __syncthreads();
   }
   __device__ void copy2(char *dst0, char *dst1, const char *src, uint64_t n) {
     if (n)
       copyBytes(dst0, dst1, src, n * sizeof(S));
+    noteStaged(dst0, n);
+    noteStaged(dst1, n);
     __syncthreads();
   }
   __device__ void reduce(char *dst, const char *in, const char *local, uint64_t n) {
     if (n)
       reduceElements<D, Op>(dst, nullptr, in, local, n);
+    noteStaged(dst, n);
     __syncthreads();
   }
   __device__ void reduce2(char *dst0, char *dst1, const char *in, const char *local, uint64_t n) {
     if (n)
       reduceElements<D, Op>(dst0, dst1, in, local, n);
+    noteStaged(dst0, n);
+    noteStaged(dst1, n);
     __syncthreads();
   }
 
@@ -452,22 +521,52 @@ public:
   }
 
 private:
-  /// Thread 0 polls *counter until ready(value) (then acquires), giving up when
-  /// the abort flag rises or the time limit passes; the barrier hands the
-  /// outcome, and the acquired view of memory, to every thread.
-  template <class Ready>
-  __device__ WaitResult waitUntil(const uint64_t *counter, Ready ready, uint64_t expected) {
+  /// Whether \p f's peer is reached over the network (never without one).
+  __device__ bool overNetwork(const FifoDesc &f) const {
+    if constexpr (Net::kEnabled)
+      return f.netPeer != kNoNetPeer;
+    return false;
+  }
+
+  /// Network sends: how far the step wrote into the staging slot, which is
+  /// what the put carries.
+  __device__ void noteStaged(const char *dst, uint64_t n) {
+    if constexpr (Net::kEnabled) {
+      if (dst && overNetwork(send) && dst >= staging && dst < staging + send.slotBytes) {
+        uint64_t end = uint64_t(dst - staging) + n * sizeof(S);
+        stagedBytes = end > stagedBytes ? end : stagedBytes;
+      }
+    }
+  }
+
+  /// A synchronisation word in memory: load(true) with acquire semantics,
+  /// load(false) relaxed.
+  __device__ auto memoryWord(const uint64_t *p) const {
+    const bool sys = k.systemScope;
+    return [p, sys](bool acquire) { return acquire ? loadAcquire(p, sys) : loadRelaxed(p, sys); };
+  }
+  /// One of this rank's network signals, read the same two ways.
+  __device__ auto signalWord(uint32_t id) const {
+    const Net *n = &net;
+    return [n, id](bool acquire) { return n->readSignal(id, acquire); };
+  }
+
+  /// Thread 0 polls the word until ready(value) (then acquires), giving up
+  /// when the abort flag rises or the time limit passes; the barrier hands
+  /// the outcome, and the acquired view of memory, to every thread.
+  template <class Load, class Ready>
+  __device__ WaitResult waitUntil(Load load, Ready ready, uint64_t expected) {
     __shared__ uint32_t outcome;
     bool failed = false;
     if (threadIdx.x == 0) {
       uint32_t result = uint32_t(WaitResult::Ready);
-      uint64_t v = loadAcquire(counter, k.systemScope);
+      uint64_t v = load(true);
       if (!ready(v)) {
         // Poll relaxed (an acquire per poll would also discard the SM's L1
         // each time), then acquire once with a fence: the acquire pattern.
         const uint64_t start = globalTimerNs();
         for (uint32_t spins = 1;; ++spins) {
-          v = loadRelaxed(counter, k.systemScope);
+          v = load(false);
           if (ready(v)) {
             fenceAcqRel(k.systemScope);
             break;
@@ -511,8 +610,11 @@ private:
   const KernelParams &k;
   const TbDesc &tb;
   uint32_t block;
+  Net net;
   char *buffers[3];
   FifoDesc send, recv;
+  char *staging = nullptr;  ///< Network sends: the slot being filled.
+  uint64_t stagedBytes = 0; ///< Its bytes written so far.
   uint64_t sent = 0, received = 0;
   uint32_t sendSlot = 0, recvSlot = 0; ///< sent % depth, received % depth.
   uint64_t lastObserved = 0, lastExpected = 0;
@@ -521,7 +623,7 @@ private:
 
 /// The kernel: CTA blockIdx.x runs its threadblock's program over every
 /// slice, from shared memory when it fits.
-template <DataType D, RedOp Op>
+template <DataType D, RedOp Op, class Net = NoNetwork>
 __global__ void interpretPlan(const __grid_constant__ KernelParams k) {
   extern __shared__ uint32_t sharedSteps[];
   __shared__ TbDesc tb;
@@ -538,12 +640,12 @@ __global__ void interpretPlan(const __grid_constant__ KernelParams k) {
     __syncthreads();
     steps = reinterpret_cast<const Instruction *>(sharedSteps);
   }
-  DevicePlatform<D, Op> platform(k, tb, blockIdx.x);
+  DevicePlatform<D, Op, Net> platform(k, tb, blockIdx.x);
   ProgramView program;
   program.steps = steps;
   program.numSteps = tb.numSteps;
   program.deps = k.deps + tb.depsBegin;
-  Interpreter<DevicePlatform<D, Op>> interp(platform, program, k.layout.numSlices);
+  Interpreter<DevicePlatform<D, Op, Net>> interp(platform, program, k.layout.numSlices);
   ExecStatus st = interp.run();
   if (st.result != WaitResult::Ready)
     platform.recordStop(st);

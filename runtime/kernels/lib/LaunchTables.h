@@ -185,10 +185,12 @@ template <class T> cudaError_t upload(DeviceBuffer &buf, const std::vector<T> &v
 /// state of a DeviceWorld or an NcclCommunicator (tbTable, stepTable,
 /// depTable, fifoTable, rankBufferTable, progress, abortFlag, error,
 /// tables, sliceBase, numBlocks, options). \p systemScope: peers on other
-/// GPUs (DeviceKernel.h).
+/// GPUs (DeviceKernel.h). \p network: what \p fn's network reads (device
+/// memory), null for a kernel without one.
 template <class State>
 cudaError_t launchInterpreter(const State &w, KernelFn fn, const ChunkLayout &layout,
-                              uint64_t pieceStride, bool systemScope, cudaStream_t stream) {
+                              uint64_t pieceStride, bool systemScope, cudaStream_t stream,
+                              const void *network = nullptr) {
   KernelParams k;
   k.tbs = w.tbTable.template as<TbDesc>();
   k.steps = w.stepTable.template as<Instruction>();
@@ -205,6 +207,7 @@ cudaError_t launchInterpreter(const State &w, KernelFn fn, const ChunkLayout &la
   k.error = w.error.template as<DeviceError>();
   k.maxSharedSteps = w.tables.sharedSteps;
   k.systemScope = systemScope;
+  k.network = network;
   void *args[] = {&k};
   const size_t shared = w.tables.sharedSteps * sizeof(Instruction);
   if (w.numBlocks == 0)

@@ -3,24 +3,26 @@
 // Setup (collective, every step a function of what all ranks sent, so that
 // the ranks stop together):
 //  1. Each rank prepares its part alone: its section of the plan, the
-//     kernel's tables, its connection memory (zeroed), an IPC handle.
+//     kernel's tables, which peers its LSA team holds, the layout of its
+//     connection memory (layoutConnections in NcclSetup.h).
 //  2. Hellos (ncclAllGather of a fixed-size record): the plan's identity,
-//     the slice size, the handle, whether step 1 failed.
-//  3. Connection entries (ncclAllGather, padded to the largest): where each
+//     the slice size, the transport asked for, the memory and GIN signals
+//     needed, whether step 1 failed. Every rank picks the same transport.
+//  3. Connection memory: IPC, a cudaMalloc exported with a CUDA IPC handle;
+//     symmetric, an ncclMemAlloc of the largest size any rank needs,
+//     registered as a window (after a device communicator with GIN signals
+//     when some connection crosses the network). Its address (and handle)
+//     go to every rank.
+//  4. Connection entries (ncclAllGather, padded to the largest): where each
 //     rank's FIFOs and counters sit in its memory; every connection is
 //     matched with its other end.
-//  4. Each rank maps the peers it talks to and uploads its FIFO table.
-//  5. A last ncclAllGather of "ok" flags: a rank that failed in step 4
+//  5. Each rank reaches the peers it talks to (IPC mappings, peer access or
+//     LSA pointers; GIN needs only the offsets) and uploads its FIFO table.
+//  6. A last ncclAllGather of "ok" flags: a rank that failed in step 5
 //     takes every rank with it.
-//
-// Connection memory of a rank (one cudaMalloc, exported with CUDA IPC):
-// for receive FIFO i, its tail counter at line 2i and a head counter at
-// line 2i+1 (used when the sender is this rank; otherwise the head lives in
-// the sender's memory, where the sender polls it); for remote send j, its
-// head counter at line 2R+j (R receive FIFOs); then the slots of each
-// receive FIFO, sized for the largest slice, so that the layout does not
-// depend on a launch's count and a sender's next launch never writes where
-// the receiver's current one still reads.
+// The counters and slots are sized for the largest slice, so that the
+// layout does not depend on a launch's count and a sender's next launch
+// never writes where the receiver's current one still reads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +31,7 @@
 #include "DeviceKernel.h"
 #include "LaunchTables.h"
 #include "NcclSetup.h"
+#include "NcclSymmetric.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/PlanIO.h"
 
@@ -102,7 +105,12 @@ struct NcclCommunicatorState {
 
   DeviceBuffer tbTable, stepTable, depTable, fifoTable, rankBufferTable;
   DeviceBuffer progress, abortFlag, error, exchange;
-  DeviceBuffer connection; ///< Exported to the peers.
+  NcclTransport transport = NcclTransport::Ipc;
+  ConnectionLayout connections;  ///< This rank's connection memory.
+  std::vector<int32_t> lsaRanks; ///< Per rank: its rank in this rank's LSA team, or -1.
+  uint32_t networkPeers = 0;     ///< Peers reached over the network.
+  DeviceBuffer connection;       ///< IPC: exported to the peers.
+  std::unique_ptr<SymmetricMemory> symmetric; ///< Symmetric: the window (and GIN).
   DeviceBuffer scratchMemory, inputCopies;
   std::vector<void *> ipcMapped; ///< Peers' memory, closed on destruction.
   uint32_t ipcPeers = 0;
@@ -161,18 +169,20 @@ struct NcclCommunicatorState {
     return Status::success();
   }
 
-  /// Step 1: this rank's part, alone; fills \p hello and \p entries.
-  Status prepare(const Plan &whole, PeerHello &hello, std::vector<ConnectionEntry> &entries,
-                 std::vector<uint64_t> &localSections);
-  /// Step 4: maps the peers and uploads the FIFO table.
-  Status connect(const std::vector<PeerHello> &hellos, const std::vector<ConnectionEntry> &entries,
+  /// Step 1: this rank's part, alone; fills \p hello.
+  Status prepare(const Plan &whole, PeerHello &hello, std::vector<uint64_t> &localSections);
+  /// Step 3: the connection memory of the chosen transport; fills \p mine.
+  Status allocate(const std::vector<PeerHello> &hellos, PeerMemory &mine);
+  /// Step 5: reaches the peers and uploads the FIFO table.
+  Status connect(const std::vector<PeerHello> &hellos, const std::vector<PeerMemory> &memories,
                  const ConnectionMatch &match);
+  /// Collective: \p mine, or an error when another rank failed to \p what.
+  Status agree(const Status &mine, const char *what);
   /// Reads the device's error record once this rank's runs are done.
   Status collect(bool block);
 };
 
 Status NcclCommunicatorState::prepare(const Plan &whole, PeerHello &hello,
-                                      std::vector<ConnectionEntry> &entries,
                                       std::vector<uint64_t> &localSections) {
   const NcclOptions &o = options;
   if (o.threadsPerBlock == 0 || o.threadsPerBlock % 32 || o.threadsPerBlock > 1024)
@@ -182,6 +192,8 @@ Status NcclCommunicatorState::prepare(const Plan &whole, PeerHello &hello,
     return Status::error("the slice must be at least 16 bytes");
   if (!(o.timeoutSeconds > 0) || o.timeoutSeconds > 1e9)
     return Status::error("the timeout must be in (0, 1e9] seconds");
+  if (uint32_t(o.transport) > uint32_t(NcclTransport::Symmetric))
+    return Status::error(cat("unknown transport ", uint32_t(o.transport)));
   if (whole.info.nranks != nranks)
     return Status::error(
         cat("the plan has ", whole.info.nranks, " ranks but the NCCL communicator has ", nranks));
@@ -206,67 +218,40 @@ Status NcclCommunicatorState::prepare(const Plan &whole, PeerHello &hello,
   numBlocks = uint32_t(tables.tbs.size());
   slotStride = maxPieceStride(o.sliceBytes);
 
-  // Connection memory: counters, then slots (see the file comment).
-  const uint32_t numRecv = tables.numRecvFifos;
-  const uint64_t line = kCounterStride * sizeof(uint64_t);
-  uint64_t bytes = roundUp((2 * uint64_t(numRecv) + tables.remoteSends.size()) * line, 256);
-  std::vector<uint64_t> slotsOffset(numRecv);
-  for (uint32_t i = 0; i < numRecv; ++i) {
-    slotsOffset[i] = bytes;
-    bytes += roundUp(uint64_t(tables.fifos[i].depth) * tables.fifoMaxCount[i] * slotStride, 256);
+  // Which peers loads and stores reach; the others go over the network
+  // (the symmetric transport only: with IPC, such a peer is an error).
+  // Without an answer from NCCL, IPC takes every peer for one on this node
+  // (and fails to map one that is not).
+  Result<std::vector<int32_t>> lsa = queryLsaRanks(comm);
+  if (lsa) {
+    lsaRanks = std::move(*lsa);
+  } else if (o.transport == NcclTransport::Symmetric) {
+    return lsa.getStatus();
+  } else {
+    lsaRanks.resize(nranks);
+    for (uint32_t p = 0; p < nranks; ++p)
+      lsaRanks[p] = int32_t(p);
   }
-  cudaError_t err;
-  if ((err = connection.reserve(bytes)) ||
-      (err = cudaMemsetAsync(connection.ptr, 0, bytes, setupStream)))
-    return cudaFail(cat("cannot allocate ", bytes, " bytes of connection memory"), err);
-  cudaIpcMemHandle_t handle;
-  static_assert(sizeof handle <= sizeof hello.ipc, "an IPC handle fits the hello");
-  if ((err = cudaIpcGetMemHandle(&handle, connection.ptr)))
-    return cudaFail("cannot export the connection memory with CUDA IPC", err);
-  std::memcpy(hello.ipc, &handle, sizeof handle);
-  hello.base = reinterpret_cast<uintptr_t>(connection.ptr);
-  hello.bytes = bytes;
-
-  // Local pointers now; those into peers' memory in connect().
-  char *base = connection.ptr;
-  for (uint32_t i = 0; i < numRecv; ++i) {
-    FifoDesc &f = tables.fifos[i];
-    f.slotBytes = tables.fifoMaxCount[i] * slotStride;
-    f.slots = base + slotsOffset[i];
-    f.tail = reinterpret_cast<uint64_t *>(base + 2 * i * line);
-    f.head = reinterpret_cast<uint64_t *>(base + (2 * i + 1) * line);
-    const TbDesc &d = tables.tbs[tables.fifoBlock[i]];
-    const Threadblock &tb = plan.ranks[0].threadblocks[d.tb];
-    if (uint32_t(tb.recvPeer) == rank)
-      continue;
-    ConnectionEntry e;
-    e.kind = ConnectionEntry::Receive;
-    e.peer = uint32_t(tb.recvPeer);
-    e.channel = tb.channel;
-    e.messagesPerSlice = d.recvsPerSlice;
-    e.maxCount = tables.fifoMaxCount[i];
-    e.depth = f.depth;
-    e.counter = 2 * i * line;
-    e.slots = slotsOffset[i];
-    e.slotBytes = f.slotBytes;
-    entries.push_back(e);
-  }
-  for (uint32_t j = 0; j < tables.remoteSends.size(); ++j) {
-    const RemoteSend &rs = tables.remoteSends[j];
-    tables.fifos[rs.fifo].head = reinterpret_cast<uint64_t *>(base + (2 * numRecv + j) * line);
-    ConnectionEntry e;
-    e.kind = ConnectionEntry::Send;
-    e.peer = rs.peer;
-    e.channel = rs.channel;
-    e.messagesPerSlice = tables.tbs[rs.block].sendsPerSlice;
-    e.maxCount = rs.maxCount;
-    e.depth = tables.fifos[rs.fifo].depth;
-    e.counter = (2 * numRecv + j) * line;
-    entries.push_back(e);
-  }
-  hello.numEntries = uint32_t(entries.size());
+  if (lsaRanks.size() != nranks)
+    return Status::error(
+        cat("NCCL reports ", lsaRanks.size(), " ranks in the world team, not ", nranks));
+  std::vector<bool> network(nranks);
+  for (uint32_t p = 0; p < nranks; ++p)
+    network[p] = p != rank && lsaRanks[p] < 0;
+  connections = layoutConnections(tables, plan.ranks[0], rank, slotStride, network);
+  std::vector<bool> offNode(nranks);
+  for (const ConnectionEntry &e : connections.entries)
+    if (e.network && !offNode[e.peer]) {
+      offNode[e.peer] = true;
+      ++networkPeers;
+    }
+  hello.offNode = networkPeers;
+  hello.signals = connections.signals;
+  hello.bytes = connections.bytes;
+  hello.numEntries = uint32_t(connections.entries.size());
 
   // Tables, counters, and the residency of every CTA at once.
+  cudaError_t err;
   if ((err = upload(tbTable, tables.tbs)) || (err = upload(stepTable, tables.steps)) ||
       (err = upload(depTable, tables.deps)) ||
       (err = progress.reserve(uint64_t(numBlocks) * kCounterStride * 8)) ||
@@ -284,85 +269,128 @@ Status NcclCommunicatorState::prepare(const Plan &whole, PeerHello &hello,
   if (!coop && o.cooperative)
     return Status::error("the device cannot launch cooperative grids, which the executor "
                          "needs to keep every threadblock resident");
-  KernelFn fn = selectKernel(DataType::Float32, RedOp::Sum);
-  if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-           &perSm, reinterpret_cast<const void *>(fn), int(o.threadsPerBlock),
-           tables.sharedSteps * sizeof(Instruction))))
-    return cudaFail("cannot compute the kernel's occupancy", err);
-  if (numBlocks > uint32_t(perSm) * uint32_t(sms))
-    return Status::error(cat("rank ", rank, " needs ", numBlocks,
-                             " threadblocks resident at once, but the device holds at most ",
-                             uint32_t(perSm) * uint32_t(sms), " CTAs of ", o.threadsPerBlock,
-                             " threads"));
+  // The kernel with the most registers of those this rank may launch.
+  std::vector<KernelFn> kernels = {selectKernel(DataType::Float32, RedOp::Sum)};
+  if (networkPeers && haveGin())
+    kernels.push_back(selectGinKernel(DataType::Float32, RedOp::Sum));
+  for (KernelFn fn : kernels) {
+    if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+             &perSm, reinterpret_cast<const void *>(fn), int(o.threadsPerBlock),
+             tables.sharedSteps * sizeof(Instruction))))
+      return cudaFail("cannot compute the kernel's occupancy", err);
+    if (numBlocks > uint32_t(perSm) * uint32_t(sms))
+      return Status::error(cat("rank ", rank, " needs ", numBlocks,
+                               " threadblocks resident at once, but the device holds at most ",
+                               uint32_t(perSm) * uint32_t(sms), " CTAs of ", o.threadsPerBlock,
+                               " threads"));
+  }
+  return Status::success();
+}
+
+Status NcclCommunicatorState::allocate(const std::vector<PeerHello> &hellos, PeerMemory &mine) {
+  cudaError_t err;
+  if (transport == NcclTransport::Ipc) {
+    const uint64_t bytes = connections.bytes;
+    if ((err = connection.reserve(bytes)) ||
+        (err = cudaMemsetAsync(connection.ptr, 0, bytes, setupStream)) ||
+        (err = cudaStreamSynchronize(setupStream)))
+      return cudaFail(cat("cannot allocate ", bytes, " bytes of connection memory"), err);
+    cudaIpcMemHandle_t handle;
+    static_assert(sizeof handle <= sizeof mine.ipc, "an IPC handle fits the record");
+    if ((err = cudaIpcGetMemHandle(&handle, connection.ptr)))
+      return cudaFail("cannot export the connection memory with CUDA IPC", err);
+    std::memcpy(mine.ipc, &handle, sizeof handle);
+    mine.base = reinterpret_cast<uintptr_t>(connection.ptr);
+    return Status::success();
+  }
+  // One window of the same size everywhere: the largest any rank needs.
+  uint64_t most = 0;
+  for (const PeerHello &h : hellos)
+    most = std::max(most, h.bytes);
+  Result<std::unique_ptr<SymmetricMemory>> m = SymmetricMemory::allocate(comm, most, setupStream);
+  if (!m)
+    return m.getStatus();
+  symmetric = std::move(*m);
+  mine.base = reinterpret_cast<uintptr_t>(symmetric->base());
   return Status::success();
 }
 
 Status NcclCommunicatorState::connect(const std::vector<PeerHello> &hellos,
-                                      const std::vector<ConnectionEntry> &entries,
+                                      const std::vector<PeerMemory> &memories,
                                       const ConnectionMatch &match) {
-  // Each peer's connection memory in this process: the same pointer for a
-  // peer of this process (through peer access), else an IPC mapping.
-  std::vector<char *> peerBase(nranks, nullptr);
-  auto map = [&](uint32_t p) -> Result<char *> {
-    if (peerBase[p])
-      return peerBase[p];
-    const PeerHello &h = hellos[p];
-    cudaError_t err;
-    if (h.processToken == processToken()) {
-      if (h.device != device) {
-        int can = 0;
-        if ((err = cudaDeviceCanAccessPeer(&can, device, h.device)))
-          return cudaFail("cannot query peer access", err);
-        if (!can)
-          return Status::error(cat("device ", device, " of rank ", rank, " cannot access device ",
-                                   h.device, " of rank ", p));
-        err = cudaDeviceEnablePeerAccess(h.device, 0);
-        if (err == cudaErrorPeerAccessAlreadyEnabled)
-          cudaGetLastError();
-        else if (err)
-          return cudaFail(cat("cannot enable access to device ", h.device, " of rank ", p), err);
+  std::vector<PeerReference> refs = resolveConnections(tables, connections, match);
+  std::vector<char *> pointers(refs.size());
+  if (transport == NcclTransport::Symmetric) {
+    Result<std::vector<char *>> r = symmetric->resolve(refs, lsaRanks, setupStream);
+    if (!r)
+      return r.getStatus();
+    pointers = std::move(*r);
+  } else {
+    // Each peer's connection memory in this process: the same pointer for
+    // a peer of this process (through peer access), else an IPC mapping.
+    std::vector<char *> peerBase(nranks, nullptr);
+    auto map = [&](uint32_t p) -> Result<char *> {
+      if (peerBase[p])
+        return peerBase[p];
+      const PeerHello &h = hellos[p];
+      cudaError_t err;
+      if (h.processToken == processToken()) {
+        if (h.device != device) {
+          int can = 0;
+          if ((err = cudaDeviceCanAccessPeer(&can, device, h.device)))
+            return cudaFail("cannot query peer access", err);
+          if (!can)
+            return Status::error(cat("device ", device, " of rank ", rank, " cannot access device ",
+                                     h.device, " of rank ", p));
+          err = cudaDeviceEnablePeerAccess(h.device, 0);
+          if (err == cudaErrorPeerAccessAlreadyEnabled)
+            cudaGetLastError();
+          else if (err)
+            return cudaFail(cat("cannot enable access to device ", h.device, " of rank ", p), err);
+        }
+        peerBase[p] = reinterpret_cast<char *>(uintptr_t(memories[p].base));
+      } else {
+        cudaIpcMemHandle_t handle;
+        std::memcpy(&handle, memories[p].ipc, sizeof handle);
+        void *ptr = nullptr;
+        if ((err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess)))
+          return cudaFail(cat("cannot map rank ", p, "'s connection memory with CUDA IPC"), err);
+        ipcMapped.push_back(ptr);
+        ++ipcPeers;
+        peerBase[p] = static_cast<char *>(ptr);
       }
-      peerBase[p] = reinterpret_cast<char *>(uintptr_t(h.base));
-    } else {
-      cudaIpcMemHandle_t handle;
-      std::memcpy(&handle, h.ipc, sizeof handle);
-      void *ptr = nullptr;
-      if ((err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess)))
-        return cudaFail(cat("cannot map rank ", p, "'s connection memory with CUDA IPC"), err);
-      ipcMapped.push_back(ptr);
-      ++ipcPeers;
-      peerBase[p] = static_cast<char *>(ptr);
+      return peerBase[p];
+    };
+    for (size_t k = 0; k < refs.size(); ++k) {
+      Result<char *> b = map(refs[k].peer);
+      if (!b)
+        return b.getStatus();
+      pointers[k] = *b + refs[k].offset;
     }
-    return peerBase[p];
-  };
-
-  // Receive FIFOs whose sender is a peer: that sender's head counter.
-  size_t k = 0;
-  for (const ConnectionEntry &e : entries) {
-    if (e.kind != ConnectionEntry::Receive)
-      continue;
-    const ConnectionEntry &other = match.recvFrom[k++];
-    Result<char *> b = map(e.peer);
-    if (!b)
-      return b.getStatus();
-    // The FIFO whose tail sits at e.counter: line 2i.
-    uint32_t i = uint32_t(e.counter / (kCounterStride * sizeof(uint64_t)) / 2);
-    tables.fifos[i].head = reinterpret_cast<uint64_t *>(*b + other.counter);
   }
-  // Sends: the receiver's slots and tail.
-  for (size_t j = 0; j < tables.remoteSends.size(); ++j) {
-    const RemoteSend &rs = tables.remoteSends[j];
-    const ConnectionEntry &other = match.sendTo[j];
-    Result<char *> b = map(rs.peer);
-    if (!b)
-      return b.getStatus();
-    FifoDesc &f = tables.fifos[rs.fifo];
-    f.slots = *b + other.slots;
-    f.tail = reinterpret_cast<uint64_t *>(*b + other.counter);
-    f.slotBytes = other.slotBytes;
-  }
+  applyPeerPointers(tables, refs, pointers);
   if (cudaError_t err = upload(fifoTable, tables.fifos))
     return cudaFail("cannot upload the connection table", err);
+  return Status::success();
+}
+
+Status NcclCommunicatorState::agree(const Status &mine, const char *what) {
+  uint32_t failed = mine ? 0 : 1;
+  std::vector<uint8_t> bytes;
+  if (Status x = allGather(&failed, sizeof failed, bytes); !x)
+    return mine ? x : mine;
+  if (!mine)
+    return mine;
+  std::vector<uint32_t> others;
+  for (uint32_t r = 0; r < nranks; ++r) {
+    uint32_t f;
+    std::memcpy(&f, bytes.data() + r * sizeof f, sizeof f);
+    if (f)
+      others.push_back(r);
+  }
+  if (!others.empty())
+    return Status::error(cat(formatRanks(others), " could not ", what, " (see ",
+                             others.size() > 1 ? "their errors)" : "its error)"));
   return Status::success();
 }
 
@@ -395,12 +423,11 @@ NcclCommunicator::create(const Plan &plan, ncclComm_t comm, const NcclOptions &o
   hello.sliceBytes = options.sliceBytes;
   hello.processToken = processToken();
   hello.device = st->device;
-  std::vector<ConnectionEntry> entries;
+  hello.transport = uint32_t(options.transport);
   std::vector<uint64_t> localSections;
-  Status prepared = st->prepare(plan, hello, entries, localSections);
+  Status prepared = st->prepare(plan, hello, localSections);
   if (!prepared) {
     hello.failed = 1;
-    entries.clear();
     hello.numEntries = 0;
   }
   std::vector<uint8_t> bytes;
@@ -412,13 +439,50 @@ NcclCommunicator::create(const Plan &plan, ncclComm_t comm, const NcclOptions &o
     return prepared;
   if (Status x = checkHellos(hellos, st->rank, localSections); !x)
     return x;
+  Result<NcclTransport> transport = chooseTransport(hellos);
+  if (!transport)
+    return transport.getStatus();
+  st->transport = *transport;
 
-  // 3: connection entries, padded to the most any rank has.
+  // 3: connection memory, then where everyone's is.
+  PeerMemory mine;
+  Status allocated = st->allocate(hellos, mine);
+  mine.failed = allocated ? 0 : 1;
+  if (Status x = st->allGather(&mine, sizeof mine, bytes); !x)
+    return allocated ? x : allocated;
+  if (!allocated)
+    return allocated;
+  std::vector<PeerMemory> memories(st->nranks);
+  std::memcpy(memories.data(), bytes.data(), bytes.size());
+  std::vector<uint32_t> failed;
+  for (uint32_t r = 0; r < st->nranks; ++r)
+    if (memories[r].failed)
+      failed.push_back(r);
+  if (!failed.empty())
+    return Status::error(cat(formatRanks(failed), " could not allocate ",
+                             failed.size() > 1 ? "their" : "its", " connection memory (see ",
+                             failed.size() > 1 ? "their" : "its", " error)"));
+  char *base = st->connection.ptr;
+  if (st->transport == NcclTransport::Symmetric) {
+    // Collective: GIN signals for the network's connections (the most any
+    // rank needs), then the window.
+    uint32_t signals = 0;
+    for (const PeerHello &h : hellos)
+      signals = std::max(signals, h.signals);
+    if (Status x = st->agree(st->symmetric->registerWindow(signals, st->setupStream),
+                             "register the symmetric window");
+        !x)
+      return x;
+    base = st->symmetric->base();
+  }
+  bindLocalConnections(st->tables, st->connections, base);
+
+  // 4: connection entries, padded to the most any rank has.
   uint32_t most = 0;
   for (const PeerHello &h : hellos)
     most = std::max(most, h.numEntries);
   std::vector<ConnectionEntry> padded(most);
-  std::copy(entries.begin(), entries.end(), padded.begin());
+  std::copy(st->connections.entries.begin(), st->connections.entries.end(), padded.begin());
   if (Status x = st->allGather(padded.data(), most * sizeof(ConnectionEntry), bytes); !x)
     return x;
   std::vector<std::vector<ConnectionEntry>> all(st->nranks);
@@ -431,24 +495,9 @@ NcclCommunicator::create(const Plan &plan, ncclComm_t comm, const NcclOptions &o
   if (!match)
     return match.getStatus();
 
-  // 4 and 5: connect, then agree that everyone did.
-  Status connected = st->connect(hellos, entries, *match);
-  uint32_t failed = connected ? 0 : 1;
-  if (Status x = st->allGather(&failed, sizeof failed, bytes); !x)
-    return connected ? x : connected;
-  if (!connected)
-    return connected;
-  std::vector<uint32_t> others;
-  for (uint32_t r = 0; r < st->nranks; ++r) {
-    uint32_t f;
-    std::memcpy(&f, bytes.data() + r * sizeof f, sizeof f);
-    if (f)
-      others.push_back(r);
-  }
-  if (!others.empty())
-    return Status::error(cat(formatRanks(others), " could not map ",
-                             others.size() > 1 ? "their" : "its", " peers' memory (see ",
-                             others.size() > 1 ? "their errors)" : "its error)"));
+  // 5 and 6: connect, then agree that everyone did.
+  if (Status x = st->agree(st->connect(hellos, memories, *match), "reach their peers' memory"); !x)
+    return x;
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(st)));
 }
 
@@ -466,9 +515,11 @@ NcclCommunicator::~NcclCommunicator() {
   uint32_t token = 1;
   std::vector<uint8_t> bytes;
   if (!w.allGather(&token, sizeof token, bytes)) {
-    // A peer may still write here; leaking is safer than reuse.
+    // A peer may still write here; leaking is safer than reuse (and the
+    // window's deregistration is collective).
     w.connection.ptr = nullptr;
     w.connection.bytes = 0;
+    (void)w.symmetric.release();
   }
 }
 
@@ -490,6 +541,12 @@ const Plan &NcclCommunicator::plan() const {
 uint32_t NcclCommunicator::ipcPeers() const {
   return s->ipcPeers;
 }
+NcclTransport NcclCommunicator::transport() const {
+  return s->transport;
+}
+uint32_t NcclCommunicator::networkPeers() const {
+  return s->networkPeers;
+}
 
 Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t count, DataType type,
                                 RedOp op, cudaStream_t stream) {
@@ -503,6 +560,9 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
   size_t es;
   if (Status st = checkLaunchArguments(type, op, count, nranks, fn, es); !st)
     return st;
+  const void *network = w.symmetric ? w.symmetric->networkParams() : nullptr;
+  if (network)
+    fn = selectGinKernel(type, op); // Valid wherever selectKernel's is.
   if (count == 0)
     return Status::success();
   if (Status st = checkRankBuffers(w.rank, sendbuf, recvbuf, es); !st)
@@ -552,7 +612,8 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
   }
 
   // Peers on other GPUs: .sys-scope fences and counters (DeviceKernel.h).
-  if ((err = launchInterpreter(w, fn, layout, shape.pieceStride, /*systemScope=*/true, stream)))
+  if ((err = launchInterpreter(w, fn, layout, shape.pieceStride, /*systemScope=*/true, stream,
+                               network)))
     return cudaFail("cannot launch the interpreter kernel", err);
   // Every rank advances by the same slices, given the same count and type.
   w.sliceBase += layout.numSlices;

@@ -214,6 +214,10 @@ Result<ConnectionMatch> matchConnections(const std::vector<std::vector<Connectio
       const ConnectionEntry &s = send ? e : o, &rv = send ? o : e;
       const uint32_t sender = send ? r : e.peer, receiver = send ? e.peer : r;
       if (send) {
+        if (s.network != rv.network)
+          return Status::error(cat("ranks ", sender, " and ", receiver,
+                                   " disagree on whether they reach each other over the "
+                                   "network (their LSA teams differ)"));
         if (s.messagesPerSlice != rv.messagesPerSlice)
           return Status::error(cat("rank ", sender, " sends ", s.messagesPerSlice,
                                    " messages per pass to rank ", receiver, " on channel ",
@@ -232,6 +236,172 @@ Result<ConnectionMatch> matchConnections(const std::vector<std::vector<Connectio
         (send ? m.sendTo : m.recvFrom).push_back(o);
     }
   return m;
+}
+
+ConnectionLayout layoutConnections(const LaunchTables &tables, const RankPlan &plan, uint32_t self,
+                                   uint64_t slotStride, const std::vector<bool> &network) {
+  ConnectionLayout l;
+  const uint32_t numRecv = tables.numRecvFifos;
+  const uint64_t line = kCounterStride * sizeof(uint64_t);
+  l.fifos.resize(tables.fifos.size());
+  uint64_t bytes = roundUp((2 * uint64_t(numRecv) + tables.remoteSends.size()) * line, 256);
+  auto isNetwork = [&](uint32_t peer) { return peer < network.size() && network[peer]; };
+  for (uint32_t i = 0; i < numRecv; ++i) {
+    FifoOffsets &f = l.fifos[i];
+    f.tail = 2 * i * line;
+    f.head = (2 * i + 1) * line;
+    f.ownsTail = f.ownsSlots = true;
+    f.slots = bytes;
+    f.slotBytes = tables.fifoMaxCount[i] * slotStride;
+    bytes += roundUp(uint64_t(tables.fifos[i].depth) * f.slotBytes, 256);
+    const TbDesc &d = tables.tbs[tables.fifoBlock[i]];
+    const Threadblock &tb = plan.threadblocks[d.tb];
+    if (uint32_t(tb.recvPeer) == self) {
+      f.ownsHead = true; // The sender is this rank: a FIFO of its own.
+      continue;
+    }
+    ConnectionEntry e;
+    e.kind = ConnectionEntry::Receive;
+    e.peer = uint32_t(tb.recvPeer);
+    e.channel = tb.channel;
+    e.messagesPerSlice = d.recvsPerSlice;
+    e.maxCount = tables.fifoMaxCount[i];
+    e.depth = tables.fifos[i].depth;
+    e.counter = f.tail;
+    e.slots = f.slots;
+    e.slotBytes = f.slotBytes;
+    if (isNetwork(e.peer)) {
+      e.network = 1;
+      e.signal = l.signals++;
+    }
+    l.entries.push_back(e);
+    l.entryFifo.push_back(i);
+  }
+  for (uint32_t j = 0; j < tables.remoteSends.size(); ++j) {
+    const RemoteSend &rs = tables.remoteSends[j];
+    FifoOffsets &f = l.fifos[rs.fifo];
+    f.head = (2 * uint64_t(numRecv) + j) * line;
+    f.ownsHead = true;
+    ConnectionEntry e;
+    e.kind = ConnectionEntry::Send;
+    e.peer = rs.peer;
+    e.channel = rs.channel;
+    e.messagesPerSlice = tables.tbs[rs.block].sendsPerSlice;
+    e.maxCount = rs.maxCount;
+    e.depth = tables.fifos[rs.fifo].depth;
+    e.counter = f.head;
+    e.slotBytes = rs.maxCount * slotStride;
+    if (isNetwork(rs.peer)) {
+      e.network = 1;
+      e.signal = l.signals++;
+      f.ownsSlots = true;
+      f.slots = e.slots = bytes;
+      f.slotBytes = e.slotBytes;
+      bytes += roundUp(uint64_t(e.depth) * e.slotBytes, 256);
+    }
+    l.entries.push_back(e);
+    l.entryFifo.push_back(rs.fifo);
+  }
+  l.bytes = bytes;
+  return l;
+}
+
+void bindLocalConnections(LaunchTables &tables, const ConnectionLayout &layout, char *base) {
+  for (size_t i = 0; i < layout.fifos.size(); ++i) {
+    const FifoOffsets &o = layout.fifos[i];
+    FifoDesc &f = tables.fifos[i];
+    if (o.ownsTail)
+      f.tail = reinterpret_cast<uint64_t *>(base + o.tail);
+    if (o.ownsHead)
+      f.head = reinterpret_cast<uint64_t *>(base + o.head);
+    if (o.ownsSlots) {
+      f.slots = base + o.slots;
+      f.slotBytes = o.slotBytes;
+      f.localSlots = o.slots;
+    }
+  }
+}
+
+std::vector<PeerReference> resolveConnections(LaunchTables &tables, const ConnectionLayout &layout,
+                                              const ConnectionMatch &match) {
+  std::vector<PeerReference> refs;
+  size_t nextRecv = 0, nextSend = 0;
+  for (size_t k = 0; k < layout.entries.size(); ++k) {
+    const ConnectionEntry &e = layout.entries[k];
+    const uint32_t i = layout.entryFifo[k];
+    FifoDesc &f = tables.fifos[i];
+    if (e.kind == ConnectionEntry::Receive) {
+      // The sender keeps the head counter (or its signal).
+      const ConnectionEntry &other = match.recvFrom[nextRecv++];
+      if (e.network) {
+        f.netPeer = e.peer;
+        f.tailSignal = e.signal;
+        f.headSignal = other.signal;
+      } else {
+        refs.push_back({i, PeerReference::Head, e.peer, other.counter});
+      }
+      continue;
+    }
+    // The receiver keeps the slots and the tail counter (or its signal).
+    const ConnectionEntry &other = match.sendTo[nextSend++];
+    if (e.network) {
+      f.netPeer = e.peer;
+      f.tailSignal = other.signal;
+      f.headSignal = e.signal;
+      f.remoteSlots = other.slots;
+      f.remoteSlotBytes = other.slotBytes;
+    } else {
+      f.slotBytes = other.slotBytes;
+      refs.push_back({i, PeerReference::Slots, e.peer, other.slots});
+      refs.push_back({i, PeerReference::Tail, e.peer, other.counter});
+    }
+  }
+  return refs;
+}
+
+void applyPeerPointers(LaunchTables &tables, const std::vector<PeerReference> &refs,
+                       const std::vector<char *> &pointers) {
+  for (size_t k = 0; k < refs.size(); ++k) {
+    FifoDesc &f = tables.fifos[refs[k].fifo];
+    switch (refs[k].field) {
+    case PeerReference::Tail:
+      f.tail = reinterpret_cast<uint64_t *>(pointers[k]);
+      break;
+    case PeerReference::Head:
+      f.head = reinterpret_cast<uint64_t *>(pointers[k]);
+      break;
+    case PeerReference::Slots:
+      f.slots = pointers[k];
+      break;
+    }
+  }
+}
+
+Result<NcclTransport> chooseTransport(const std::vector<PeerHello> &hellos) {
+  std::vector<uint32_t> bad, off;
+  for (uint32_t r = 0; r < hellos.size(); ++r) {
+    if (hellos[r].transport != hellos[0].transport)
+      bad.push_back(r);
+    if (hellos[r].offNode)
+      off.push_back(r);
+  }
+  if (!bad.empty())
+    return Status::error(
+        cat(formatRanks(bad), " ", verb(bad, "asks", "ask"), " for another transport than rank 0"));
+  switch (NcclTransport(hellos.empty() ? 0 : hellos[0].transport)) {
+  case NcclTransport::Auto:
+    return off.empty() ? NcclTransport::Ipc : NcclTransport::Symmetric;
+  case NcclTransport::Ipc:
+    if (!off.empty())
+      return Status::error(cat(formatRanks(off), " ", verb(off, "talks", "talk"),
+                               " to peers outside ", verb(off, "its", "their"),
+                               " LSA team (another node), which CUDA IPC cannot reach; use the "
+                               "symmetric transport"));
+    return NcclTransport::Ipc;
+  case NcclTransport::Symmetric:
+    return NcclTransport::Symmetric;
+  }
+  return Status::error(cat("unknown transport ", hellos[0].transport));
 }
 
 } // namespace coll::kernels

@@ -10,6 +10,7 @@
 #define COLL_KERNELS_LIB_NCCLSETUP_H
 
 #include "LaunchTables.h"
+#include "coll/Kernels/NcclCommunicator.h"
 #include "coll/Runtime/Plan.h"
 #include "coll/Runtime/Status.h"
 
@@ -45,10 +46,19 @@ struct PeerHello {
   uint64_t sliceBytes = 0;   ///< Options that shape the FIFOs and counters.
   uint64_t processToken = 0; ///< Equal for ranks of one process.
   int32_t device = -1;
-  uint32_t numEntries = 0;    ///< ConnectionEntry records that follow.
-  uint64_t base = 0;          ///< The connection memory, in the owner's address space.
-  uint64_t bytes = 0;         ///< Its size.
-  unsigned char ipc[64] = {}; ///< cudaIpcMemHandle_t of the connection memory.
+  uint32_t numEntries = 0; ///< ConnectionEntry records that follow.
+  uint32_t transport = 0;  ///< The NcclTransport asked for.
+  uint32_t offNode = 0;    ///< Peers this rank talks to outside its LSA team.
+  uint32_t signals = 0;    ///< GIN signals its connections need.
+  uint64_t bytes = 0;      ///< Its connection memory (ConnectionLayout::bytes).
+};
+
+/// Where each rank's connection memory is, exchanged once it is allocated.
+struct PeerMemory {
+  uint32_t failed = 0; ///< Nonzero: this rank could not allocate it.
+  uint32_t reserved = 0;
+  uint64_t base = 0;          ///< In the owner's address space.
+  unsigned char ipc[64] = {}; ///< cudaIpcMemHandle_t (the IPC transport).
 };
 
 /// One end of a connection, as its rank lays it out in its connection memory.
@@ -60,10 +70,50 @@ struct ConnectionEntry {
   uint32_t messagesPerSlice = 0; ///< Receives (sends) of the threadblock per pass.
   uint32_t maxCount = 0;         ///< Chunks of its largest message.
   uint32_t depth = 0;
+  uint32_t network = 0;   ///< Nonzero: the peer is reached over the network (GIN).
+  uint32_t signal = 0;    ///< Network: this end's GIN signal (Receive: tail, Send: head).
   uint64_t counter = 0;   ///< Offset of the tail (Receive) or head (Send) counter.
-  uint64_t slots = 0;     ///< Receive: offset of the slots.
-  uint64_t slotBytes = 0; ///< Receive: bytes of one slot.
+  uint64_t slots = 0;     ///< Receive: offset of the slots; network Send: of the staging.
+  uint64_t slotBytes = 0; ///< Bytes of one slot (Send: of one staging slot).
 };
+
+/// Where one FIFO of LaunchTables::fifos sits in its rank's connection
+/// memory (offsets; what the peer owns is filled in by resolveConnections).
+struct FifoOffsets {
+  uint64_t tail = 0, head = 0; ///< Counters this rank owns.
+  uint64_t slots = 0;          ///< Receive: the slots; network Send: the staging.
+  uint64_t slotBytes = 0;      ///< Of the slots this rank owns.
+  bool ownsTail = false, ownsHead = false, ownsSlots = false;
+};
+
+/// A rank's connection memory: counters, receive slots, staging slots for
+/// the sends that go over the network, and the entries its peers need.
+struct ConnectionLayout {
+  uint64_t bytes = 0;
+  std::vector<ConnectionEntry> entries; ///< Receives from peers, then sends to peers.
+  std::vector<uint32_t> entryFifo;      ///< The FIFO of each entry.
+  std::vector<FifoOffsets> fifos;       ///< Per LaunchTables::fifos.
+  uint32_t signals = 0;                 ///< GIN signals of the network ends.
+};
+
+/// Lays out the connection memory of rank \p self for \p tables (one rank's
+/// section of \p plan) with slots of \p slotStride bytes per chunk:
+///  - for receive FIFO i, its tail counter at line 2i and a head counter at
+///    line 2i+1 (used when the sender is this rank; otherwise the head lives
+///    in the sender's memory, where the sender polls it);
+///  - for remote send j, its head counter at line 2R+j (R receive FIFOs);
+///  - the slots of each receive FIFO, sized for the largest slice, so that
+///    the layout does not depend on a launch's count;
+///  - for each send to a peer in \p network, staging slots of the same
+///    shape: the kernel fills them, and a GIN put carries them over.
+/// GIN signals are numbered per rank: receives from network peers first (each
+/// counts the messages that arrived), then sends to them (slots freed).
+ConnectionLayout layoutConnections(const LaunchTables &tables, const RankPlan &plan, uint32_t self,
+                                   uint64_t slotStride, const std::vector<bool> &network);
+
+/// Points \p tables' FIFOs at what rank \p self owns in its connection
+/// memory at \p base (a device address, or the window's offset 0).
+void bindLocalConnections(LaunchTables &tables, const ConnectionLayout &layout, char *base);
 
 /// Checks that the gathered \p hellos (indexed by NCCL rank) agree with each
 /// other and with rank \p self's view: no rank failed to prepare its part,
@@ -89,6 +139,33 @@ struct ConnectionMatch {
 /// Checks every rank's connections, so every rank reaches the same verdict.
 Result<ConnectionMatch> matchConnections(const std::vector<std::vector<ConnectionEntry>> &entries,
                                          uint32_t self);
+
+/// A pointer into a peer's connection memory that one of this rank's FIFOs
+/// needs: where a peer reached by loads and stores keeps it.
+struct PeerReference {
+  enum Field : uint32_t { Tail = 0, Head = 1, Slots = 2 };
+  uint32_t fifo = 0; ///< In LaunchTables::fifos.
+  Field field = Tail;
+  uint32_t peer = 0;
+  uint64_t offset = 0; ///< In the peer's connection memory.
+};
+
+/// Completes \p tables' FIFOs with their other ends (\p match, for the
+/// entries of \p layout): a network FIFO gets the peer, the signals and the
+/// window offsets its puts need; for every other FIFO with a remote end, the
+/// result lists the peer pointers to resolve (with IPC mappings or LSA).
+std::vector<PeerReference> resolveConnections(LaunchTables &tables, const ConnectionLayout &layout,
+                                              const ConnectionMatch &match);
+
+/// Points each reference's field of its FIFO at \p pointers (one each).
+void applyPeerPointers(LaunchTables &tables, const std::vector<PeerReference> &refs,
+                       const std::vector<char *> &pointers);
+
+/// The transport the ranks use, the same for all: each asked for the same
+/// one (else an error naming the ranks that differ); Auto picks Symmetric
+/// when some rank has a peer outside its LSA team, else Ipc; Ipc with such
+/// a peer is an error.
+Result<NcclTransport> chooseTransport(const std::vector<PeerHello> &hellos);
 
 /// "rank 3", "ranks 1, 2 and 5".
 std::string formatRanks(const std::vector<uint32_t> &ranks);

@@ -34,7 +34,22 @@
 
 namespace coll {
 
-/// Options of NcclCommunicator; every rank must use the same sliceBytes.
+/// How the ranks reach each other's connection memory.
+enum class NcclTransport : uint32_t {
+  /// Symmetric when some rank has a peer outside its LSA team (another
+  /// node), else Ipc.
+  Auto = 0,
+  /// cudaMalloc'd memory shared with CUDA IPC (peer access for ranks of one
+  /// process): every peer on this node.
+  Ipc = 1,
+  /// NCCL symmetric memory (ncclMemAlloc, ncclCommWindowRegister): peers in
+  /// the LSA team through the pointers of the device API (ncclGetPeerPointer),
+  /// peers on other nodes through GIN puts and signals.
+  Symmetric = 2,
+};
+
+/// Options of NcclCommunicator; every rank must use the same sliceBytes
+/// and transport.
 struct NcclOptions {
   /// Bytes of each chunk processed per pass of the program (a slice);
   /// sizes the connection FIFOs, which are allocated once.
@@ -47,6 +62,7 @@ struct NcclOptions {
   double timeoutSeconds = 30;
   /// Launch as a cooperative grid (all CTAs resident at once, or an error).
   bool cooperative = true;
+  NcclTransport transport = NcclTransport::Auto;
 };
 
 struct NcclCommunicatorState;
@@ -101,6 +117,10 @@ public:
   /// How many peers were mapped with CUDA IPC (the others share this
   /// process and are reached through peer access).
   uint32_t ipcPeers() const;
+  /// The transport the ranks chose (never Auto).
+  NcclTransport transport() const;
+  /// How many peers this rank reaches over the network (GIN).
+  uint32_t networkPeers() const;
 
 private:
   explicit NcclCommunicator(std::unique_ptr<NcclCommunicatorState> state);
