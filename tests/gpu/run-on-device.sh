@@ -55,13 +55,20 @@ export COLL_GPU_PLAN_DIR=$prepared/plans
 step probe_tests "$build/tests/unit/gpu_probe_tests"
 step core_tests "$build/tests/runtime/runtime_gpu_tests"
 step gpu_tests "$build/tests/gpu/gpu_tests" --gtest_filter=-Plans/*
+# The NCCL communicator's tests (one GPU: a one-rank communicator, and the
+# kernel's network path over a loopback on every plan), where NCCL is found.
+nccl_tests=()
+if step build_nccl ninja -C "$build" gpu_nccl_tests; then
+  nccl_tests=(nccl_tests)
+  step nccl_tests "$build/tests/gpu/gpu_nccl_tests"
+fi
 step bench "$build/bench/gpu/coll-gpu-bench" "$prepared/plans"
 step sweep "$build/tests/gpu/gpu_tests" --gtest_filter="${SWEEP_FILTER:-Plans/*}"
 
 {
   echo
   echo "## Tests"
-  for log in probe_tests core_tests gpu_tests; do
+  for log in probe_tests core_tests gpu_tests "${nccl_tests[@]}"; do
     echo
     echo "### $log"
     echo '```'
