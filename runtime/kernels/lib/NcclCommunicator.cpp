@@ -123,6 +123,7 @@ struct NcclCommunicatorState {
 
   ~NcclCommunicatorState() {
     DeviceScope scope(device);
+    symmetric.reset(); // On this rank's device; collective when registered.
     for (void *p : ipcMapped)
       cudaIpcCloseMemHandle(p);
     if (lastLaunch)
