@@ -58,7 +58,8 @@ step gpu_tests "$build/tests/gpu/gpu_tests" --gtest_filter=-Plans/*
 # The NCCL communicator's tests (one GPU: a one-rank communicator, and the
 # kernel's network path over a loopback on every plan), where NCCL is found.
 nccl_tests=()
-if step build_nccl ninja -C "$build" gpu_nccl_tests; then
+if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^gpu_nccl_tests:' &&
+  step build_nccl ninja -C "$build" gpu_nccl_tests; then
   nccl_tests=(nccl_tests)
   step nccl_tests "$build/tests/gpu/gpu_nccl_tests"
 fi

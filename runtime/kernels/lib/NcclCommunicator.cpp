@@ -9,10 +9,11 @@
 //     the slice size, the transport asked for, the memory and GIN signals
 //     needed, whether step 1 failed. Every rank picks the same transport.
 //  3. Connection memory: IPC, a cudaMalloc exported with a CUDA IPC handle;
-//     symmetric, an ncclMemAlloc of the largest size any rank needs,
-//     registered as a window (after a device communicator with GIN signals
-//     when some connection crosses the network). Its address (and handle)
-//     go to every rank.
+//     symmetric, an ncclMemAlloc of the largest size any rank needs, then
+//     a device communicator (with GIN signals when some connection crosses
+//     the network; NCCL also refuses it where the communicator has no
+//     symmetric memory), then the window, each step agreed on by all. The
+//     address (and handle) go to every rank.
 //  4. Connection entries (ncclAllGather, padded to the largest): where each
 //     rank's FIFOs and counters sit in its memory; every connection is
 //     matched with its other end.
@@ -470,7 +471,11 @@ NcclCommunicator::create(const Plan &plan, ncclComm_t comm, const NcclOptions &o
     uint32_t signals = 0;
     for (const PeerHello &h : hellos)
       signals = std::max(signals, h.signals);
-    if (Status x = st->agree(st->symmetric->registerWindow(signals, st->setupStream),
+    if (Status x = st->agree(st->symmetric->createDeviceComm(signals),
+                             "create NCCL's device communicator");
+        !x)
+      return x;
+    if (Status x = st->agree(st->symmetric->registerWindow(st->setupStream),
                              "register the symmetric window");
         !x)
       return x;
@@ -513,6 +518,18 @@ NcclCommunicator::~NcclCommunicator() {
   // rank's runs are over.
   if (w.launched)
     cudaEventSynchronize(w.lastLaunch);
+  if (w.launched && w.symmetric && w.networkPeers) {
+    // The slots freed after this rank's last sends come back as signals
+    // that may land after the kernels end: wait for them before the
+    // signals go back to NCCL.
+    std::vector<std::pair<uint32_t, uint64_t>> owed;
+    for (const RemoteSend &rs : w.tables.remoteSends) {
+      const FifoDesc &f = w.tables.fifos[rs.fifo];
+      if (f.netPeer != kNoNetPeer)
+        owed.push_back({f.headSignal, w.sliceBase * w.tables.tbs[rs.block].sendsPerSlice});
+    }
+    (void)w.symmetric->drainSignals(owed, w.options.timeoutSeconds, w.setupStream);
+  }
   uint32_t token = 1;
   std::vector<uint8_t> bytes;
   if (!w.allGather(&token, sizeof token, bytes)) {
@@ -561,7 +578,9 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
   size_t es;
   if (Status st = checkLaunchArguments(type, op, count, nranks, fn, es); !st)
     return st;
-  const void *network = w.symmetric ? w.symmetric->networkParams() : nullptr;
+  // The GIN kernel where this rank has peers over the network (its
+  // occupancy was checked in prepare()).
+  const void *network = w.symmetric && w.networkPeers ? w.symmetric->networkParams() : nullptr;
   if (network)
     fn = selectGinKernel(type, op); // Valid wherever selectKernel's is.
   if (count == 0)

@@ -10,8 +10,10 @@
 //    memory (a relaxed poll, then the acquire fence), reads the slot, and
 //    signals the sender's head signal, which the sender waits on before it
 //    reuses the slot;
-//  - signals only ever count up by one (SignalInc), from zero at the device
-//    communicator's creation, as the counters in memory do.
+//  - signals only ever count up by one (SignalInc), from zero (set at
+//    setup: NCCL does not clear a range of signals it hands out), as the
+//    counters in memory do; before the signals go back to NCCL, each rank
+//    waits for those its peers still owe it (drainSignals).
 // The payload's stores were made by every thread of the CTA; the barrier
 // orders them before thread 0, and the put's release (GIN fences at the
 // scope the NIC needs before it posts) makes them visible to the network.
@@ -74,6 +76,34 @@ private:
   ncclGin gin;
 };
 
+/// Sets this rank's first \p n signals (of context 0) to zero.
+__global__ void resetGinSignals(const GinParams *params, uint32_t n) {
+  ncclGin gin(params->comm, 0);
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+    gin.resetSignal(i);
+}
+
+/// A signal and the value it must reach.
+struct SignalWait {
+  uint32_t signal;
+  uint64_t value;
+};
+
+/// Thread i waits for waits[i] (and every 32nd after it), up to timeoutNs
+/// each; counts those that never got there in *late.
+__global__ void waitGinSignals(const GinParams *params, const SignalWait *waits, uint32_t n,
+                               uint64_t timeoutNs, uint32_t *late) {
+  ncclGin gin(params->comm, 0);
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const uint64_t start = globalTimerNs();
+    while (gin.readSignal(waits[i].signal) < waits[i].value)
+      if (globalTimerNs() - start > timeoutNs) {
+        atomicAdd(late, 1u);
+        break;
+      }
+  }
+}
+
 #endif // COLL_HAVE_GIN
 
 /// One pointer to resolve: an offset in the window of an LSA peer.
@@ -133,9 +163,7 @@ KernelFn selectGinKernel(DataType type, RedOp op) {
 
 struct SymmetricMemory::Impl {
   ncclWindow_t window = nullptr;
-#if COLL_HAVE_GIN
   ncclDevComm devComm = {};
-#endif
   bool haveDevComm = false;
 };
 
@@ -165,56 +193,112 @@ SymmetricMemory::~SymmetricMemory() {
     cudaFree(params_);
   if (impl_ && impl_->window)
     ncclCommWindowDeregister(comm_, impl_->window);
-#if COLL_HAVE_GIN
   if (impl_ && impl_->haveDevComm)
     ncclDevCommDestroy(comm_, &impl_->devComm);
-#endif
   if (base_)
     ncclMemFree(base_);
 }
 
-Status SymmetricMemory::registerWindow(uint32_t signals, cudaStream_t stream) {
+Status SymmetricMemory::createDeviceComm(uint32_t signals) {
+#ifdef NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+#else
+  ncclDevCommRequirements reqs;
+  std::memset(&reqs, 0, sizeof reqs);
+#endif
   if (signals) {
 #if COLL_HAVE_GIN
-    // GIN first, so that the window is registered with it too.
-    ncclDevCommRequirements reqs;
-    std::memset(&reqs, 0, sizeof reqs);
     reqs.ginForceEnable = true;
+    reqs.ginContextCount = 1; // A hint; the kernels use context 0.
     reqs.ginSignalCount = int(signals);
-    if (ncclResult_t r = ncclDevCommCreate(comm_, &reqs, &impl_->devComm))
-      return Status::error("cannot create NCCL's device communicator with GIN: " + ncclText(r));
-    impl_->haveDevComm = true;
-    if (impl_->devComm.ginContextCount == 0)
-      return Status::error("NCCL enabled no GIN context on this communicator, which the peers on "
-                           "other nodes need (no network with device-initiated transfers?)");
 #else
     return Status::error(cat("peers on other nodes need GIN, which this build's NCCL ", NCCL_MAJOR,
                              ".", NCCL_MINOR, ".", NCCL_PATCH,
                              " lacks (it needs 2.28.7 or newer)"));
 #endif
   }
+  // NCCL checks first, before any exchange, that the communicator supports
+  // symmetric memory: the same verdict on every rank.
+  if (ncclResult_t r = ncclDevCommCreate(comm_, &reqs, &impl_->devComm))
+    return Status::error("cannot create NCCL's device communicator (does this communicator "
+                         "support symmetric memory?): " +
+                         ncclText(r));
+  impl_->haveDevComm = true;
+  signals_ = signals;
+#if COLL_HAVE_GIN
+  if (signals && impl_->devComm.ginContextCount == 0)
+    return Status::error("NCCL enabled no GIN context on this communicator, which the peers on "
+                         "other nodes need (no network with device-initiated transfers?)");
+#endif
+  return Status::success();
+}
+
+Status SymmetricMemory::registerWindow(cudaStream_t stream) {
   if (ncclResult_t r =
           ncclCommWindowRegister(comm_, base_, bytes_, &impl_->window, NCCL_WIN_COLL_SYMMETRIC))
     return Status::error("cannot register the connection memory as a symmetric window: " +
                          ncclText(r));
+  if (!impl_->window)
+    return Status::error("NCCL registered no window for the connection memory");
 #if COLL_HAVE_GIN
-  if (impl_->haveDevComm) {
+  if (signals_) {
     GinParams host;
     std::memset(&host, 0, sizeof host);
     host.comm = impl_->devComm;
     host.window = impl_->window;
     cudaError_t err;
     if ((err = cudaMalloc(&params_, sizeof host)) ||
-        (err = cudaMemcpyAsync(params_, &host, sizeof host, cudaMemcpyHostToDevice, stream)) ||
-        (err = cudaStreamSynchronize(stream))) {
-      cudaGetLastError();
+        (err = cudaMemcpyAsync(params_, &host, sizeof host, cudaMemcpyHostToDevice, stream)))
       return Status::error("cannot upload the GIN parameters: " + cudaText(err));
+    resetGinSignals<<<1, 256, 0, stream>>>(static_cast<const GinParams *>(params_), signals_);
+    if ((err = cudaGetLastError()) || (err = cudaStreamSynchronize(stream))) {
+      cudaGetLastError();
+      return Status::error("cannot reset the GIN signals: " + cudaText(err));
     }
   }
 #else
   (void)stream;
 #endif
   return Status::success();
+}
+
+Status SymmetricMemory::drainSignals(const std::vector<std::pair<uint32_t, uint64_t>> &waits,
+                                     double timeoutSeconds, cudaStream_t stream) {
+  if (waits.empty())
+    return Status::success();
+#if COLL_HAVE_GIN
+  if (!params_)
+    return Status::error("no GIN signals to wait for");
+  std::vector<SignalWait> host;
+  for (const auto &w : waits)
+    host.push_back({w.first, w.second});
+  DeviceBuffer in, late;
+  cudaError_t err;
+  const uint32_t n = uint32_t(host.size());
+  if ((err = in.reserve(n * sizeof(SignalWait))) || (err = late.reserve(sizeof(uint32_t))) ||
+      (err = cudaMemcpyAsync(in.ptr, host.data(), n * sizeof(SignalWait), cudaMemcpyHostToDevice,
+                             stream)) ||
+      (err = cudaMemsetAsync(late.ptr, 0, sizeof(uint32_t), stream))) {
+    cudaGetLastError();
+    return Status::error("cannot stage the signals to wait for: " + cudaText(err));
+  }
+  waitGinSignals<<<1, 32, 0, stream>>>(static_cast<const GinParams *>(params_), in.as<SignalWait>(),
+                                       n, uint64_t(timeoutSeconds * 1e9), late.as<uint32_t>());
+  uint32_t missing = 0;
+  if ((err = cudaGetLastError()) ||
+      (err = cudaMemcpyAsync(&missing, late.ptr, sizeof missing, cudaMemcpyDeviceToHost, stream)) ||
+      (err = cudaStreamSynchronize(stream))) {
+    cudaGetLastError();
+    return Status::error("cannot wait for the GIN signals: " + cudaText(err));
+  }
+  if (missing)
+    return Status::error(cat(missing, " GIN signals never reached the value their peers owe"));
+  return Status::success();
+#else
+  (void)timeoutSeconds;
+  (void)stream;
+  return Status::error("no GIN signals to wait for");
+#endif
 }
 
 Result<std::vector<char *>> SymmetricMemory::resolve(const std::vector<PeerReference> &refs,

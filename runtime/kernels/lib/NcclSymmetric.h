@@ -25,6 +25,7 @@
 #include <cuda_runtime_api.h>
 #include <memory>
 #include <nccl.h>
+#include <utility>
 #include <vector>
 
 namespace coll::kernels {
@@ -41,32 +42,47 @@ Result<std::vector<int32_t>> queryLsaRanks(ncclComm_t comm);
 KernelFn selectGinKernel(DataType type, RedOp op);
 
 /// Symmetric memory of one rank: an ncclMemAlloc allocation registered as
-/// a window over the communicator, and a device communicator when GIN
-/// signals were asked for. Registration and the device communicator are
-/// collective: every rank creates and destroys them in the same order.
+/// a window over the communicator, and a device communicator (with GIN
+/// signals when asked for). Creating the device communicator and
+/// registering the window are collective: every rank calls them in the
+/// same order, with an agreement on the outcome after each.
 class SymmetricMemory {
 public:
   /// Allocates and zeroes \p bytes (on \p stream, then waits); local.
   static Result<std::unique_ptr<SymmetricMemory>> allocate(ncclComm_t comm, uint64_t bytes,
                                                            cudaStream_t stream);
-  /// Deregisters and frees (collective when registered).
+  /// Deregisters and frees; local.
   ~SymmetricMemory();
   SymmetricMemory(const SymmetricMemory &) = delete;
   SymmetricMemory &operator=(const SymmetricMemory &) = delete;
 
-  /// Collective: a device communicator with \p signals GIN signals (none
-  /// when 0), then the window over the whole allocation.
-  Status registerWindow(uint32_t signals, cudaStream_t stream);
+  /// Collective: the device communicator, with \p signals GIN signals
+  /// (none when 0). It also tells whether the communicator supports
+  /// symmetric memory at all (an error, the same on every rank, if not).
+  Status createDeviceComm(uint32_t signals);
+  /// Collective: the window over the whole allocation; then, with GIN
+  /// signals, sets them to zero (NCCL does not clear a range it hands out)
+  /// and uploads the GIN kernels' parameters. The ranks must agree that
+  /// every rank got here before any kernel signals a peer.
+  Status registerWindow(cudaStream_t stream);
 
   /// The allocation, in this rank's address space.
   char *base() const { return base_; }
-  /// The GIN kernels' network parameters (device memory); null without GIN.
+  /// The GIN kernels' network parameters (device memory); null without GIN
+  /// signals.
   const void *networkParams() const { return params_; }
 
   /// Pointers into the LSA peers' windows: for each reference, the peer's
   /// connection memory at its offset; \p lsaRanks from queryLsaRanks().
   Result<std::vector<char *>> resolve(const std::vector<PeerReference> &refs,
                                       const std::vector<int32_t> &lsaRanks, cudaStream_t stream);
+
+  /// Waits until each signal (id, value) of this rank has reached its value
+  /// or \p timeoutSeconds have passed: the signals peers still owe this rank
+  /// (the slots freed after this rank's last sends), so that none lands
+  /// after the signals have gone back to NCCL.
+  Status drainSignals(const std::vector<std::pair<uint32_t, uint64_t>> &waits,
+                      double timeoutSeconds, cudaStream_t stream);
 
   struct Impl;
 
@@ -75,6 +91,7 @@ private:
   ncclComm_t comm_ = nullptr;
   char *base_ = nullptr;
   uint64_t bytes_ = 0;
+  uint32_t signals_ = 0;
   void *params_ = nullptr;
   std::unique_ptr<Impl> impl_;
 };
