@@ -651,6 +651,29 @@ __global__ void interpretPlan(const __grid_constant__ KernelParams k) {
     platform.recordStop(st);
 }
 
+/// interpretPlan over \p Net for \p type and \p op (Avg runs as Sum); null
+/// when invalid. Instantiates the kernel of every data type and operator.
+template <class Net> KernelFn selectInterpreter(DataType type, RedOp op) {
+  switch (type) {
+#define COLL_DATA_TYPE(Id, Name, Storage, Compute)                                                 \
+  case DataType::Id:                                                                               \
+    switch (op) {                                                                                  \
+    case RedOp::Sum:                                                                               \
+    case RedOp::Avg:                                                                               \
+      return interpretPlan<DataType::Id, RedOp::Sum, Net>;                                         \
+    case RedOp::Prod:                                                                              \
+      return interpretPlan<DataType::Id, RedOp::Prod, Net>;                                        \
+    case RedOp::Max:                                                                               \
+      return interpretPlan<DataType::Id, RedOp::Max, Net>;                                         \
+    case RedOp::Min:                                                                               \
+      return interpretPlan<DataType::Id, RedOp::Min, Net>;                                         \
+    }                                                                                              \
+    return nullptr;
+#include "coll/Runtime/DataTypes.def"
+  }
+  return nullptr;
+}
+
 #endif // __CUDACC__
 
 } // namespace coll::kernels

@@ -19,24 +19,7 @@ template <DataType D> __global__ void divideKernel(void *p, uint64_t n, uint32_t
 } // namespace
 
 KernelFn selectKernel(DataType type, RedOp op) {
-  switch (type) {
-#define COLL_DATA_TYPE(Id, Name, Storage, Compute)                                                 \
-  case DataType::Id:                                                                               \
-    switch (op) {                                                                                  \
-    case RedOp::Sum:                                                                               \
-    case RedOp::Avg:                                                                               \
-      return interpretPlan<DataType::Id, RedOp::Sum>;                                              \
-    case RedOp::Prod:                                                                              \
-      return interpretPlan<DataType::Id, RedOp::Prod>;                                             \
-    case RedOp::Max:                                                                               \
-      return interpretPlan<DataType::Id, RedOp::Max>;                                              \
-    case RedOp::Min:                                                                               \
-      return interpretPlan<DataType::Id, RedOp::Min>;                                              \
-    }                                                                                              \
-    return nullptr;
-#include "coll/Runtime/DataTypes.def"
-  }
-  return nullptr;
+  return selectInterpreter<NoNetwork>(type, op);
 }
 
 cudaError_t launchDivide(DataType type, void *p, uint64_t n, uint32_t nranks, cudaStream_t stream) {

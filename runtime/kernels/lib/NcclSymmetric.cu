@@ -137,28 +137,12 @@ Result<std::vector<int32_t>> queryLsaRanks(ncclComm_t comm) {
 
 KernelFn selectGinKernel(DataType type, RedOp op) {
 #if COLL_HAVE_GIN
-  switch (type) {
-#define COLL_DATA_TYPE(Id, Name, Storage, Compute)                                                 \
-  case DataType::Id:                                                                               \
-    switch (op) {                                                                                  \
-    case RedOp::Sum:                                                                               \
-    case RedOp::Avg:                                                                               \
-      return interpretPlan<DataType::Id, RedOp::Sum, GinNetwork>;                                  \
-    case RedOp::Prod:                                                                              \
-      return interpretPlan<DataType::Id, RedOp::Prod, GinNetwork>;                                 \
-    case RedOp::Max:                                                                               \
-      return interpretPlan<DataType::Id, RedOp::Max, GinNetwork>;                                  \
-    case RedOp::Min:                                                                               \
-      return interpretPlan<DataType::Id, RedOp::Min, GinNetwork>;                                  \
-    }                                                                                              \
-    return nullptr;
-#include "coll/Runtime/DataTypes.def"
-  }
+  return selectInterpreter<GinNetwork>(type, op);
 #else
   (void)type;
   (void)op;
-#endif
   return nullptr;
+#endif
 }
 
 struct SymmetricMemory::Impl {
