@@ -16,8 +16,8 @@
 #include "coll/Kernels/DeviceWorld.h"
 
 #include "DeviceCheck.h"
+#include "GpuTestSupport.h"
 #include "HandPlans.h"
-#include "coll/Kernels/DeviceProbe.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/PlanIO.h"
 #include "coll/Runtime/Reference.h"
@@ -28,7 +28,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <cuda_runtime_api.h>
-#include <dirent.h>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <regex>
@@ -39,15 +38,6 @@ using namespace coll;
 using namespace coll::test;
 
 namespace {
-
-bool haveGpu() {
-  static int usable = -1;
-  if (usable < 0) {
-    int out = 0;
-    usable = kernels::probeDevice(5, out) && out == 5;
-  }
-  return usable;
-}
 
 #define REQUIRE_GPU()                                                                              \
   do {                                                                                             \
@@ -486,28 +476,8 @@ TEST(DeviceWorld, FullFifoAndDependencyTimeOut) {
 // The sweep over compiled plans
 //===----------------------------------------------------------------------===//
 
-std::string planDir() {
-  if (const char *env = std::getenv("COLL_GPU_PLAN_DIR"))
-    return env;
-#ifdef COLL_GPU_PLAN_DIR_DEFAULT
-  return COLL_GPU_PLAN_DIR_DEFAULT;
-#else
-  return "";
-#endif
-}
-
 std::vector<std::string> planNames() {
-  std::vector<std::string> names;
-  std::string dir = planDir();
-  if (DIR *d = dir.empty() ? nullptr : opendir(dir.c_str())) {
-    while (dirent *e = readdir(d)) {
-      std::string name = e->d_name;
-      if (name.size() > 4 && name.compare(name.size() - 4, 4, ".bin") == 0)
-        names.push_back(name.substr(0, name.size() - 4));
-    }
-    closedir(d);
-  }
-  std::sort(names.begin(), names.end());
+  std::vector<std::string> names = planNamesIn(gpuPlanDir());
   if (names.empty())
     names.push_back("none");
   return names;
@@ -535,8 +505,8 @@ class PlanSweep : public testing::TestWithParam<std::string> {};
 TEST_P(PlanSweep, EveryTypeOpCountAndPlacement) {
   REQUIRE_GPU();
   if (GetParam() == "none")
-    GTEST_SKIP() << "no compiled plans in '" << planDir() << "'";
-  std::string path = planDir() + "/" + GetParam() + ".bin";
+    GTEST_SKIP() << "no compiled plans in '" << gpuPlanDir() << "'";
+  std::string path = gpuPlanDir() + "/" + GetParam() + ".bin";
   Result<Plan> plan = loadPlanFile(path);
   ASSERT_TRUE(plan.ok()) << path << ": " << plan.message();
   DeviceOptions o;
@@ -583,8 +553,8 @@ TEST(CollRun, RanksAsGpu) {
 #ifndef COLL_RUN_PATH
   GTEST_SKIP() << "coll-run is not built";
 #else
-  std::string plan = planDir() + "/ring_allreduce_n4.bin";
-  if (planDir().empty() || !std::ifstream(plan))
+  std::string plan = gpuPlanDir() + "/ring_allreduce_n4.bin";
+  if (gpuPlanDir().empty() || !std::ifstream(plan))
     GTEST_SKIP() << "no compiled plans";
   for (const char *extra : {"", " --inplace", " --dtype bf16 --op avg"}) {
     std::string cmd = std::string(COLL_RUN_PATH) + " " + plan +

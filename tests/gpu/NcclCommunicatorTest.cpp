@@ -22,10 +22,10 @@
 #include "coll/Kernels/NcclCommunicator.h"
 
 #include "DeviceCheck.h"
+#include "GpuTestSupport.h"
 #include "HandPlans.h"
 #include "LaunchTables.h"
 #include "NcclSetup.h"
-#include "coll/Kernels/DeviceProbe.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/PlanIO.h"
 #include "coll/Runtime/Reference.h"
@@ -516,15 +516,6 @@ TEST(DeviceFailure, NamesTheRankAndWhatItWaitedFor) {
 //===----------------------------------------------------------------------===//
 // On GPUs
 //===----------------------------------------------------------------------===//
-
-bool haveGpu() {
-  static int usable = -1;
-  if (usable < 0) {
-    int out = 0;
-    usable = kernels::probeDevice(5, out) && out == 5;
-  }
-  return usable;
-}
 
 int gpuCount() {
   int n = 0;

@@ -12,24 +12,23 @@
 // on data distinct per (rank, element).
 //
 // The hand-written ring runs always (with a GPU); every plan in the GPU
-// test plan directory (COLL_GPU_PLAN_DIR) runs when it is set.
+// test plan directory (gpuPlanDir()) runs when there is one.
 //
 //===----------------------------------------------------------------------===//
 
 #include "NetworkLoopback.h"
 
+#include "GpuTestSupport.h"
 #include "HandPlans.h"
 #include "LaunchTables.h"
 #include "NcclSetup.h"
 #include "TestHelpers.h"
-#include "coll/Kernels/DeviceProbe.h"
 #include "coll/Runtime/PlanIO.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime_api.h>
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <memory>
 #include <string>
@@ -40,14 +39,6 @@ using namespace coll::kernels;
 using namespace coll::test;
 
 namespace {
-
-bool haveDevice() {
-  static const bool have = [] {
-    int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0 && cudaFree(nullptr) == cudaSuccess;
-  }();
-  return have;
-}
 
 /// What setUp() says when the ranks' CTAs do not all fit on the GPU at once.
 constexpr const char *kNotResident = "not resident";
@@ -315,7 +306,7 @@ void runPlan(const Plan &plan, const std::string &name) {
 }
 
 TEST(NetworkLoopback, HandRingOverTheNetwork) {
-  if (!haveDevice())
+  if (!haveGpu())
     GTEST_SKIP() << "no usable CUDA device";
   for (uint32_t n : {2u, 3u, 5u})
     for (uint32_t depth : {1u, 2u, 4u})
@@ -323,7 +314,7 @@ TEST(NetworkLoopback, HandRingOverTheNetwork) {
 }
 
 TEST(NetworkLoopback, PeerThatNeverRunsTimesOut) {
-  if (!haveDevice())
+  if (!haveGpu())
     GTEST_SKIP() << "no usable CUDA device";
   const Plan plan = ringAllReduce(3, 2);
   LoopbackWorld world;
@@ -343,32 +334,15 @@ TEST(NetworkLoopback, PeerThatNeverRunsTimesOut) {
   EXPECT_NE(e.find("rank "), std::string::npos) << e;
 }
 
-std::vector<std::string> loopbackPlans() {
-  std::vector<std::string> names;
-  const char *dir = std::getenv("COLL_GPU_PLAN_DIR");
-  if (!dir)
-    return names;
-  if (DIR *d = opendir(dir)) {
-    while (dirent *ent = readdir(d)) {
-      std::string f = ent->d_name;
-      if (f.size() > 4 && f.compare(f.size() - 4, 4, ".bin") == 0)
-        names.push_back(f.substr(0, f.size() - 4));
-    }
-    closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 TEST(NetworkLoopback, CompiledPlansOverTheNetwork) {
-  if (!haveDevice())
+  if (!haveGpu())
     GTEST_SKIP() << "no usable CUDA device";
-  std::vector<std::string> names = loopbackPlans();
+  const std::string dir = gpuPlanDir();
+  std::vector<std::string> names = planNamesIn(dir);
   if (names.empty())
-    GTEST_SKIP() << "no compiled plans (COLL_GPU_PLAN_DIR)";
+    GTEST_SKIP() << "no compiled plans in '" << dir << "' (COLL_GPU_PLAN_DIR)";
   for (const std::string &name : names) {
-    Result<Plan> p =
-        loadPlanFile(std::string(std::getenv("COLL_GPU_PLAN_DIR")) + "/" + name + ".bin");
+    Result<Plan> p = loadPlanFile(dir + "/" + name + ".bin");
     ASSERT_TRUE(p) << name << ": " << p.message();
     runPlan(*p, name);
     if (HasFatalFailure())
