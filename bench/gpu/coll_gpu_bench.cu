@@ -7,7 +7,9 @@
 //  2. the same for a reduction of two inputs (plain: c = a + b; the
 //     interpreter: one `re` step per CTA, dst = src + dst);
 //  3. the latency of an empty kernel launch, and of 4 KiB allreduces of 8
-//     ranks on this one GPU (one-shot all-pairs, ring), launch included;
+//     ranks on this one GPU (one-shot all-pairs, ring), launch included,
+//     out of place and in place, then where the time goes: the device's
+//     step trace of the same runs (span, start spread, step and wait);
 //  4. the algorithm bandwidth of 8-rank allreduces of 256 MiB per rank.
 // Throughput is bytes of the result per second (a copy of B bytes reads and
 // writes B each).
@@ -24,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -334,28 +337,44 @@ int main(int argc, char **argv) {
             pipelined);
       }
     }
-    for (std::string name :
-         {"allpairs_allreduce_n8", "ring_allreduce_n8", "allpairs_allreduce_n8 plain",
-          "ring_allreduce_n8 plain", "allpairs_allreduce_n2 plain"}) {
-      bool plainLaunch = name.size() > 6 && name.compare(name.size() - 6, 6, " plain") == 0;
-      std::string file = plainLaunch ? name.substr(0, name.size() - 6) : name;
-      Result<Plan> plan = loadPlanFile(planDir + "/" + file + ".bin");
+    struct LatencyCase {
+      const char *plan;
+      bool plain;   ///< A plain launch instead of a cooperative one.
+      bool inPlace; ///< No staging copies: the in-place plans run in the user's buffer.
+    };
+    const LatencyCase latencyCases[] = {
+        {"allpairs_allreduce_n8", false, false}, {"ring_allreduce_n8", false, false},
+        {"allpairs_allreduce_n8", true, false},  {"ring_allreduce_n8", true, false},
+        {"allpairs_allreduce_n2", true, false},  {"allpairs_allreduce_n8", false, true},
+        {"ring_allreduce_n8", false, true},      {"allpairs_allreduce_n2", false, true}};
+    auto caseName = [](const LatencyCase &lc) {
+      return std::string(lc.plan) + (lc.plain ? " plain" : "") + (lc.inPlace ? " in place" : "");
+    };
+    // 4 KiB of fp32 per rank, ranks 8 KiB apart.
+    const uint64_t count = 1024;
+    auto bindLatency = [&](const LatencyCase &lc, uint32_t nr, std::vector<const void *> &in,
+                           std::vector<void *> &out) {
+      in.resize(nr);
+      out.resize(nr);
+      for (uint32_t r = 0; r < nr; ++r) {
+        out[r] = c + r * 8192;
+        in[r] = lc.inPlace ? out[r] : a + r * 8192;
+      }
+    };
+    for (const LatencyCase &lc : latencyCases) {
+      const std::string name = caseName(lc);
+      Result<Plan> plan = loadPlanFile(planDir + "/" + lc.plan + ".bin");
       if (!plan) {
         std::printf("%-48s (%s)\n", name.c_str(), plan.message().c_str());
         continue;
       }
       DeviceOptions lo;
-      lo.cooperative = !plainLaunch;
+      lo.cooperative = !lc.plain;
       auto world = DeviceWorld::create(*plan, lo);
       check(world.getStatus(), name.c_str());
-      const uint64_t count = 1024; // 4 KiB of fp32 per rank.
-      const uint32_t nr = plan->info.nranks;
-      std::vector<const void *> in(nr);
-      std::vector<void *> out(nr);
-      for (uint32_t r = 0; r < nr; ++r) {
-        in[r] = a + r * 8192;
-        out[r] = c + r * 8192;
-      }
+      std::vector<const void *> in;
+      std::vector<void *> out;
+      bindLatency(lc, plan->info.nranks, in, out);
       double sync = medianUs(2000, [&] {
         check((*world)->launch(in, out, count, DataType::Float32, RedOp::Sum), "launch");
         cudaStreamSynchronize(nullptr);
@@ -369,6 +388,93 @@ int main(int argc, char **argv) {
           1e3;
       check((*world)->wait(), name.c_str());
       std::printf("%-48s %8.1f %8.1f\n", (name + ", 4 KiB fp32 sum").c_str(), sync, pipelined);
+    }
+
+    // Where a launch's time goes: the device's step trace of the same runs.
+    std::printf("\nstep trace of the 4 KiB allreduces (median of 50 traced launches, "
+                "microseconds): span = first CTA start to last CTA end; spread = first to last "
+                "CTA start; step = a step's data movement and publication; wait = before a step "
+                "(from the CTA's start or its previous step's end); end = last step to CTA end\n");
+    std::printf("%-36s %7s %7s %6s %6s %6s %6s  %s\n", "plan", "span", "spread", "steps", "step",
+                "wait", "end", "mean step by opcode");
+    for (const LatencyCase &lc : latencyCases) {
+      if (lc.plain)
+        continue;
+      const std::string name = caseName(lc);
+      Result<Plan> plan = loadPlanFile(planDir + "/" + lc.plan + ".bin");
+      if (!plan)
+        continue;
+      DeviceOptions to;
+      to.traceSteps = 1024;
+      auto world = DeviceWorld::create(*plan, to);
+      check(world.getStatus(), name.c_str());
+      std::vector<const void *> in;
+      std::vector<void *> out;
+      bindLatency(lc, plan->info.nranks, in, out);
+      std::vector<size_t> rankFirst;
+      for (size_t r = 0, first = 0; r < plan->ranks.size(); ++r) {
+        rankFirst.push_back(first);
+        first += plan->ranks[r].threadblocks.size();
+      }
+      std::vector<double> span, spread, step, wait, end;
+      std::map<std::string, std::pair<double, uint64_t>> byOp;
+      double granularity = 1e30;
+      size_t steps = 0;
+      for (int i = 0; i < 60; ++i) {
+        check((*world)->run(in, out, count, DataType::Float32, RedOp::Sum), name.c_str());
+        if (i < 10)
+          continue; // Warm-up.
+        DeviceTrace t;
+        check((*world)->trace(t), "trace");
+        const size_t ctas = t.ctaBeginUs.size();
+        double first = 1e30, lastBegin = 0, lastEnd = 0, stepSum = 0, waitSum = 0, endSum = 0;
+        for (size_t b = 0; b < ctas; ++b) {
+          first = std::min(first, t.ctaBeginUs[b]);
+          lastBegin = std::max(lastBegin, t.ctaBeginUs[b]);
+          lastEnd = std::max(lastEnd, t.ctaEndUs[b]);
+        }
+        // Events are sorted by rank, threadblock and time: a CTA's steps
+        // are consecutive. CTAs are numbered rank by rank.
+        auto ctaOf = [&](const TraceEvent &e) { return rankFirst[e.rank] + e.tb; };
+        const TraceEvent *prev = nullptr;
+        for (const TraceEvent &e : t.timeline.events) {
+          if (prev && ctaOf(*prev) != ctaOf(e)) {
+            endSum += t.ctaEndUs[ctaOf(*prev)] - prev->endUs;
+            prev = nullptr;
+          }
+          stepSum += e.endUs - e.beginUs;
+          waitSum += e.beginUs - (prev ? prev->endUs : t.ctaBeginUs[ctaOf(e)]);
+          auto &op = byOp[opcodeInfo(e.op).mnemonic];
+          op.first += e.endUs - e.beginUs;
+          ++op.second;
+          if (e.endUs > e.beginUs)
+            granularity = std::min(granularity, e.endUs - e.beginUs);
+          prev = &e;
+        }
+        if (prev)
+          endSum += t.ctaEndUs[ctaOf(*prev)] - prev->endUs;
+        steps = t.timeline.events.size();
+        span.push_back(lastEnd - first);
+        spread.push_back(lastBegin - first);
+        step.push_back(steps ? stepSum / double(steps) : 0);
+        wait.push_back(steps ? waitSum / double(steps) : 0);
+        end.push_back(ctas ? endSum / double(ctas) : 0);
+      }
+      auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v.empty() ? 0.0 : v[v.size() / 2];
+      };
+      std::string ops;
+      char buf[64];
+      for (const auto &[mnemonic, sum] : byOp) {
+        std::snprintf(buf, sizeof buf, "%s%s %.2f", ops.empty() ? "" : ", ", mnemonic.c_str(),
+                      sum.first / double(sum.second));
+        ops += buf;
+      }
+      std::printf("%-36s %7.1f %7.2f %6zu %6.2f %6.2f %6.2f  %s\n", name.c_str(), median(span),
+                  median(spread), steps, median(step), median(wait), median(end), ops.c_str());
+      if (granularity < 1e30)
+        std::printf("%-36s (shortest step seen: %.3f us)\n", "", granularity);
     }
 
     std::printf("\nallreduce of 8 ranks on one GPU, 32 MiB fp32 per rank: algorithm bandwidth "

@@ -19,6 +19,7 @@
 #include "GpuTestSupport.h"
 #include "HandPlans.h"
 #include "coll/Runtime/Executor.h"
+#include "coll/Runtime/Interpreter.h"
 #include "coll/Runtime/PlanIO.h"
 #include "coll/Runtime/Reference.h"
 
@@ -30,6 +31,7 @@
 #include <cuda_runtime_api.h>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <vector>
@@ -360,6 +362,86 @@ TEST(DeviceWorld, ConsecutiveLaunchesWithoutWaiting) {
   }
 }
 
+TEST(DeviceWorld, TraceRecordsEveryStepInOrder) {
+  REQUIRE_GPU();
+  Arena arena;
+  ASSERT_TRUE(arena.init(1ull << 30));
+  const uint32_t n = 4;
+  Plan plan = ringAllReduce(n, 2);
+  DeviceOptions o;
+  o.traceSteps = 256;
+  o.sliceBytes = 1024; // Several slices per run.
+  o.threadsPerBlock = 128;
+  auto world = DeviceWorld::create(plan, o);
+  ASSERT_TRUE(world.ok()) << world.message();
+  DeviceTrace trace;
+  EXPECT_EQ((*world)->trace(trace).message(), "no launch has run since the world was made");
+  bool skipped = false;
+  ASSERT_EQ(checkRun(**world, plan, arena, DataType::Float32, RedOp::Sum, n * 1000, false, skipped),
+            "");
+  ASSERT_TRUE((*world)->trace(trace));
+  EXPECT_EQ(trace.unrecorded, 0u);
+  ASSERT_EQ(trace.ctaBeginUs.size(), n);
+  // Per CTA: every (slice, step) once, in program order, one after the
+  // other, within the CTA's lifetime; the sends and receives in order.
+  const std::vector<TraceEvent> &events = trace.timeline.events;
+  std::vector<std::vector<const TraceEvent *>> sends(n), recvs(n);
+  uint64_t slices = 0;
+  for (const TraceEvent &e : events)
+    slices = std::max<uint64_t>(slices, e.slice + 1);
+  EXPECT_GE(slices, 2u);
+  size_t i = 0;
+  for (uint32_t r = 0; r < n; ++r) {
+    const Threadblock &tb = plan.ranks[r].threadblocks[0];
+    const TraceEvent *prev = nullptr;
+    for (uint64_t slice = 0; slice < slices; ++slice)
+      for (uint32_t step = 0; step < tb.steps.size(); ++step, ++i) {
+        ASSERT_LT(i, events.size());
+        const TraceEvent &e = events[i];
+        ASSERT_EQ(e.rank, r);
+        ASSERT_EQ(e.tb, 0u);
+        ASSERT_EQ(e.slice, slice);
+        ASSERT_EQ(e.step, step);
+        EXPECT_EQ(e.op, tb.steps[step].op);
+        EXPECT_LE(e.beginUs, e.endUs);
+        EXPECT_GE(e.beginUs, prev ? prev->endUs : trace.ctaBeginUs[r]);
+        prev = &e;
+        if (opcodeFlags(e.op).send)
+          sends[r].push_back(&e);
+        if (opcodeFlags(e.op).recv)
+          recvs[r].push_back(&e);
+      }
+    ASSERT_TRUE(prev);
+    EXPECT_LE(prev->endUs, trace.ctaEndUs[r]);
+  }
+  EXPECT_EQ(i, events.size());
+  // Rank r's k-th receive consumes rank r-1's k-th message, which the
+  // sender's step published before the receiver's step could begin.
+  for (uint32_t r = 0; r < n; ++r) {
+    const auto &in = recvs[r], &out = sends[(r + n - 1) % n];
+    ASSERT_EQ(in.size(), out.size());
+    for (size_t k = 0; k < in.size(); ++k)
+      EXPECT_GE(in[k]->beginUs, out[k]->beginUs) << "rank " << r << " message " << k;
+  }
+
+  // A short trace keeps each CTA's first steps and counts the rest.
+  o.traceSteps = 2;
+  auto shortWorld = DeviceWorld::create(plan, o);
+  ASSERT_TRUE(shortWorld.ok()) << shortWorld.message();
+  ASSERT_EQ(
+      checkRun(**shortWorld, plan, arena, DataType::Int32, RedOp::Max, n * 1000, true, skipped),
+      "");
+  DeviceTrace brief;
+  ASSERT_TRUE((*shortWorld)->trace(brief));
+  EXPECT_EQ(brief.timeline.events.size(), 2u * n);
+  EXPECT_EQ(brief.unrecorded, events.size() - 2u * n);
+
+  o.traceSteps = 0;
+  auto untraced = DeviceWorld::create(plan, o);
+  ASSERT_TRUE(untraced.ok()) << untraced.message();
+  EXPECT_EQ((*untraced)->trace(brief).message(), "tracing is off (DeviceOptions::traceSteps is 0)");
+}
+
 TEST(DeviceWorld, ArgumentErrors) {
   REQUIRE_GPU();
   Plan plan = ringAllReduce(2, 2);
@@ -570,6 +652,28 @@ TEST(CollRun, RanksAsGpu) {
     EXPECT_NE(out.find("# ranks as gpu (one device)"), std::string::npos) << out;
     EXPECT_TRUE(std::regex_search(out, std::regex(" 0\n$"))) << out; // No wrong element.
   }
+
+  // --trace: one event per step of every threadblock (64 KiB: one slice).
+  Result<Plan> loaded = loadPlanFile(plan);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  size_t steps = 0;
+  for (const RankPlan &rp : loaded->ranks)
+    for (const Threadblock &tb : rp.threadblocks)
+      steps += tb.steps.size();
+  const std::string tracePath = ::testing::TempDir() + "coll_gpu_trace.json";
+  std::remove(tracePath.c_str());
+  std::string cmd = std::string(COLL_RUN_PATH) + " " + plan +
+                    " --ranks-as gpu --size 64K --iters 1 --trace " + tracePath + " 2>&1";
+  int status = std::system(cmd.c_str());
+  ASSERT_EQ(status, 0) << cmd;
+  std::ifstream f(tracePath);
+  std::string json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t events = 0;
+  for (size_t at = json.find("\"cat\":\"step\""); at != std::string::npos;
+       at = json.find("\"cat\":\"step\"", at + 1))
+    ++events;
+  EXPECT_EQ(events, steps) << json.substr(0, 2000);
+  std::remove(tracePath.c_str());
 #endif
 }
 

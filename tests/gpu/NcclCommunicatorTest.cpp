@@ -30,6 +30,7 @@
 #include "coll/Runtime/PlanIO.h"
 #include "coll/Runtime/Reference.h"
 
+#include <cstring>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <mutex>
@@ -511,6 +512,95 @@ TEST(DeviceFailure, NamesTheRankAndWhatItWaitedFor) {
   e.block = 5;
   EXPECT_EQ(describeDeviceFailure(e, t, sections, 2, 1.5).message(),
             "the device reported a failure of an unknown threadblock");
+}
+
+/// A step trace as the kernel writes it: per CTA a header, then records.
+struct RawTrace {
+  uint32_t traceSteps;
+  std::vector<char> bytes;
+  RawTrace(size_t ctas, uint32_t traceSteps)
+      : traceSteps(traceSteps), bytes(ctas * traceBytesPerCta(traceSteps)) {}
+  void header(size_t cta, TraceHeader h) {
+    std::memcpy(bytes.data() + cta * traceBytesPerCta(traceSteps), &h, sizeof h);
+  }
+  void record(size_t cta, uint32_t i, TraceRecord r) {
+    std::memcpy(bytes.data() + cta * traceBytesPerCta(traceSteps) + sizeof(TraceHeader) +
+                    i * sizeof(TraceRecord),
+                &r, sizeof r);
+  }
+};
+
+TEST(Trace, DecodesEveryCtaIntoATimeline) {
+  Plan p = ringAllReduce(4, 2);
+  // Ranks 3 and 1, in that order: events name the plan's ranks.
+  std::vector<RankSection> sections = {{3, &p.ranks[3]}, {1, &p.ranks[1]}};
+  LaunchTables t = buildLaunchTables(p.info, sections);
+  ASSERT_EQ(t.tbs.size(), 2u);
+  RawTrace raw(2, 3);
+  // CTA 0 ran 5 steps, 3 recorded; CTA 1 ran 2. Times in ns; the first CTA
+  // starts at 7000, the origin.
+  raw.header(0, {9000, 20000, 5, 0});
+  raw.header(1, {7000, 15000, 2, 0});
+  raw.record(0, 0, {0, 0, 0, 9500, 10000});
+  raw.record(0, 1, {0, 1, 0, 10250, 11000});
+  raw.record(0, 2, {0, 2, 0, 12000, 12000});
+  raw.record(1, 0, {0, 5, 0, 8000, 8100}); // Out of order: sorted by time.
+  raw.record(1, 1, {1, 0, 0, 7500, 7600});
+  DeviceTrace out;
+  ASSERT_TRUE(decodeTrace(raw.bytes, 3, t, sections, out));
+  EXPECT_EQ(out.unrecorded, 2u);
+  EXPECT_EQ(out.ctaBeginUs, (std::vector<double>{2.0, 0.0}));
+  EXPECT_EQ(out.ctaEndUs, (std::vector<double>{13.0, 8.0}));
+  const std::vector<TraceEvent> &e = out.timeline.events;
+  ASSERT_EQ(e.size(), 5u);
+  // Rank 1's CTA first (sorted by rank), its slice-1 step 0 before its
+  // slice-0 step 5.
+  EXPECT_EQ(e[0].rank, 1u);
+  EXPECT_EQ(e[0].slice, 1u);
+  EXPECT_EQ(e[0].step, 0u);
+  EXPECT_DOUBLE_EQ(e[0].beginUs, 0.5);
+  EXPECT_DOUBLE_EQ(e[0].endUs, 0.6);
+  EXPECT_EQ(e[1].rank, 1u);
+  EXPECT_EQ(e[1].step, 5u);
+  EXPECT_EQ(e[1].op, p.ranks[1].threadblocks[0].steps[5].op);
+  EXPECT_EQ(e[1].count, p.ranks[1].threadblocks[0].steps[5].count);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(e[2 + i].rank, 3u);
+    EXPECT_EQ(e[2 + i].tb, 0u);
+    EXPECT_EQ(e[2 + i].step, i);
+    EXPECT_EQ(e[2 + i].op, p.ranks[3].threadblocks[0].steps[i].op);
+  }
+  EXPECT_DOUBLE_EQ(e[2].beginUs, 2.5);
+  EXPECT_DOUBLE_EQ(e[3].endUs, 4.0);
+  EXPECT_DOUBLE_EQ(e[4].beginUs, e[4].endUs);
+}
+
+TEST(Trace, RejectsMissingAndForeignRecords) {
+  Plan p = ringAllReduce(4, 2);
+  std::vector<RankSection> sections = {{0, &p.ranks[0]}, {2, &p.ranks[2]}};
+  LaunchTables t = buildLaunchTables(p.info, sections);
+  const uint32_t numSteps = t.tbs[1].numSteps;
+  RawTrace raw(2, 2);
+  raw.header(0, {100, 200, 0, 0});
+  DeviceTrace out;
+  // CTA 1 never wrote its header.
+  EXPECT_EQ(decodeTrace(raw.bytes, 2, t, sections, out).message(),
+            "threadblock 0 of rank 2 left no trace");
+  raw.header(1, {100, 200, 2, 0});
+  raw.record(1, 0, {0, 0, 0, 120, 130});
+  raw.record(1, 1, {0, numSteps, 0, 140, 150});
+  EXPECT_EQ(decodeTrace(raw.bytes, 2, t, sections, out).message(),
+            "threadblock 0 of rank 2: trace record 1 is not a step it has");
+  raw.record(1, 1, {0, 1, 0, 150, 140});
+  EXPECT_EQ(decodeTrace(raw.bytes, 2, t, sections, out).message(),
+            "threadblock 0 of rank 2: trace record 1 is not a step it has");
+  raw.record(1, 1, {0, 1, 0, 140, 150});
+  EXPECT_TRUE(decodeTrace(raw.bytes, 2, t, sections, out));
+  EXPECT_EQ(out.timeline.events.size(), 2u);
+  std::vector<char> shorter(raw.bytes.begin(), raw.bytes.end() - 1);
+  EXPECT_EQ(decodeTrace(shorter, 2, t, sections, out).message(),
+            "the trace holds " + std::to_string(shorter.size()) + " bytes, not the " +
+                std::to_string(raw.bytes.size()) + " of 2 threadblocks");
 }
 
 //===----------------------------------------------------------------------===//

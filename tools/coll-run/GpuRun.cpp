@@ -4,6 +4,7 @@
 
 #include "coll/Kernels/DeviceWorld.h"
 
+#include <cstdio>
 #include <cuda_runtime_api.h>
 
 namespace coll {
@@ -27,11 +28,16 @@ struct DeviceMemory {
 
 std::string runOnGpu(const Plan &plan, const std::vector<GpuRankBuffers> &ranks, uint64_t count,
                      DataType type, RedOp op, uint64_t sliceBytes, double timeoutSeconds,
-                     uint64_t iters, double *timeUs) {
+                     uint64_t iters, double *timeUs, Timeline *timeline) {
   DeviceOptions options;
   if (sliceBytes)
     options.sliceBytes = sliceBytes;
   options.timeoutSeconds = timeoutSeconds;
+  // Tracing records every step of the first run, up to this many per
+  // threadblock (32 bytes each); the timed runs overwrite it.
+  const uint32_t kTraceSteps = 1u << 16;
+  if (timeline)
+    options.traceSteps = kTraceSteps;
   auto world = DeviceWorld::create(plan, options);
   if (!world)
     return world.message();
@@ -51,6 +57,17 @@ std::string runOnGpu(const Plan &plan, const std::vector<GpuRankBuffers> &ranks,
   }
   if (Status s = (*world)->run(send, recv, count, type, op); !s)
     return s.message();
+  if (timeline && count) {
+    DeviceTrace trace;
+    if (Status s = (*world)->trace(trace); !s)
+      return s.message();
+    if (trace.unrecorded)
+      std::fprintf(stderr,
+                   "coll-run: warning: the trace holds the first %u steps of each threadblock; "
+                   "%llu more steps ran\n",
+                   kTraceSteps, static_cast<unsigned long long>(trace.unrecorded));
+    *timeline = std::move(trace.timeline);
+  }
   for (size_t i = 0; i < ranks.size(); ++i)
     if ((err = cudaMemcpy(ranks[i].base, memory.ptrs[i], ranks[i].bytes, cudaMemcpyDeviceToHost)))
       return cudaError("cannot copy an output from the device", err);

@@ -9,6 +9,7 @@
 #define COLL_TOOLS_COLLRUN_GPURUN_H
 
 #include "coll/Runtime/DataType.h"
+#include "coll/Runtime/Executor.h"
 #include "coll/Runtime/Plan.h"
 
 #include <cstdint>
@@ -29,10 +30,12 @@ struct GpuRankBuffers {
 /// Copies every rank's \p base to the device, runs \p plan once (with a
 /// device-side timeout of \p timeoutSeconds), copies the bases back, then
 /// times \p iters back-to-back launches; *timeUs receives the time per
-/// launch. \p sliceBytes 0: the default. Returns "" or the error.
+/// launch. \p sliceBytes 0: the default. \p timeline, when not null,
+/// receives the steps of the first run (the device's step trace). Returns
+/// "" or the error.
 std::string runOnGpu(const Plan &plan, const std::vector<GpuRankBuffers> &ranks, uint64_t count,
                      DataType type, RedOp op, uint64_t sliceBytes, double timeoutSeconds,
-                     uint64_t iters, double *timeUs);
+                     uint64_t iters, double *timeUs, Timeline *timeline = nullptr);
 
 } // namespace coll
 

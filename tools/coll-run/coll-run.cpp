@@ -18,7 +18,8 @@
 //
 // --ranks-as gpu (when built with CUDA) runs every rank on one GPU
 // (DeviceWorld): the buffers are copied to the device and back, the check
-// is the same, and the time is that of back-to-back launches.
+// is the same, and the time is that of back-to-back launches. --trace
+// records the checked run's steps with the device's global timer.
 //
 // --size is the per-rank size in bytes of the larger buffer, as in
 // nccl-tests: the output of allgather and gather, the input of reducescatter
@@ -195,8 +196,8 @@ int parseArgs(int argc, char **argv, Options &o) {
   }
   if (o.planPath.empty())
     return usage();
-  if ((o.processes || o.gpu) && !o.tracePath.empty())
-    return fail("--trace needs --ranks-as threads or single");
+  if (o.processes && !o.tracePath.empty())
+    return fail("--trace needs --ranks-as threads, single or gpu");
   return 0;
 }
 
@@ -442,8 +443,9 @@ int main(int argc, char **argv) {
       g.sendOffset = static_cast<const char *>(b.send) - b.both.data();
       g.recvOffset = static_cast<char *>(b.recv) - b.both.data();
     }
-    std::string err = runOnGpu(*plan, gpuRanks, count, o.type, o.op,
-                               o.sliceGiven ? o.slice * es : 0, o.timeout, o.iters, &processTimeUs);
+    std::string err =
+        runOnGpu(*plan, gpuRanks, count, o.type, o.op, o.sliceGiven ? o.slice * es : 0, o.timeout,
+                 o.iters, &processTimeUs, o.tracePath.empty() ? nullptr : &timeline);
     if (!err.empty())
       return fail(err);
 #endif

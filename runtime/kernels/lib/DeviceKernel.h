@@ -33,6 +33,11 @@
 // Counters never go back: a run starts at `sliceBase` (the slices of the
 // runs before it), so consecutive launches need no reset in between.
 //
+// Tracing (KernelParams::trace, off unless asked for): thread 0 reads the
+// global timer after a step's waits and after its effects, and writes one
+// TraceRecord per step and a TraceHeader per CTA; a launch without a trace
+// pays one predictable branch per step.
+//
 //===----------------------------------------------------------------------===//
 #ifndef COLL_KERNELS_LIB_DEVICEKERNEL_H
 #define COLL_KERNELS_LIB_DEVICEKERNEL_H
@@ -101,6 +106,30 @@ struct DeviceError {
   uint64_t sliceBase;
 };
 
+/// The head of one CTA's step trace (KernelParams::trace): global timer
+/// readings in nanoseconds, written by thread 0 when the CTA ends.
+struct TraceHeader {
+  uint64_t startNs; ///< The CTA began.
+  uint64_t endNs;   ///< The CTA ended (its last step, or a failed wait).
+  uint64_t steps;   ///< Steps it ran; the first traceSteps have a record.
+  uint64_t reserved;
+};
+
+/// One step of a CTA's trace: its data movement and publication, from
+/// after its waits to after its progress counter.
+struct TraceRecord {
+  uint64_t slice;
+  uint32_t step;
+  uint32_t reserved;
+  uint64_t beginNs;
+  uint64_t endNs;
+};
+
+/// Bytes of one CTA's trace of up to \p traceSteps records.
+COLL_HOST_DEVICE constexpr uint64_t traceBytesPerCta(uint32_t traceSteps) {
+  return sizeof(TraceHeader) + uint64_t(traceSteps) * sizeof(TraceRecord);
+}
+
 /// Everything a launch needs, passed by value.
 struct KernelParams {
   const TbDesc *tbs;
@@ -121,6 +150,10 @@ struct KernelParams {
   /// Device memory the kernel's network (the Net parameter of
   /// DevicePlatform) reads; null for kernels without one.
   const void *network;
+  /// Null, or traceBytesPerCta(traceSteps) bytes per CTA of device memory
+  /// that receive each CTA's TraceHeader and TraceRecords.
+  char *trace;
+  uint32_t traceSteps;
 };
 
 /// The kernel entry for one data type and operator (Avg runs as Sum).
@@ -491,8 +524,27 @@ public:
     __syncthreads();
   }
 
-  __device__ void stepBegin(uint64_t, uint32_t) { fenced = false; }
-  __device__ void stepEnd(uint64_t, uint32_t, const Instruction &) {}
+  __device__ void stepBegin(uint64_t, uint32_t) {
+    fenced = false;
+    if (k.trace && threadIdx.x == 0)
+      stepStartNs = globalTimerNs();
+  }
+  /// Tracing: thread 0 records the step once it has published its effects.
+  __device__ void stepEnd(uint64_t slice, uint32_t step, const Instruction &) {
+    if (!k.trace || threadIdx.x != 0)
+      return;
+    if (traced < k.traceSteps) {
+      TraceRecord *r = reinterpret_cast<TraceRecord *>(traceOfCta() + sizeof(TraceHeader));
+      r[traced] = TraceRecord{slice, step, 0, stepStartNs, globalTimerNs()};
+    }
+    ++traced;
+  }
+  /// Tracing: thread 0 writes the CTA's header, begun at \p startNs.
+  __device__ void traceEnd(uint64_t startNs) {
+    if (k.trace && threadIdx.x == 0)
+      *reinterpret_cast<TraceHeader *>(traceOfCta()) =
+          TraceHeader{startNs, globalTimerNs(), traced, 0};
+  }
 
   /// Thread 0 records why run() stopped: the first CTA that timed out
   /// fills the error record and raises the abort flag.
@@ -521,6 +573,8 @@ public:
   }
 
 private:
+  __device__ char *traceOfCta() const { return k.trace + block * traceBytesPerCta(k.traceSteps); }
+
   /// Whether \p f's peer is reached over the network (never without one).
   __device__ bool overNetwork(const FifoDesc &f) const {
     if constexpr (Net::kEnabled)
@@ -618,6 +672,7 @@ private:
   uint64_t sent = 0, received = 0;
   uint32_t sendSlot = 0, recvSlot = 0; ///< sent % depth, received % depth.
   uint64_t lastObserved = 0, lastExpected = 0;
+  uint64_t stepStartNs = 0, traced = 0; ///< Tracing (thread 0).
   bool fenced = false;
 };
 
@@ -627,6 +682,7 @@ template <DataType D, RedOp Op, class Net = NoNetwork>
 __global__ void interpretPlan(const __grid_constant__ KernelParams k) {
   extern __shared__ uint32_t sharedSteps[];
   __shared__ TbDesc tb;
+  const uint64_t startNs = k.trace && threadIdx.x == 0 ? globalTimerNs() : 0;
   if (threadIdx.x == 0)
     tb = k.tbs[blockIdx.x];
   __syncthreads();
@@ -649,6 +705,7 @@ __global__ void interpretPlan(const __grid_constant__ KernelParams k) {
   ExecStatus st = interp.run();
   if (st.result != WaitResult::Ready)
     platform.recordStop(st);
+  platform.traceEnd(startNs);
 }
 
 /// interpretPlan over \p Net for \p type and \p op (Avg runs as Sum); null

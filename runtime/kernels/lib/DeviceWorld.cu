@@ -36,6 +36,8 @@ struct DeviceWorldState {
   DeviceBuffer tbTable, stepTable, depTable, fifoTable, rankBufferTable;
   DeviceBuffer progress, counters, abortFlag, error;
   DeviceBuffer slotMemory, scratchMemory, inputCopies;
+  DeviceBuffer trace;              ///< DeviceOptions::traceSteps: every CTA's step trace.
+  bool traced = false;             ///< A launch has written the trace.
   uint64_t slotsPieceStride = 0;   ///< The stride the FIFO table was laid out for.
   std::vector<char *> rankBuffers; ///< The table as last uploaded.
   uint64_t sliceBase = 0;
@@ -130,6 +132,12 @@ Result<std::unique_ptr<DeviceWorld>> DeviceWorld::create(const Plan &plan,
       (err = st->error.reserve(sizeof(DeviceError))) ||
       (err = st->rankBufferTable.reserve(uint64_t(plan.info.nranks) * 3 * sizeof(char *))))
     return st->fail("cannot allocate device memory for the plan", err);
+  if (options.traceSteps &&
+      ((err = st->trace.reserve(uint64_t(st->numBlocks) * traceBytesPerCta(options.traceSteps))) ||
+       (err = cudaMemset(st->trace.ptr, 0, st->trace.bytes))))
+    return st->fail(
+        cat("cannot allocate the step trace of ", options.traceSteps, " steps per threadblock"),
+        err);
   for (size_t i = 0; i < st->tables.fifos.size(); ++i) {
     st->tables.fifos[i].tail = st->counters.as<uint64_t>() + (2 * i) * kCounterStride;
     st->tables.fifos[i].head = st->counters.as<uint64_t>() + (2 * i + 1) * kCounterStride;
@@ -266,9 +274,11 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
     w.rankBuffers = table;
   }
 
-  err = launchInterpreter(w, fn, layout, pieceStride, /*systemScope=*/false, stream);
+  err = launchInterpreter(w, fn, layout, pieceStride, /*systemScope=*/false, stream,
+                          /*network=*/nullptr, w.trace.ptr, w.options.traceSteps);
   if (err)
     return w.fail("cannot launch the interpreter kernel", err);
+  w.traced = w.trace.ptr != nullptr;
   w.sliceBase += layout.numSlices;
   w.lastStream = stream;
   w.launched = true;
@@ -308,6 +318,22 @@ Status DeviceWorld::wait(cudaStream_t stream) {
   if (Status rs = w.reset(); !rs)
     return Status::error(failure.message() + "; and " + rs.message());
   return failure;
+}
+
+Status DeviceWorld::trace(DeviceTrace &out) const {
+  const DeviceWorldState &w = *s;
+  if (!w.options.traceSteps)
+    return Status::error("tracing is off (DeviceOptions::traceSteps is 0)");
+  if (!w.traced)
+    return Status::error("no launch has run since the world was made");
+  if (w.launched)
+    return Status::error("a launch may still run: wait() for it first");
+  std::vector<char> raw(w.trace.bytes);
+  if (cudaError_t err = cudaMemcpy(raw.data(), w.trace.ptr, raw.size(), cudaMemcpyDeviceToHost)) {
+    cudaGetLastError();
+    return Status::error("cannot read the step trace: " + cudaText(err));
+  }
+  return decodeTrace(raw, w.options.traceSteps, w.tables, w.sections, out);
 }
 
 Status DeviceWorld::run(const std::vector<const void *> &sendbufs,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -231,6 +232,59 @@ Status describeDeviceFailure(const DeviceError &e, const LaunchTables &tables,
   if (e.abortedCtas)
     msg += cat("; ", e.abortedCtas, " stopped with it");
   return Status::error(msg);
+}
+
+Status decodeTrace(const std::vector<char> &raw, uint32_t traceSteps, const LaunchTables &tables,
+                   const std::vector<RankSection> &sections, DeviceTrace &out) {
+  out = DeviceTrace();
+  const uint64_t perCta = traceBytesPerCta(traceSteps);
+  const size_t ctas = tables.tbs.size();
+  if (raw.size() < ctas * perCta)
+    return Status::error(cat("the trace holds ", raw.size(), " bytes, not the ", ctas * perCta,
+                             " of ", ctas, " threadblocks"));
+  std::vector<TraceHeader> headers(ctas);
+  uint64_t origin = std::numeric_limits<uint64_t>::max();
+  for (size_t b = 0; b < ctas; ++b) {
+    std::memcpy(&headers[b], raw.data() + b * perCta, sizeof(TraceHeader));
+    const TraceHeader &h = headers[b];
+    if (h.startNs == 0 || h.endNs < h.startNs)
+      return Status::error(cat("threadblock ", tables.tbs[b].tb, " of rank ",
+                               sections[tables.tbs[b].rank].rank, " left no trace"));
+    origin = std::min(origin, h.startNs);
+  }
+  auto us = [&](uint64_t ns) { return double(ns - std::min(ns, origin)) / 1e3; };
+  for (size_t b = 0; b < ctas; ++b) {
+    const TraceHeader &h = headers[b];
+    const TbDesc &d = tables.tbs[b];
+    out.ctaBeginUs.push_back(us(h.startNs));
+    out.ctaEndUs.push_back(us(h.endNs));
+    const uint64_t recorded = std::min<uint64_t>(h.steps, traceSteps);
+    out.unrecorded += h.steps - recorded;
+    for (uint64_t i = 0; i < recorded; ++i) {
+      TraceRecord r;
+      std::memcpy(&r, raw.data() + b * perCta + sizeof(TraceHeader) + i * sizeof(TraceRecord),
+                  sizeof r);
+      if (r.step >= d.numSteps || r.endNs < r.beginNs)
+        return Status::error(cat("threadblock ", d.tb, " of rank ", sections[d.rank].rank,
+                                 ": trace record ", i, " is not a step it has"));
+      const Instruction &in = tables.steps[d.stepsBegin + r.step];
+      TraceEvent e;
+      e.rank = sections[d.rank].rank;
+      e.tb = d.tb;
+      e.slice = r.slice;
+      e.step = r.step;
+      e.op = in.op;
+      e.count = in.count;
+      e.beginUs = us(r.beginNs);
+      e.endUs = us(r.endNs);
+      out.timeline.events.push_back(e);
+    }
+  }
+  std::stable_sort(out.timeline.events.begin(), out.timeline.events.end(),
+                   [](const TraceEvent &a, const TraceEvent &b) {
+                     return std::tie(a.rank, a.tb, a.beginUs) < std::tie(b.rank, b.tb, b.beginUs);
+                   });
+  return Status::success();
 }
 
 } // namespace coll::kernels

@@ -11,6 +11,7 @@
 #define COLL_KERNELS_LIB_LAUNCHTABLES_H
 
 #include "DeviceKernel.h"
+#include "coll/Kernels/DeviceWorld.h"
 #include "coll/Runtime/Plan.h"
 #include "coll/Runtime/Status.h"
 
@@ -137,6 +138,13 @@ Status describeDeviceFailure(const DeviceError &e, const LaunchTables &tables,
                              const std::vector<RankSection> &sections, uint32_t depth,
                              double timeoutSeconds);
 
+/// Decodes the step trace that a launch of \p tables (for \p sections)
+/// wrote to \p raw, traceBytesPerCta(\p traceSteps) bytes per CTA, into
+/// \p out (DeviceWorld.h). A CTA whose header was never written is an
+/// error, as is a record that names no step of its threadblock.
+Status decodeTrace(const std::vector<char> &raw, uint32_t traceSteps, const LaunchTables &tables,
+                   const std::vector<RankSection> &sections, DeviceTrace &out);
+
 //===----------------------------------------------------------------------===//
 // CUDA helpers
 //===----------------------------------------------------------------------===//
@@ -186,11 +194,13 @@ template <class T> cudaError_t upload(DeviceBuffer &buf, const std::vector<T> &v
 /// depTable, fifoTable, rankBufferTable, progress, abortFlag, error,
 /// tables, sliceBase, numBlocks, options). \p systemScope: peers on other
 /// GPUs (DeviceKernel.h). \p network: what \p fn's network reads (device
-/// memory), null for a kernel without one.
+/// memory), null for a kernel without one. \p trace: null, or the step
+/// trace of every CTA, \p traceSteps records each (KernelParams::trace).
 template <class State>
 cudaError_t launchInterpreter(const State &w, KernelFn fn, const ChunkLayout &layout,
                               uint64_t pieceStride, bool systemScope, cudaStream_t stream,
-                              const void *network = nullptr) {
+                              const void *network = nullptr, char *trace = nullptr,
+                              uint32_t traceSteps = 0) {
   KernelParams k;
   k.tbs = w.tbTable.template as<TbDesc>();
   k.steps = w.stepTable.template as<Instruction>();
@@ -208,6 +218,8 @@ cudaError_t launchInterpreter(const State &w, KernelFn fn, const ChunkLayout &la
   k.maxSharedSteps = w.tables.sharedSteps;
   k.systemScope = systemScope;
   k.network = network;
+  k.trace = trace;
+  k.traceSteps = traceSteps;
   void *args[] = {&k};
   const size_t shared = w.tables.sharedSteps * sizeof(Instruction);
   if (w.numBlocks == 0)

@@ -41,7 +41,8 @@
 ///     void reduce(char *dst, const char *in, const char *local, uint64_t n);
 ///     void reduce2(char *dst0, char *dst1, const char *in, const char *local,
 ///                  uint64_t n);
-///     // Observation (empty on a GPU): around a step's data movement.
+///     // Observation (a trace, when one is recorded): around a step's data
+///     // movement and effects, after its waits.
 ///     void stepBegin(uint64_t slice, uint32_t step);
 ///     void stepEnd(uint64_t slice, uint32_t step, const Instruction &in);
 ///   };

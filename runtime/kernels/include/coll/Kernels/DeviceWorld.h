@@ -21,6 +21,7 @@
 #define COLL_KERNELS_DEVICEWORLD_H
 
 #include "coll/Runtime/DataType.h"
+#include "coll/Runtime/Executor.h"
 #include "coll/Runtime/Plan.h"
 #include "coll/Runtime/Status.h"
 
@@ -48,6 +49,22 @@ struct DeviceOptions {
   /// when the device runs nothing else (create() checks that the grid fits;
   /// a CTA that never got a place shows as a device-side timeout).
   bool cooperative = true;
+  /// Record a trace of every launch's steps, up to this many per CTA (0:
+  /// none): thread 0 of each CTA reads the device's global timer around
+  /// each step's data movement. DeviceWorld::trace() reads it back.
+  uint32_t traceSteps = 0;
+};
+
+/// The step trace of a launch (DeviceOptions::traceSteps). Times are
+/// microseconds since the first CTA began, from the device's global timer.
+struct DeviceTrace {
+  /// Every recorded step (its data movement and publication, not its
+  /// waits), sorted by rank, threadblock and time.
+  Timeline timeline;
+  /// Per CTA, threadblocks rank by rank: when it began and when it ended.
+  std::vector<double> ctaBeginUs, ctaEndUs;
+  /// Steps beyond DeviceOptions::traceSteps of their CTA: not recorded.
+  uint64_t unrecorded = 0;
 };
 
 struct DeviceWorldState;
@@ -73,6 +90,9 @@ public:
   /// Waits for \p stream and reports the first failure of the runs launched
   /// since the last wait(); after a failure the world is reset and usable.
   Status wait(cudaStream_t stream = nullptr);
+  /// The step trace of the last launch that ran, after wait(); an error
+  /// when DeviceOptions::traceSteps is 0 or nothing has run.
+  Status trace(DeviceTrace &out) const;
   /// launch() then wait().
   Status run(const std::vector<const void *> &sendbufs, const std::vector<void *> &recvbufs,
              uint64_t count, DataType type, RedOp op, cudaStream_t stream = nullptr);
