@@ -666,6 +666,69 @@ std::string checkAllReduce(NcclCommunicator &comm, uint64_t count, DataType type
   return out;
 }
 
+TEST(LaunchHelpers, StagingCopiesInOneLaunch) {
+  if (gpuCount() < 1)
+    GTEST_SKIP() << "no usable CUDA device";
+  // 70 small copies (two batches), every misalignment and size class, and
+  // two large ones (cudaMemcpyAsync), into disjoint places of one buffer.
+  const uint64_t srcBytes = 4ull << 20, dstBytes = 32ull << 20;
+  std::vector<unsigned char> src(srcBytes);
+  for (uint64_t i = 0; i < srcBytes; ++i)
+    src[i] = static_cast<unsigned char>((i * 7 + i / 251) % 253);
+  char *dsrc = nullptr, *ddst = nullptr;
+  ASSERT_EQ(cudaMalloc(&dsrc, srcBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&ddst, dstBytes), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dsrc, src.data(), srcBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(ddst, 0xcd, dstBytes), cudaSuccess);
+  const uint64_t sizes[] = {0, 1, 15, 16, 17, 100, 4095, 65536 + 13, 200003, 1000000};
+  std::vector<StagingCopy> copies;
+  uint64_t at = 0;
+  for (uint32_t i = 0; i < 70; ++i) {
+    uint64_t bytes = sizes[i % 10], from = (i * 37) % 4096 + i % 16, to = at + (i * 5) % 16;
+    copies.push_back({ddst + to, dsrc + from, bytes});
+    at = (to + bytes + 64 + 255) / 256 * 256;
+  }
+  copies.push_back({ddst + at + 3, dsrc + 1, 3ull << 20});
+  at += (3ull << 20) + 4096;
+  copies.push_back({ddst + at, dsrc, 1ull << 20});
+  ASSERT_LE(at + (1ull << 20), dstBytes);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(launchStagingCopies(copies, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  std::vector<unsigned char> want(dstBytes, 0xcd), got(dstBytes);
+  for (const StagingCopy &c : copies)
+    std::memcpy(want.data() + (c.to - ddst), src.data() + (c.from - dsrc), c.bytes);
+  ASSERT_EQ(cudaMemcpy(got.data(), ddst, dstBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  uint64_t wrong = 0, first = 0;
+  for (uint64_t i = 0; i < dstBytes; ++i)
+    if (got[i] != want[i] && wrong++ == 0)
+      first = i;
+  EXPECT_EQ(wrong, 0u) << "first wrong byte at " << first;
+
+  // Avg's division of several buffers, one launch: against the host's.
+  const uint64_t n = 100003;
+  std::vector<std::vector<int32_t>> host(3, std::vector<int32_t>(n));
+  std::vector<void *> bufs;
+  for (uint32_t b = 0; b < 3; ++b) {
+    for (uint64_t i = 0; i < n; ++i)
+      host[b][i] = int32_t(i * 13 + b * 1000003) - 700000;
+    bufs.push_back(ddst + b * n * 4);
+    ASSERT_EQ(cudaMemcpy(bufs[b], host[b].data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    divideRange<DataType::Int32>(host[b].data(), n, 6);
+  }
+  ASSERT_EQ(launchDivide(DataType::Int32, bufs, n, 6, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  for (uint32_t b = 0; b < 3; ++b) {
+    std::vector<int32_t> out(n);
+    ASSERT_EQ(cudaMemcpy(out.data(), bufs[b], n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(out, host[b]) << "buffer " << b;
+  }
+  cudaStreamDestroy(stream);
+  cudaFree(dsrc);
+  cudaFree(ddst);
+}
+
 /// One rank, two threadblocks: tb 0 copies the input to scratch; tb 1
 /// waits for it, copies scratch to the output, then reduces scratch into
 /// the output (x op x = x for max and min).

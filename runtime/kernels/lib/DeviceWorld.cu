@@ -250,21 +250,25 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
 
   // Bind each rank's buffers as the plan addresses them (LocalWorld's rules,
   // Executor.h), with device-to-device copies on the stream.
+  // A rank's copies run in order; the ranks' i-th copies (a wave) run
+  // together.
   std::vector<char *> table(size_t(nranks) * 3);
+  std::vector<std::vector<StagingCopy>> waves;
   std::vector<StagingCopy> copyOuts;
   for (uint32_t r = 0; r < nranks; ++r) {
     RankBinding b = bind(r, w.inputCopies.ptr + copyOffset[r]);
-    err = cudaSuccess;
-    for (const StagingCopy &c : b.before)
-      if ((err = cudaMemcpyAsync(c.to, c.from, c.bytes, cudaMemcpyDeviceToDevice, stream)))
-        break;
-    if (err)
-      return w.fail(cat("cannot stage rank ", r, "'s input"), err);
+    if (waves.size() < b.before.size())
+      waves.resize(b.before.size());
+    for (size_t i = 0; i < b.before.size(); ++i)
+      waves[i].push_back(b.before[i]);
     copyOuts.insert(copyOuts.end(), b.after.begin(), b.after.end());
     table[3 * r + unsigned(BufferKind::Input)] = b.input;
     table[3 * r + unsigned(BufferKind::Output)] = b.output;
     table[3 * r + unsigned(BufferKind::Scratch)] = w.scratchMemory.ptr + scratchOffset[r];
   }
+  for (const std::vector<StagingCopy> &wave : waves)
+    if ((err = launchStagingCopies(wave, stream)))
+      return w.fail("cannot stage the ranks' inputs", err);
   if (table != w.rankBuffers) {
     // From pageable memory: staged before the call returns, ordered on the
     // stream before the kernel.
@@ -284,14 +288,16 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
   w.launched = true;
 
   // Finish: results computed away from the user's output, then Avg.
-  for (const StagingCopy &c : copyOuts)
-    if ((err = cudaMemcpyAsync(c.to, c.from, c.bytes, cudaMemcpyDeviceToDevice, stream)))
-      return w.fail("cannot copy a result out", err);
-  if (op == RedOp::Avg && collectiveReduces(info.collective))
+  if ((err = launchStagingCopies(copyOuts, stream)))
+    return w.fail("cannot copy the results out", err);
+  if (op == RedOp::Avg && collectiveReduces(info.collective)) {
+    std::vector<void *> outputs;
     for (uint32_t r = 0; r < nranks; ++r)
-      if (collectiveDefinesOutput(info.collective, info.root, r) &&
-          (err = launchDivide(type, recvbufs[r], count, nranks, stream)))
-        return w.fail("cannot launch the division of avg", err);
+      if (collectiveDefinesOutput(info.collective, info.root, r))
+        outputs.push_back(recvbufs[r]);
+    if ((err = launchDivide(type, outputs, count, nranks, stream)))
+      return w.fail("cannot launch the division of avg", err);
+  }
   return Status::success();
 }
 

@@ -100,6 +100,16 @@ struct StagingCopy {
   uint64_t bytes = 0;
 };
 
+/// Enqueues \p copies on \p stream, all at once: they must not overlap
+/// one another (one wave of a launch's staging copies). Copies below 1 MiB
+/// share one kernel launch.
+cudaError_t launchStagingCopies(const std::vector<StagingCopy> &copies, cudaStream_t stream);
+
+/// Enqueues p[i] = p[i] / nranks for n elements of \p type in every buffer
+/// of \p ptrs, with one kernel launch.
+cudaError_t launchDivide(DataType type, const std::vector<void *> &ptrs, uint64_t n,
+                         uint32_t nranks, cudaStream_t stream);
+
 /// How one rank's user buffers are bound to the plan's Input and Output
 /// (LocalWorld's rules, Executor.h).
 struct RankBinding {
