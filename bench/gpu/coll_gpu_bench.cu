@@ -7,9 +7,9 @@
 //  2. the same for a reduction of two inputs (plain: c = a + b; the
 //     interpreter: one `re` step per CTA, dst = src + dst);
 //  3. the latency of an empty kernel launch, and of 4 KiB allreduces of 8
-//     ranks on this one GPU (one-shot all-pairs, ring), launch included,
-//     out of place and in place, then where the time goes: the device's
-//     step trace of the same runs (span, start spread, step and wait);
+//     ranks on this one GPU (all-pairs, one-shot, ring), launch included,
+//     then where the time goes: the device's step trace of the same runs
+//     (span, start spread, step and wait);
 //  4. the algorithm bandwidth of 8-rank allreduces of 256 MiB per rank.
 // Throughput is bytes of the result per second (a copy of B bytes reads and
 // writes B each).
@@ -309,7 +309,8 @@ int main(int argc, char **argv) {
   }
   if (!planDir.empty()) {
     for (uint32_t threads : {64u, 128u, 256u}) {
-      for (const char *name : {"ring_allreduce_n8", "allpairs_allreduce_n8"}) {
+      for (const char *name :
+           {"ring_allreduce_n8", "allpairs_allreduce_n8", "oneshot_allreduce_n8"}) {
         Result<Plan> plan = loadPlanFile(planDir + "/" + name + ".bin");
         if (!plan)
           continue;
@@ -342,11 +343,14 @@ int main(int argc, char **argv) {
       bool plain;   ///< A plain launch instead of a cooperative one.
       bool inPlace; ///< No staging copies: the in-place plans run in the user's buffer.
     };
+    // The out-of-place plans (all-pairs, one-shot) run out of place, the
+    // in-place ring both ways: out of place it first copies each input.
     const LatencyCase latencyCases[] = {
-        {"allpairs_allreduce_n8", false, false}, {"ring_allreduce_n8", false, false},
-        {"allpairs_allreduce_n8", true, false},  {"ring_allreduce_n8", true, false},
-        {"allpairs_allreduce_n2", true, false},  {"allpairs_allreduce_n8", false, true},
-        {"ring_allreduce_n8", false, true},      {"allpairs_allreduce_n2", false, true}};
+        {"allpairs_allreduce_n8", false, false}, {"oneshot_allreduce_n8", false, false},
+        {"ring_allreduce_n8", false, false},     {"ring_allreduce_n8", false, true},
+        {"allpairs_allreduce_n8", true, false},  {"oneshot_allreduce_n8", true, false},
+        {"ring_allreduce_n8", true, false},      {"allpairs_allreduce_n2", true, false},
+        {"allpairs_allreduce_n2", false, false}, {"oneshot_allreduce_n2", false, false}};
     auto caseName = [](const LatencyCase &lc) {
       return std::string(lc.plan) + (lc.plain ? " plain" : "") + (lc.inPlace ? " in place" : "");
     };
