@@ -69,6 +69,7 @@ TEST(LaunchTables, OneRankOfARing) {
   EXPECT_EQ(t.fifoMaxCount, (std::vector<uint32_t>{1, 1}));
   EXPECT_EQ(t.steps.size(), p.ranks[1].threadblocks[0].steps.size());
   EXPECT_EQ(t.writesInput, std::vector<bool>{false});
+  EXPECT_EQ(t.tbs[0].progressSteps, 0u) << "no threadblock waits for another";
 }
 
 TEST(LaunchTables, EveryRankResolvesItsSends) {
@@ -742,6 +743,24 @@ Plan localPlan() {
   add(b, step(Opcode::Reduce, S, 1, O, 1, 1));
   p.ranks[0].threadblocks = {a, b};
   return p;
+}
+
+TEST(LaunchTables, ProgressOnlyWhereWaitedFor) {
+  Plan p = localPlan();
+  // A second copy of the rank's program behind the first: the indices
+  // are per rank.
+  Threadblock c;
+  add(c, step(Opcode::Copy, O, 0, S, 0, 1), {{1, 2}});
+  add(c, step(Opcode::Copy, O, 1, S, 1, 1));
+  p.ranks[0].threadblocks.push_back(c);
+  std::vector<RankSection> sections = {{0, &p.ranks[0]}, {0, &p.ranks[0]}};
+  LaunchTables t = buildLaunchTables(p.info, sections);
+  ASSERT_EQ(t.tbs.size(), 6u);
+  for (uint32_t s = 0; s < 2; ++s) {
+    EXPECT_EQ(t.tbs[3 * s + 0].progressSteps, 1u) << "tb 1 waits for step 0";
+    EXPECT_EQ(t.tbs[3 * s + 1].progressSteps, 3u) << "tb 2 waits for step 2";
+    EXPECT_EQ(t.tbs[3 * s + 2].progressSteps, 0u) << "nobody waits";
+  }
 }
 
 TEST(NcclGpu, OneRankLocalSteps) {

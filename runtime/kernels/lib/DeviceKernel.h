@@ -63,6 +63,9 @@ struct TbDesc {
   int32_t recvFifo = -1;      ///< Our own receive FIFO.
   uint32_t sendsPerSlice = 0; ///< Send steps in the program.
   uint32_t recvsPerSlice = 0; ///< Receive steps in the program.
+  /// Steps [0, progressSteps) are waited for by other threadblocks of the
+  /// rank: only they publish the progress counter (a fence and a store).
+  uint32_t progressSteps = 0;
 };
 
 /// FifoDesc::netPeer of a FIFO whose both ends use loads and stores.
@@ -489,9 +492,13 @@ public:
     sendSlot = sendSlot + 1 == send.depth ? 0 : sendSlot + 1;
     ++sent;
   }
+  /// Publishes only what another threadblock waits for: the counter of a
+  /// later step would do as well (waits test >=), and one that nobody waits
+  /// for costs a fence.
   __device__ void markProgress(uint64_t slice, uint32_t step) {
-    publish(k.progress + uint64_t(block) * k.progressStride,
-            (k.sliceBase + slice) * tb.numSteps + step + 1);
+    if (step < tb.progressSteps)
+      publish(k.progress + uint64_t(block) * k.progressStride,
+              (k.sliceBase + slice) * tb.numSteps + step + 1);
   }
 
   // Arithmetic; each ends with a barrier, so that the next step (and the

@@ -64,6 +64,13 @@ LaunchTables buildLaunchTables(const PlanInfo &info, const std::vector<RankSecti
       t.deps.insert(t.deps.end(), tb.deps.begin(), tb.deps.end());
       t.tbs.push_back(d);
     }
+    // Progress that some threadblock of the rank waits for.
+    for (const Threadblock &tb : rp.threadblocks)
+      for (const Dependency &dep : tb.deps)
+        if (dep.tb < rp.threadblocks.size()) {
+          TbDesc &waited = t.tbs[first + dep.tb];
+          waited.progressSteps = std::max(waited.progressSteps, dep.step + 1);
+        }
   }
   t.numRecvFifos = uint32_t(t.fifos.size());
 
