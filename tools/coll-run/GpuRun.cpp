@@ -33,12 +33,13 @@ std::string runOnGpu(const Plan &plan, const std::vector<GpuRankBuffers> &ranks,
   if (sliceBytes)
     options.sliceBytes = sliceBytes;
   options.timeoutSeconds = timeoutSeconds;
-  // Tracing records every step of the first run, up to this many per
-  // threadblock (32 bytes each); the timed runs overwrite it.
-  const uint32_t kTraceSteps = 1u << 16;
+  // Tracing records the steps of the checked run, up to this many per
+  // threadblock (32 bytes each); the timed runs use a world without it.
+  const uint32_t kTraceSteps = 1u << 14;
+  DeviceOptions traced = options;
   if (timeline)
-    options.traceSteps = kTraceSteps;
-  auto world = DeviceWorld::create(plan, options);
+    traced.traceSteps = kTraceSteps;
+  auto world = DeviceWorld::create(plan, traced);
   if (!world)
     return world.message();
   DeviceMemory memory;
@@ -67,6 +68,9 @@ std::string runOnGpu(const Plan &plan, const std::vector<GpuRankBuffers> &ranks,
                    "%llu more steps ran\n",
                    kTraceSteps, static_cast<unsigned long long>(trace.unrecorded));
     *timeline = std::move(trace.timeline);
+    world = DeviceWorld::create(plan, options);
+    if (!world)
+      return world.message();
   }
   for (size_t i = 0; i < ranks.size(); ++i)
     if ((err = cudaMemcpy(ranks[i].base, memory.ptrs[i], ranks[i].bytes, cudaMemcpyDeviceToHost)))

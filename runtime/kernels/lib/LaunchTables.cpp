@@ -271,7 +271,7 @@ Status decodeTrace(const std::vector<char> &raw, uint32_t traceSteps, const Laun
       TraceRecord r;
       std::memcpy(&r, raw.data() + b * perCta + sizeof(TraceHeader) + i * sizeof(TraceRecord),
                   sizeof r);
-      if (r.step >= d.numSteps || r.endNs < r.beginNs)
+      if (r.step >= d.numSteps)
         return Status::error(cat("threadblock ", d.tb, " of rank ", sections[d.rank].rank,
                                  ": trace record ", i, " is not a step it has"));
       const Instruction &in = tables.steps[d.stepsBegin + r.step];
@@ -283,13 +283,14 @@ Status decodeTrace(const std::vector<char> &raw, uint32_t traceSteps, const Laun
       e.op = in.op;
       e.count = in.count;
       e.beginUs = us(r.beginNs);
-      e.endUs = us(r.endNs);
+      e.endUs = std::max(e.beginUs, us(r.endNs)); // A timer that stepped back.
       out.timeline.events.push_back(e);
     }
   }
+  // A CTA's records are in program order; CTAs by rank and threadblock.
   std::stable_sort(out.timeline.events.begin(), out.timeline.events.end(),
                    [](const TraceEvent &a, const TraceEvent &b) {
-                     return std::tie(a.rank, a.tb, a.beginUs) < std::tie(b.rank, b.tb, b.beginUs);
+                     return std::tie(a.rank, a.tb) < std::tie(b.rank, b.tb);
                    });
   return Status::success();
 }

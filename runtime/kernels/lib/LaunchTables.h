@@ -100,13 +100,14 @@ struct StagingCopy {
   uint64_t bytes = 0;
 };
 
-/// Enqueues \p copies on \p stream, all at once: they must not overlap
-/// one another (one wave of a launch's staging copies). Copies below 1 MiB
-/// share one kernel launch.
+/// Enqueues \p copies on \p stream, all at once: no copy's destination
+/// may overlap another copy's source or destination (one wave of a
+/// launch's staging copies). Copies below 1 MiB share a kernel launch, up
+/// to 64 at a time; larger ones are cudaMemcpyAsync calls.
 cudaError_t launchStagingCopies(const std::vector<StagingCopy> &copies, cudaStream_t stream);
 
 /// Enqueues p[i] = p[i] / nranks for n elements of \p type in every buffer
-/// of \p ptrs, with one kernel launch.
+/// of \p ptrs, with one kernel launch per 64 buffers.
 cudaError_t launchDivide(DataType type, const std::vector<void *> &ptrs, uint64_t n,
                          uint32_t nranks, cudaStream_t stream);
 
@@ -150,8 +151,9 @@ Status describeDeviceFailure(const DeviceError &e, const LaunchTables &tables,
 
 /// Decodes the step trace that a launch of \p tables (for \p sections)
 /// wrote to \p raw, traceBytesPerCta(\p traceSteps) bytes per CTA, into
-/// \p out (DeviceWorld.h). A CTA whose header was never written is an
-/// error, as is a record that names no step of its threadblock.
+/// \p out (DeviceWorld.h): each CTA's steps in the order they ran, CTAs by
+/// rank and threadblock. A CTA whose header was never written is an error,
+/// as is a record that names no step of its threadblock.
 Status decodeTrace(const std::vector<char> &raw, uint32_t traceSteps, const LaunchTables &tables,
                    const std::vector<RankSection> &sections, DeviceTrace &out);
 

@@ -59,7 +59,8 @@ struct DeviceOptions {
 /// microseconds since the first CTA began, from the device's global timer.
 struct DeviceTrace {
   /// Every recorded step (its data movement and publication, not its
-  /// waits), sorted by rank, threadblock and time.
+  /// waits), by rank and threadblock, each threadblock's in the order they
+  /// ran.
   Timeline timeline;
   /// Per CTA, threadblocks rank by rank: when it began and when it ended.
   std::vector<double> ctaBeginUs, ctaEndUs;
