@@ -871,6 +871,11 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
                                 std::string(c.failure, strnlen(c.failure, sizeof c.failure)))},
                            false);
           if (st.peerGone(q)) {
+            // A rank calls before it closes: read callSeq again after seeing
+            // it gone, or one that called, finished and left in between
+            // (a quick call: count 0) looks as if it never called.
+            if (c.callSeq.load(std::memory_order_acquire) >= seq)
+              continue;
             st.cleanUpPeer(q);
             return endCall({ErrorKind::Remote, cat("rank ", q, " (pid ", c.pid, ") ",
                                                    c.closed.load() ? "left the job" : "died",
