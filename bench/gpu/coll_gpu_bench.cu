@@ -437,8 +437,9 @@ int main(int argc, char **argv) {
           lastBegin = std::max(lastBegin, t.ctaBeginUs[b]);
           lastEnd = std::max(lastEnd, t.ctaEndUs[b]);
         }
-        // Events are sorted by rank, threadblock and time: a CTA's steps
-        // are consecutive. CTAs are numbered rank by rank.
+        // Events come by rank and threadblock, each CTA's in the order they
+        // ran, so a CTA's steps are consecutive. CTAs are numbered rank by
+        // rank.
         auto ctaOf = [&](const TraceEvent &e) { return rankFirst[e.rank] + e.tb; };
         const TraceEvent *prev = nullptr;
         for (const TraceEvent &e : t.timeline.events) {
