@@ -57,6 +57,10 @@ private:
   bool evalUserCollective(const CollectiveDecl &c);
   bool forEachBinding(const ForClause *clause, size_t binder, const std::function<bool()> &body);
   bool checkHint(const Expr *e, int64_t limit, const char *what, int16_t &out);
+  /// Checks that every buffer of every rank together, with \p more chunks
+  /// per rank added, stays within opts.maxTotalChunks; \p what names the
+  /// buffers the error blames.
+  bool checkTotalChunks(llvm::SMRange where, uint64_t more, const Twine &what);
   /// Maps a reference to the physical buffer of an in-place program.
   void alias(SlotRange &r) const;
 
@@ -438,8 +442,22 @@ bool Instantiator::exec(const Stmt &s) {
       return fail(r.getRange(), "requirement failed" + forN() + ": " + *r.message);
     return fail(r.cond->getRange(), "requirement failed" + forN());
   }
-  case NodeKind::Scratch:
-    return true; // sized before the body runs
+  case NodeKind::Scratch: {
+    // Sized where it is declared, so that its size may use earlier `let`s.
+    auto &sc = llvm::cast<ScratchStmt>(s);
+    int64_t v;
+    if (!evalInt(*sc.size, v))
+      return false;
+    if (v <= 0 || v > int64_t(opts.maxChunksPerBuffer))
+      return fail(sc.size->getRange(), "scratch buffer '" + sc.buffer->name + "' size " + Twine(v) +
+                                           forN() + " is out of range [1, " +
+                                           Twine(opts.maxChunksPerBuffer) + "]");
+    if (!checkTotalChunks(sc.size->getRange(), uint64_t(v),
+                          "with scratch buffer '" + sc.buffer->name + "', the buffers"))
+      return false;
+    t.scratchChunks[sc.buffer->index] = uint32_t(v);
+    return true;
+  }
   default:
     return true;
   }
@@ -470,6 +488,21 @@ bool Instantiator::forEachBinding(const ForClause *clause, size_t binder,
   return true;
 }
 
+bool Instantiator::checkTotalChunks(llvm::SMRange where, uint64_t more, const Twine &what) {
+  uint64_t perRank = uint64_t(t.inputChunks) + t.outputChunks + more;
+  for (uint32_t c : t.scratchChunks)
+    perRank += c;
+  // Every term is below 2^24 and there are at most 2^16 ranks and a few
+  // thousand buffers: no overflow.
+  uint64_t total = perRank * t.nranks;
+  if (total <= opts.maxTotalChunks)
+    return true;
+  return fail(where, what + " of all ranks hold " + Twine(total) + " chunks" + forN() +
+                         ", more than the compiler's limit of " + Twine(opts.maxTotalChunks) +
+                         " (verification keeps about " + Twine(BytesPerChunkState) +
+                         " bytes of state per chunk)");
+}
+
 bool Instantiator::evalUserCollective(const CollectiveDecl &c) {
   frame.assign(c.numSlots, Value());
   for (const auto &item : c.items) {
@@ -482,6 +515,8 @@ bool Instantiator::evalUserCollective(const CollectiveDecl &c) {
                                               " is out of range [1, " +
                                               Twine(opts.maxChunksPerBuffer) + "]");
       (bs->which == BufferKind::Input ? t.inputChunks : t.outputChunks) = uint32_t(v);
+      if (!checkTotalChunks(bs->size->getRange(), 0, "the input and output buffers"))
+        return false;
     } else if (auto *r = llvm::dyn_cast<RequireStmt>(item.get())) {
       if (!exec(*r))
         return false;
@@ -601,6 +636,8 @@ bool Instantiator::bindCollective() {
                                           Twine(opts.maxChunksPerBuffer));
     t.inputChunks = uint32_t(in);
     t.outputChunks = uint32_t(out);
+    if (!checkTotalChunks(argRange("chunks"), 0, "the input and output buffers"))
+      return false;
   } else {
     // User collective: its parameters' defaults were taken above; its body
     // gives sizes and conditions.
@@ -654,15 +691,9 @@ bool Instantiator::run() {
                                                   Twine(LanguageLimits::maxInstances) + "]");
     t.instances = uint32_t(k);
   }
+  // Scratch buffers are sized when the body reaches their declarations.
   for (const ScratchStmt *s : algo.scratch) {
-    int64_t v;
-    if (!evalInt(*s->size, v))
-      return false;
-    if (v <= 0 || v > int64_t(opts.maxChunksPerBuffer))
-      return fail(s->size->getRange(), "scratch buffer '" + s->buffer->name + "' size " + Twine(v) +
-                                           forN() + " is out of range [1, " +
-                                           Twine(opts.maxChunksPerBuffer) + "]");
-    t.scratchChunks.push_back(uint32_t(v));
+    t.scratchChunks.push_back(0);
     t.scratchNames.push_back(s->buffer->name);
   }
   return execBlock(*algo.body);

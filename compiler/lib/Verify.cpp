@@ -7,9 +7,14 @@
 // same expression tree, which is what "bitwise identical across ranks" needs.
 //
 // Each node also carries a summary of the multiset of input chunks it
-// combines (their count and a sum of 64-bit hashes), which makes checking a
-// reduction result O(1). Only when a slot is wrong are the leaves walked to
-// say what is missing or counted twice, and where.
+// combines: their count, saturating (any count above the number of inputs is
+// already a double count), and a sum of 64-bit hashes. The summary is only a
+// filter: a slot whose summary differs from the expected one is wrong, but
+// one whose summary matches is accepted only after an exact comparison of the
+// multiset of leaves, computed on the DAG (paths counted as numbers, never by
+// expanding the tree) and memoised per distinct node and expected result.
+// Explaining a wrong slot walks the DAG the same way, so every diagnostic
+// costs time polynomial in the size of the trace.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +23,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -31,13 +37,29 @@ namespace {
 struct Node {
   uint32_t lhs = 0;     ///< Leaf: input rank. Reduction: left operand node.
   uint32_t rhs = 0;     ///< Leaf: input index. Reduction: right operand node.
-  uint64_t count = 0;   ///< Input chunks combined (with repetition).
-  uint64_t hash = 0;    ///< Sum of the leaves' hashes.
+  uint64_t count = 0;   ///< Input chunks combined (with repetition, saturating).
+  uint64_t hash = 0;    ///< Sum of the leaves' hashes (a filter only).
   uint32_t op = 0;      ///< Trace operation that created it (reductions).
   uint32_t holders = 0; ///< Slots that hold it now.
-  uint32_t reads = 0;   ///< Times an operation read it.
+  bool read = false;    ///< Whether an operation read it.
   bool leaf = false;
 };
+
+/// A count that stands for "this many or more": counts saturate instead of
+/// wrapping, so no number of doublings can bring one back to a small value.
+constexpr uint64_t SaturatedCount = UINT64_MAX;
+
+uint64_t addCounts(uint64_t a, uint64_t b) {
+  uint64_t sum;
+  return __builtin_add_overflow(a, b, &sum) ? SaturatedCount : sum;
+}
+
+std::string countText(uint64_t n) {
+  return n == SaturatedCount ? "2^64 - 1 or more" : std::to_string(n);
+}
+
+/// The leaves of a value with how many times each is combined, by leaf.
+using LeafCounts = std::vector<std::pair<uint32_t, uint64_t>>;
 
 /// splitmix64: well-mixed 64-bit hashes of leaf numbers.
 uint64_t mix(uint64_t x) {
@@ -53,10 +75,13 @@ struct Expected {
   uint32_t leaf = 0;  ///< Leaf: node id.
   uint64_t count = 0; ///< Set: number of contributions.
   uint64_t hash = 0;  ///< Set: sum of their hashes.
+  /// Set: names the expected result. Equal keys mean equal multisets, so
+  /// exact checks are memoised and bitwise identity is compared by it.
+  uint32_t key = 0;
   /// Set of a built-in collective: every rank's input chunk `column`
-  /// (listed only when a slot is wrong).
+  /// (`members` is filled only when it is needed).
   uint32_t column = UINT32_MAX;
-  /// Set of a user collective: the contributions.
+  /// Set: the contributions (a user collective's may repeat).
   std::vector<uint32_t> members;
 };
 
@@ -88,8 +113,17 @@ private:
   bool checkOutputs(VerifyReport &report);
   void explainWrong(uint32_t rank, uint32_t index, uint64_t slot, const Expected &exp);
 
+  /// Whether \p have computes exactly the multiset \p exp expects.
+  bool holdsExpected(uint32_t have, const Expected &exp);
+  /// Fills `members` of a built-in collective's expected set.
+  void listMembers(Expected &exp) const;
+
   // Describing values.
-  void leaves(uint32_t node, std::map<uint32_t, uint32_t> &out) const;
+  /// The leaves under \p node with their multiplicities: a walk of the DAG.
+  LeafCounts leafCounts(uint32_t node) const;
+  /// For every node, how many times it combines \p leaf: 0, 1 or 2 (for
+  /// two or more).
+  std::vector<uint8_t> timesCombined(uint32_t leaf) const;
   std::string describe(uint32_t node) const;
   std::string describeExpected(const Expected &exp) const;
   std::string leafName(uint32_t leaf) const;
@@ -98,9 +132,9 @@ private:
     return t.ops[op].kind == OpKind::Copy ? "copy" : "reduce";
   }
   std::string forN() const { return " for N = " + std::to_string(t.nranks); }
-  /// The lowest reduction under \p node that combines \p leaf on both sides.
-  uint32_t findDoubleCount(uint32_t node, uint32_t leaf) const;
-  bool contains(uint32_t node, uint32_t leaf) const;
+  /// The first reduction under \p node that combines a leaf twice, given
+  /// the leaf's timesCombined().
+  uint32_t findDoubleCount(uint32_t node, const std::vector<uint8_t> &times) const;
 
   const Trace &t;
   DiagnosticEngine &diag;
@@ -111,6 +145,8 @@ private:
   std::vector<uint32_t> lastWriter; ///< Operation that last wrote each slot.
   std::vector<Lost> lost;
   std::vector<uint64_t> columnHash; ///< Sum over ranks of leaf hashes, per input index.
+  /// Exact verdicts, by (node, expected key).
+  llvm::DenseMap<uint64_t, bool, MixedKeyInfo> exactVerdicts;
 };
 
 } // namespace
@@ -123,7 +159,7 @@ uint32_t Verifier::reduceNode(uint32_t lhs, uint32_t rhs, uint32_t op) {
     n.lhs = lhs;
     n.rhs = rhs;
     const Node &a = nodes[lhs], &b = nodes[rhs];
-    n.count = a.count + b.count;
+    n.count = addCounts(a.count, b.count);
     n.hash = a.hash + b.hash;
     n.op = op;
     nodes.push_back(n);
@@ -156,7 +192,7 @@ bool Verifier::execute() {
         return false;
       }
       uint32_t old = slots[dst];
-      ++nodes[value].reads;
+      nodes[value].read = true;
       if (op.kind == OpKind::Reduce) {
         if (old == 0) {
           std::string where;
@@ -166,10 +202,10 @@ bool Verifier::execute() {
                      "reduce into " + os.str() + ", which holds nothing at this point" + forN());
           return false;
         }
-        ++nodes[old].reads;
+        nodes[old].read = true;
         value = reduceNode(value, old, k);
       }
-      if (old != 0 && --nodes[old].holders == 0 && nodes[old].reads == 0)
+      if (old != 0 && --nodes[old].holders == 0 && !nodes[old].read)
         lost.push_back(Lost{k, old, dst});
       ++nodes[value].holders;
       slots[dst] = value;
@@ -203,6 +239,7 @@ Expected Verifier::expectedFor(uint32_t rank, uint32_t index) {
     e.count = t.nranks;
     e.hash = columnHash[i];
     e.column = i;
+    e.key = i;
   };
   switch (t.builtin->id) {
   case BC::AllReduce:
@@ -235,18 +272,81 @@ Expected Verifier::expectedFor(uint32_t rank, uint32_t index) {
   return e;
 }
 
-void Verifier::leaves(uint32_t node, std::map<uint32_t, uint32_t> &out) const {
-  std::vector<uint32_t> stack = {node};
+LeafCounts Verifier::leafCounts(uint32_t node) const {
+  // The DAG under the node, then the number of paths from the node to each
+  // of them, parents first: a reduction's operands are older nodes, so
+  // descending ids are a topological order.
+  // Leaf ids of one column differ by multiples of the chunk count, which
+  // the default integer hash maps to one bucket chain: mix every bit.
+  llvm::DenseMap<uint64_t, uint64_t, MixedKeyInfo> paths;
+  std::vector<uint32_t> order, stack = {node};
+  paths[node] = 1;
   while (!stack.empty()) {
     uint32_t n = stack.back();
     stack.pop_back();
-    if (nodes[n].leaf) {
-      ++out[n];
-    } else {
-      stack.push_back(nodes[n].lhs);
-      stack.push_back(nodes[n].rhs);
-    }
+    order.push_back(n);
+    if (nodes[n].leaf)
+      continue;
+    for (uint32_t child : {nodes[n].lhs, nodes[n].rhs})
+      if (paths.try_emplace(child, 0).second)
+        stack.push_back(child);
   }
+  std::sort(order.begin(), order.end(), std::greater<uint32_t>());
+  LeafCounts out;
+  for (uint32_t n : order) {
+    uint64_t p = paths[n];
+    if (nodes[n].leaf) {
+      out.emplace_back(n, p);
+      continue;
+    }
+    // Operands may be one node (t + t): it is then reached twice.
+    paths[nodes[n].lhs] = addCounts(paths[nodes[n].lhs], p);
+    paths[nodes[n].rhs] = addCounts(paths[nodes[n].rhs], p);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<uint8_t> Verifier::timesCombined(uint32_t leaf) const {
+  // Node ids are a topological order: operands come first.
+  std::vector<uint8_t> times(nodes.size());
+  times[leaf] = 1;
+  for (size_t n = leaf + 1; n < nodes.size(); ++n)
+    if (!nodes[n].leaf)
+      times[n] = std::min(2, times[nodes[n].lhs] + times[nodes[n].rhs]);
+  return times;
+}
+
+void Verifier::listMembers(Expected &exp) const {
+  if (exp.kind != Expected::Set || exp.column == UINT32_MAX || !exp.members.empty())
+    return;
+  for (uint32_t j = 0; j < t.nranks; ++j)
+    exp.members.push_back(leafId(j, exp.column));
+}
+
+bool Verifier::holdsExpected(uint32_t have, const Expected &exp) {
+  if (exp.kind == Expected::Leaf)
+    return have == exp.leaf;
+  // The summary filters: a different count or hash is a different multiset.
+  if (have == 0 || nodes[have].count != exp.count || nodes[have].hash != exp.hash)
+    return false;
+  auto memo = exactVerdicts.find((uint64_t(have) << 32) | exp.key);
+  if (memo != exactVerdicts.end())
+    return memo->second;
+  // Equal summaries prove nothing: compare the multisets themselves.
+  Expected full = exp;
+  listMembers(full);
+  std::sort(full.members.begin(), full.members.end());
+  LeafCounts want;
+  for (uint32_t m : full.members) {
+    if (!want.empty() && want.back().first == m)
+      ++want.back().second;
+    else
+      want.emplace_back(m, 1);
+  }
+  bool same = leafCounts(have) == want;
+  exactVerdicts[(uint64_t(have) << 32) | exp.key] = same;
+  return same;
 }
 
 std::string Verifier::leafName(uint32_t leaf) const {
@@ -268,7 +368,7 @@ std::string Verifier::describe(uint32_t node) const {
     };
     return rec(node, true);
   }
-  return "a reduction of " + std::to_string(nodes[node].count) + " chunks";
+  return "a reduction of " + countText(nodes[node].count) + " chunks";
 }
 
 std::string Verifier::describeExpected(const Expected &exp) const {
@@ -284,53 +384,44 @@ std::string Verifier::describeExpected(const Expected &exp) const {
          " ... " + leafName(exp.members.back()) + ")";
 }
 
-bool Verifier::contains(uint32_t node, uint32_t leaf) const {
-  std::vector<uint32_t> stack = {node};
-  while (!stack.empty()) {
-    uint32_t n = stack.back();
-    stack.pop_back();
-    if (n == leaf)
-      return true;
-    if (!nodes[n].leaf) {
-      stack.push_back(nodes[n].lhs);
-      stack.push_back(nodes[n].rhs);
-    }
-  }
-  return false;
-}
-
-uint32_t Verifier::findDoubleCount(uint32_t node, uint32_t leaf) const {
-  // Descend while one side alone holds the leaf twice.
+uint32_t Verifier::findDoubleCount(uint32_t node, const std::vector<uint8_t> &times) const {
+  // Descend while one operand alone combines the leaf twice; below that, each
+  // operand holds it once.
   while (!nodes[node].leaf) {
-    bool l = contains(nodes[node].lhs, leaf), r = contains(nodes[node].rhs, leaf);
-    if (l && r)
+    if (times[nodes[node].lhs] == 2)
+      node = nodes[node].lhs;
+    else if (times[nodes[node].rhs] == 2)
+      node = nodes[node].rhs;
+    else
       return node;
-    node = l ? nodes[node].lhs : nodes[node].rhs;
   }
   return 0;
 }
 
 void Verifier::explainWrong(uint32_t rank, uint32_t index, uint64_t slot, const Expected &given) {
   Expected exp = given;
-  if (exp.kind == Expected::Set && exp.column != UINT32_MAX)
-    for (uint32_t j = 0; j < t.nranks; ++j)
-      exp.members.push_back(leafId(j, exp.column));
+  listMembers(exp);
   uint32_t have = slots[slot];
   std::string outName = "output[" + std::to_string(rank) + "][" + std::to_string(index) + "]";
   std::string should = describeExpected(exp);
 
-  std::map<uint32_t, uint32_t> got;
+  LeafCounts got;
   if (have)
-    leaves(have, got);
+    got = leafCounts(have);
+  auto holds = [&](uint32_t leaf) {
+    auto it = std::lower_bound(got.begin(), got.end(), std::make_pair(leaf, uint64_t(0)));
+    return it != got.end() && it->first == leaf;
+  };
   std::vector<uint32_t> expectedLeaves =
       exp.kind == Expected::Leaf ? std::vector<uint32_t>{exp.leaf} : exp.members;
 
   // A needed value destroyed before anything read it.
   for (uint32_t leaf : expectedLeaves) {
-    if (got.count(leaf))
+    if (holds(leaf))
       continue;
+    std::vector<uint8_t> times = timesCombined(leaf);
     for (const Lost &l : lost) {
-      if (!contains(l.node, leaf))
+      if (!times[l.node])
         continue;
       std::string where;
       llvm::raw_string_ostream os(where);
@@ -346,13 +437,17 @@ void Verifier::explainWrong(uint32_t rank, uint32_t index, uint64_t slot, const 
     }
     break;
   }
-  // A contribution counted twice: blame the reduce that combined it again.
+  // A contribution counted more often than the result needs: blame the
+  // reduce that combined it again.
   for (auto [leaf, times] : got) {
-    if (times < 2)
+    uint64_t allowed = uint64_t(std::count(expectedLeaves.begin(), expectedLeaves.end(), leaf));
+    if (times < 2 || times <= allowed)
       continue;
-    uint32_t node = findDoubleCount(have, leaf);
+    uint32_t node = findDoubleCount(have, timesCombined(leaf));
     uint32_t op = node ? nodes[node].op : lastWriter[slot];
-    diag.error(siteRange(op), "contribution " + leafName(leaf) + " is counted twice" + forN());
+    diag.error(siteRange(op),
+               "contribution " + leafName(leaf) + " is counted " +
+                   (times == 2 ? std::string("twice") : countText(times) + " times") + forN());
     diag.note(siteRange(lastWriter[slot]),
               outName + " ends holding " + describe(have) + "; it should hold " + should);
     return;
@@ -366,7 +461,7 @@ void Verifier::explainWrong(uint32_t rank, uint32_t index, uint64_t slot, const 
   if (exp.kind == Expected::Set && have) {
     std::vector<std::string> missing, extra;
     for (uint32_t leaf : expectedLeaves)
-      if (!got.count(leaf))
+      if (!holds(leaf))
         missing.push_back(leafName(leaf));
     for (auto [leaf, times] : got)
       if (std::find(expectedLeaves.begin(), expectedLeaves.end(), leaf) == expectedLeaves.end())
@@ -392,25 +487,21 @@ bool Verifier::checkOutputs(VerifyReport &report) {
   unsigned wrong = 0;
   // Bitwise identity: every output chunk that must hold a given reduction
   // (on whichever rank) holds the same expression tree.
-  llvm::DenseMap<uint64_t, uint32_t, MixedKeyInfo> treeOfResult;
+  llvm::DenseMap<uint32_t, uint32_t> treeOfResult;
   auto check = [&](uint32_t rank, uint32_t index, const Expected &exp) {
     if (exp.kind == Expected::Free)
       return;
     ++report.checkedSlots;
     uint64_t slot = outputSlot(rank, index);
     uint32_t have = slots[slot];
-    bool ok = exp.kind == Expected::Leaf
-                  ? have == exp.leaf
-                  : have != 0 && nodes[have].count == exp.count && nodes[have].hash == exp.hash;
-    if (!ok) {
+    if (!holdsExpected(have, exp)) {
       if (wrong++ == 0)
         explainWrong(rank, index, slot, exp);
       return;
     }
     if (exp.kind != Expected::Set)
       return;
-    auto [it, inserted] =
-        treeOfResult.try_emplace(exp.hash ^ (exp.count * 0x9e3779b97f4a7c15ull), have);
+    auto [it, inserted] = treeOfResult.try_emplace(exp.key, have);
     if (!inserted && it->second != have) {
       report.identicalAcrossRanks = false;
       if (report.differingIndices.size() < 8 &&
@@ -425,6 +516,8 @@ bool Verifier::checkOutputs(VerifyReport &report) {
       for (uint32_t i = 0; i < t.outputChunks; ++i)
         check(r, i, expectedFor(r, i));
   } else {
+    // Equal expected multisets share a key.
+    std::map<std::vector<uint32_t>, uint32_t> keyOfSet;
     for (const PostFact &f : t.userPost) {
       Expected e;
       if (f.rank >= t.nranks || f.index >= t.outputChunks)
@@ -445,6 +538,9 @@ bool Verifier::checkOutputs(VerifyReport &report) {
           e.hash += nodes[leaf].hash;
         }
         e.count = e.members.size();
+        std::vector<uint32_t> sorted = e.members;
+        std::sort(sorted.begin(), sorted.end());
+        e.key = keyOfSet.try_emplace(std::move(sorted), uint32_t(keyOfSet.size())).first->second;
       }
       check(f.rank, f.index, e);
     }

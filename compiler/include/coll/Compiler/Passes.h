@@ -25,7 +25,14 @@ struct InstantiateOptions {
   uint64_t maxIterations = 1'000'000'000;
   uint32_t maxRanks = 65536;
   uint32_t maxChunksPerBuffer = 1u << 24;
+  /// Chunks of every buffer of every rank together: verification and
+  /// lowering keep state for each.
+  uint64_t maxTotalChunks = uint64_t(1) << 27;
 };
+
+/// About how many bytes of verifier state one buffer chunk costs (the value
+/// it holds and its last writer), for the limit's message.
+constexpr unsigned BytesPerChunkState = 8;
 
 /// Pass `instantiate`: unrolls \p algorithm for opts.nranks ranks.
 std::optional<Trace> instantiate(const ast::Module &module, const ast::AlgorithmDecl &algorithm,
