@@ -15,13 +15,16 @@
 
 #include "coll/Runtime/Communicator.h"
 
+#include "ExecCommon.h"
 #include "coll/Runtime/PlanIO.h"
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <limits>
 #include <mutex>
+#include <new>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -30,11 +33,7 @@ namespace coll {
 
 namespace {
 
-template <typename... Args> std::string cat(const Args &...args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
-}
+using detail::cat;
 
 /// One rank's call in a round.
 struct Call {
@@ -102,12 +101,17 @@ struct World::State {
   int arrived = 0;               ///< Calls in the collecting round.
   std::vector<Call> calls;       ///< The collecting round's calls.
   std::vector<Outcome> outcomes; ///< The last completed round's outcomes.
+  /// The running round's signs of life, and its stop (one round runs at a
+  /// time: the next needs every rank back).
+  detail::RunControl control;
 
   /// Checks and runs one complete round; returns every rank's outcome.
-  std::vector<Outcome> runRound(const std::vector<Call> &calls) const;
+  std::vector<Outcome> runRound(const std::vector<Call> &calls);
+  /// runRound(), with any exception an error of every rank.
+  std::vector<Outcome> runRoundGuarded(const std::vector<Call> &calls, int runner);
 };
 
-std::vector<Outcome> World::State::runRound(const std::vector<Call> &round) const {
+std::vector<Outcome> World::State::runRound(const std::vector<Call> &round) {
   const size_t n = round.size();
   std::vector<Outcome> out(n);
   auto failAll = [&](ErrorKind kind, const std::string &msg) {
@@ -168,18 +172,40 @@ std::vector<Outcome> World::State::runRound(const std::vector<Call> &round) cons
   }
   ExecOptions exec = options.exec;
   exec.timeline = nullptr;
-  Status s = LocalWorld().run(plan, sendbufs, recvbufs, first.count, first.type, first.op, exec);
+  Status s = detail::runLocalWorld(plan, sendbufs, recvbufs, first.count, first.type, first.op,
+                                   exec, &control);
   if (s)
     return out;
-  // Arguments and plan were checked above: what remains is the system or
-  // a run that stopped making progress.
-  const std::string &m = s.message();
-  ErrorKind kind = ErrorKind::Timeout;
-  if (m.find("cannot start a worker thread") != std::string::npos)
-    kind = ErrorKind::SystemError;
-  else if (m == "the run was aborted")
-    kind = ErrorKind::Internal;
-  return failAll(kind, m);
+  return failAll(control.kind, s.message());
+}
+
+std::vector<Outcome> World::State::runRoundGuarded(const std::vector<Call> &round, int runner) {
+  try {
+    return runRound(round);
+  } catch (...) {
+    std::string what = "an unknown exception";
+    ErrorKind kind = ErrorKind::Internal;
+    try {
+      throw;
+    } catch (const std::bad_alloc &) {
+      what = "out of memory";
+      kind = ErrorKind::SystemError;
+    } catch (const std::exception &e) {
+      what = e.what();
+    } catch (...) {
+    }
+    // Every rank gets an outcome, however short of memory: an empty
+    // message is better than a rank that waits forever.
+    std::vector<Outcome> out(round.size());
+    for (Outcome &o : out) {
+      o.kind = kind;
+      try {
+        o.message = cat("rank ", runner, " failed running the round: ", what);
+      } catch (...) {
+      }
+    }
+    return out;
+  }
 }
 
 Result<std::shared_ptr<World>> World::create(int nranks, const WorldOptions &options) {
@@ -282,9 +308,19 @@ Status Communicator::execute(const Plan &plan, const void *sendbuf, void *recvbu
     calls.swap(st.calls);
     st.arrived = 0;
     ++st.round;
+    st.control.cancel.store(false, std::memory_order_relaxed);
+    st.control.beatNow();
     lock.unlock();
-    std::vector<Outcome> outcomes = st.runRound(calls);
+    st.cv.notify_all(); // The waiters now watch the run.
+    std::vector<Outcome> outcomes = st.runRoundGuarded(calls, myRank);
     lock.lock();
+    if (st.control.cancel.load(std::memory_order_relaxed)) {
+      // Some rank gave up on this round: none may see it succeed.
+      for (Outcome &o : outcomes)
+        if (o.kind == ErrorKind::None)
+          o = {ErrorKind::Timeout, cat("rank ", myRank, ": the round was cancelled after ",
+                                       "another rank saw no progress in it")};
+    }
     st.outcomes = std::move(outcomes);
     st.completed = myRound + 1;
     Outcome mine = st.outcomes[r];
@@ -296,10 +332,30 @@ Status Communicator::execute(const Plan &plan, const void *sendbuf, void *recvbu
   auto deadline = std::chrono::steady_clock::now() +
                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                       std::chrono::duration<double>(st.options.rendezvousTimeoutSeconds));
+  // Once the round runs, its workers fail on their own after
+  // exec.timeoutSeconds without progress; a run that shows no sign of life
+  // for twice that (plus a second) is stuck: cancel it, give it as long
+  // again to stop, then leave.
+  const auto noLife = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(2 * st.options.exec.timeoutSeconds + 1));
+  bool cancelled = false;
+  auto cancelledAt = std::chrono::steady_clock::time_point();
   while (st.completed <= myRound) {
     if (st.round != myRound) {
-      // The round runs: its own progress timeout applies.
-      st.cv.wait(lock);
+      auto now = std::chrono::steady_clock::now();
+      auto lastBeat = std::chrono::steady_clock::time_point(
+          std::chrono::steady_clock::duration(st.control.beat.load(std::memory_order_relaxed)));
+      if (!cancelled && now >= lastBeat + noLife) {
+        st.control.cancel.store(true, std::memory_order_relaxed);
+        cancelled = true;
+        cancelledAt = now;
+      }
+      if (cancelled && now >= cancelledAt + noLife)
+        return finish(ErrorKind::Timeout,
+                      cat("rank ", myRank, ": the running round showed no sign of life for ",
+                          detail::formatSeconds(std::chrono::duration<double>(noLife).count()),
+                          " s, and did not stop in as long again when cancelled"));
+      st.cv.wait_until(lock, cancelled ? cancelledAt + noLife : lastBeat + noLife);
       continue;
     }
     if (st.cv.wait_until(lock, deadline) == std::cv_status::timeout && st.round == myRound) {

@@ -13,13 +13,16 @@
 #define COLL_RUNTIME_LIB_EXECCOMMON_H
 
 #include "CpuPlatform.h"
+#include "coll/Runtime/Communicator.h"
 #include "coll/Runtime/Executor.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -171,6 +174,142 @@ inline uint32_t maxMessageChunks(const Threadblock &tb, bool recv) {
   return maxCount;
 }
 
+/// The bytes of a private copy of rank \p r's input that bindRank() makes
+/// (0 when it makes none), by the same rules.
+inline uint64_t inputCopyBytes(const Plan &plan, uint32_t r, const void *sendbuf,
+                               const void *recvbuf, const BufferElements &elems, uint64_t count,
+                               size_t es) {
+  if (count == 0)
+    return 0;
+  CollectiveKind kind = plan.info.collective;
+  const char *in = static_cast<const char *>(sendbuf);
+  const char *out = static_cast<const char *>(recvbuf);
+  uint64_t inBytes = elems.input * es;
+  bool overlap = overlaps(in, inBytes, out, elems.output * es);
+  if (!plan.info.inplace)
+    return overlap || writesInput(plan.ranks[r]) ? inBytes : 0;
+  if (isInPlaceCall(kind, r, in, out, count * es))
+    return 0;
+  return overlap || kind == CollectiveKind::ReduceScatter ? inBytes : 0;
+}
+
+/// The memory a call allocates besides the user's buffers, added up part
+/// by part with overflow checks; remembers its largest part, so that an
+/// error can name the plan field behind it.
+struct MemoryDemand {
+  uint64_t total = 0;
+  uint64_t largestBytes = 0;
+  std::string largest; ///< "rank 1's scratch (scratchChunks 4 x 1024 elements x 4 bytes)".
+
+  /// Adds \p bytes for \p what; an error when the total overflows.
+  Status add(const std::string &what, uint64_t bytes) {
+    if (__builtin_add_overflow(total, bytes, &total))
+      return Status::error(
+          cat("the memory of the call overflows 64 bits at ", what, ", ", bytes, " bytes"));
+    if (bytes > largestBytes) {
+      largestBytes = bytes;
+      largest = what;
+    }
+    return Status::success();
+  }
+};
+
+/// \p a * \p b * \p c bytes of \p what, or an error naming it when the
+/// product overflows 64 bits.
+inline Result<uint64_t> checkedBytes(const std::string &what, uint64_t a, uint64_t b, uint64_t c) {
+  uint64_t ab = 0, abc = 0;
+  if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc))
+    return Status::error(cat(what, " overflows 64 bits"));
+  return abc;
+}
+
+/// Rank \p r's scratch: "rank 1's scratch (scratchChunks 4 x 1024 elements
+/// x 4 bytes)".
+inline std::string scratchWhat(const Plan &plan, uint32_t r, const ChunkLayout &layout, size_t es) {
+  return cat("rank ", r, "'s scratch (scratchChunks ", plan.ranks[r].scratchChunks, " x ",
+             layout.maxChunk, " elements x ", es, " bytes)");
+}
+
+/// The bytes of rank \p r's scratch, checked.
+inline Result<uint64_t> scratchBytes(const Plan &plan, uint32_t r, const ChunkLayout &layout,
+                                     size_t es) {
+  return checkedBytes(scratchWhat(plan, r, layout, es), plan.ranks[r].scratchChunks,
+                      layout.maxChunk, es);
+}
+
+/// The slot bytes of the FIFO that threadblock \p b of rank \p r receives
+/// on (0: it receives nothing), checked; \p what receives its description.
+inline Result<uint64_t> fifoSlotBytes(const Plan &plan, uint32_t r, uint32_t b, uint64_t pieceBytes,
+                                      std::string *what = nullptr) {
+  const Threadblock &tb = plan.ranks[r].threadblocks[b];
+  uint32_t maxCount = tb.recvPeer >= 0 ? maxMessageChunks(tb, /*recv=*/true) : 0;
+  if (maxCount == 0)
+    return uint64_t(0);
+  std::string w = cat("the FIFO of rank ", r, " threadblock ", b, " (connectionDepth ",
+                      plan.info.connectionDepth, " x ", maxCount, " chunks per message x ",
+                      pieceBytes, " bytes per slice)");
+  Result<uint64_t> bytes = checkedBytes(w, plan.info.connectionDepth, maxCount, pieceBytes);
+  if (what)
+    *what = std::move(w);
+  return bytes;
+}
+
+/// Adds rank \p r's scratch and, when \p fifos, the FIFOs it receives on
+/// (in its own memory, as LocalWorld allocates them) to \p d.
+inline Status addRankDemand(MemoryDemand &d, const Plan &plan, uint32_t r,
+                            const ChunkLayout &layout, size_t es, bool fifos) {
+  Result<uint64_t> scratch = scratchBytes(plan, r, layout, es);
+  if (!scratch)
+    return scratch.getStatus();
+  if (Status s = d.add(scratchWhat(plan, r, layout, es), *scratch); !s)
+    return s;
+  if (!fifos || layout.numSlices == 0)
+    return Status::success();
+  const uint64_t pieceBytes = layout.sliceElements * es;
+  for (uint32_t b = 0; b < plan.ranks[r].threadblocks.size(); ++b) {
+    std::string what;
+    Result<uint64_t> slots = fifoSlotBytes(plan, r, b, pieceBytes, &what);
+    if (!slots)
+      return slots.getStatus();
+    if (*slots)
+      if (Status s = d.add(what, *slots); !s)
+        return s;
+  }
+  return Status::success();
+}
+
+/// Checks \p d against the cap \p limitOption (ExecOptions::memoryLimitBytes:
+/// 0 for the default, defaultMemoryLimit(\p bufferBytes)), named
+/// \p optionName in the error.
+inline Status checkMemoryLimit(const MemoryDemand &d, uint64_t limitOption, uint64_t bufferBytes,
+                               const char *optionName) {
+  const bool automatic = limitOption == 0;
+  const uint64_t limit = automatic ? defaultMemoryLimit(bufferBytes) : limitOption;
+  if (d.total <= limit)
+    return Status::success();
+  return Status::error(
+      cat("the call needs ", d.total,
+          " bytes of memory besides its buffers, more than the memory "
+          "limit of ",
+          limit, " bytes",
+          automatic ? cat(" (the default: 8 x the call's ", bufferBytes, " buffer bytes + 256 MiB)")
+                    : std::string(),
+          ": ", d.largestBytes, " bytes for ", d.largest, "; raise the limit with ", optionName));
+}
+
+/// Allocates \p bytes of zeroes in \p v for \p what; an error naming both
+/// when the memory is not there.
+inline Status allocateZeroed(std::vector<char> &v, uint64_t bytes, const std::string &what) {
+  try {
+    v.assign(size_t(bytes), 0);
+  } catch (const std::bad_alloc &) {
+    return Status::error(cat("cannot allocate ", bytes, " bytes for ", what, ": out of memory"));
+  } catch (const std::length_error &) {
+    return Status::error(cat("cannot allocate ", bytes, " bytes for ", what, ": too large"));
+  }
+  return Status::success();
+}
+
 /// After a successful run: copies a result computed away from the user's
 /// output into it, then applies Avg's division.
 inline void finishRank(const PlanInfo &info, uint32_t r, const RankBinding &b, void *recvbuf,
@@ -308,6 +447,29 @@ WorkerResult runWorker(const std::vector<TbRun *> &tbs, WorldState &world, Pacer
     }
   }
 }
+
+/// What the caller of a run of every rank in this process (a World's
+/// rendezvous) watches and steers.
+struct RunControl {
+  /// Set by the caller: the workers stop at their next pause, and the run
+  /// fails.
+  std::atomic<bool> cancel{false};
+  /// Clock ticks (since the clock's epoch) of the run's last sign of life:
+  /// its start, each rank bound, a worker's progress (at most once a
+  /// millisecond per worker).
+  std::atomic<int64_t> beat{0};
+  /// The kind of the run's error, set before it returns.
+  ErrorKind kind = ErrorKind::None;
+
+  void beatNow() { beat.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
+};
+
+/// LocalWorld::run, watched and steered by \p control (may be null). Never
+/// throws: any exception inside a rank's execution is an error naming the
+/// rank.
+Status runLocalWorld(const Plan &plan, const std::vector<const void *> &sendbufs,
+                     const std::vector<void *> &recvbufs, uint64_t count, DataType type, RedOp op,
+                     const ExecOptions &options, RunControl *control);
 
 } // namespace detail
 } // namespace coll

@@ -19,7 +19,9 @@
 #include "coll/Runtime/PlanIO.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <exception>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -38,44 +40,97 @@ using namespace detail;
 
 namespace {
 
-/// A worker's pacing in LocalWorld: Backoff, nothing else to watch.
+/// A worker's pacing in LocalWorld: Backoff; with a RunControl, a beat
+/// after progress (at most once a millisecond) and a stop when cancelled.
 struct ThreadPacer {
-  explicit ThreadPacer(double timeout) : backoff(timeout) {}
+  ThreadPacer(double timeout, RunControl *control) : backoff(timeout), control(control) {}
   void beginRound() {}
-  void reset() { backoff.reset(); }
-  PaceResult pause(std::string &) {
+  void reset() {
+    backoff.reset();
+    if (!control)
+      return;
+    Clock::time_point now = Clock::now();
+    if (now - lastBeat >= std::chrono::milliseconds(1)) {
+      control->beat.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+      lastBeat = now;
+    }
+  }
+  PaceResult pause(std::string &why) {
+    if (control && control->cancel.load(std::memory_order_relaxed)) {
+      why = "the run was cancelled (a waiting rank saw no progress)";
+      return PaceResult::Failed;
+    }
     return backoff.pause() ? PaceResult::Continue : PaceResult::TimedOut;
   }
   Backoff backoff;
+  RunControl *control;
+  Clock::time_point lastBeat;
+};
+
+/// The message and kind of the exception being handled.
+std::pair<std::string, ErrorKind> currentException() {
+  try {
+    throw;
+  } catch (const std::bad_alloc &) {
+    return {"out of memory", ErrorKind::SystemError};
+  } catch (const std::exception &e) {
+    return {e.what(), ErrorKind::Internal};
+  } catch (...) {
+    return {"an unknown exception", ErrorKind::Internal};
+  }
+}
+
+/// The first failure of a run (in time), from any thread.
+struct FirstError {
+  std::mutex mutex;
+  std::string message;
+  ErrorKind kind = ErrorKind::None;
+
+  void set(WorldState &world, ErrorKind k, std::string m) {
+    world.failed.store(true, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (kind == ErrorKind::None) {
+      kind = k;
+      message = std::move(m);
+    }
+  }
 };
 
 /// Runs the workers on threads; the first failure (in time) is the error.
+/// A worker that throws fails the run naming its rank; the others see the
+/// failure at their next pause and stop.
 Status runThreads(const std::vector<std::vector<TbRun *>> &workers, WorldState &world,
-                  double timeout) {
-  std::mutex mutex;
-  std::string error;
-  auto fail = [&](std::string message) {
-    world.failed.store(true, std::memory_order_relaxed);
-    std::lock_guard<std::mutex> lock(mutex);
-    if (error.empty())
-      error = std::move(message);
-  };
+                  const ExecOptions &options, RunControl *control, ErrorKind &kind) {
+  FirstError first;
+  const double timeout = options.timeoutSeconds;
   std::vector<std::thread> threads;
   threads.reserve(workers.size());
   for (const std::vector<TbRun *> &tbs : workers) {
     try {
-      threads.emplace_back([&tbs, &world, timeout, &fail] {
+      threads.emplace_back([&tbs, &world, &options, timeout, control, &first] {
 #ifdef __linux__
         // Sleeps of a few microseconds, not the default 50 us of slack.
         prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
 #endif
-        ThreadPacer pacer(timeout);
-        WorkerResult r = runWorker(tbs, world, pacer, timeout, /*single=*/false);
-        if (!r.ok && !r.aborted)
-          fail(r.message);
+        const uint32_t rank = tbs.front()->rank;
+        try {
+          if (options.faultInjection)
+            options.faultInjection(FaultSite::Worker, rank);
+          ThreadPacer pacer(timeout, control);
+          WorkerResult r = runWorker(tbs, world, pacer, timeout, /*single=*/false);
+          if (!r.ok && !r.aborted)
+            first.set(world, ErrorKind::Timeout, r.message);
+        } catch (...) {
+          auto [what, k] = currentException();
+          try {
+            first.set(world, k, cat("rank ", rank, " failed in a worker thread: ", what));
+          } catch (...) {
+            world.failed.store(true, std::memory_order_relaxed);
+          }
+        }
       });
     } catch (const std::system_error &e) {
-      fail(cat("cannot start a worker thread: ", e.what()));
+      first.set(world, ErrorKind::SystemError, cat("cannot start a worker thread: ", e.what()));
       break;
     }
   }
@@ -83,21 +138,30 @@ Status runThreads(const std::vector<std::vector<TbRun *>> &workers, WorldState &
     th.join();
   if (!world.failed.load(std::memory_order_relaxed))
     return Status::success();
-  return Status::error(error.empty() ? "the run was aborted" : error);
+  kind = first.kind == ErrorKind::None ? ErrorKind::Internal : first.kind;
+  return Status::error(first.message.empty() ? "the run was aborted" : first.message);
 }
 
-} // namespace
+/// Saturating a + b.
+uint64_t addSaturated(uint64_t a, uint64_t b) {
+  uint64_t s = 0;
+  return __builtin_add_overflow(a, b, &s) ? ~uint64_t(0) : s;
+}
 
-Status LocalWorld::run(const Plan &plan, const std::vector<const void *> &sendbufs,
-                       const std::vector<void *> &recvbufs, uint64_t count, DataType type, RedOp op,
-                       const ExecOptions &options) const {
+Status runLocalWorldUnguarded(const Plan &plan, const std::vector<const void *> &sendbufs,
+                              const std::vector<void *> &recvbufs, uint64_t count, DataType type,
+                              RedOp op, const ExecOptions &options, RunControl *control,
+                              ErrorKind &kind) {
   // Check the call.
   const PlanInfo &info = plan.info;
+  kind = ErrorKind::InvalidArgument;
   if (plan.loadedRank >= 0)
     return Status::error(
         cat("the plan was loaded for rank ", plan.loadedRank, " only; LocalWorld runs every rank"));
+  kind = ErrorKind::InvalidPlan;
   if (Status s = validatePlan(plan); !s)
     return Status::error("invalid plan: " + s.message());
+  kind = ErrorKind::InvalidArgument;
   const uint32_t nranks = info.nranks;
   if (sendbufs.size() != nranks || recvbufs.size() != nranks)
     return Status::error(cat("the plan has ", nranks, " ranks but ", sendbufs.size(), " send and ",
@@ -110,9 +174,11 @@ Status LocalWorld::run(const Plan &plan, const std::vector<const void *> &sendbu
   if (!(options.timeoutSeconds > 0) || options.timeoutSeconds > 1e9)
     return Status::error(cat("the timeout must be in (0, 1e9] seconds, not ",
                              formatSeconds(options.timeoutSeconds)));
+  kind = ErrorKind::InvalidPlan;
   Result<uint32_t> chunks = planChunksPerUnit(info);
   if (!chunks)
     return chunks.getStatus();
+  kind = ErrorKind::InvalidArgument;
   const size_t es = kernels.elementSize;
   if (count > std::numeric_limits<uint64_t>::max() / es / nranks)
     return Status::error(cat("count ", count, " is too large"));
@@ -127,12 +193,45 @@ Status LocalWorld::run(const Plan &plan, const std::vector<const void *> &sendbu
   const uint64_t numSlices = layout.numSlices;
   const uint64_t pieceBytes = layout.sliceElements * es;
 
+  // What the run will allocate, checked for overflow and against the cap
+  // before anything is.
+  MemoryDemand demand;
+  uint64_t bufferBytes = 0;
+  for (uint32_t r = 0; r < nranks; ++r) {
+    kind = ErrorKind::InvalidPlan;
+    if (Status s = addRankDemand(demand, plan, r, layout, es, /*fifos=*/true); !s)
+      return s;
+    if (Status s = demand.add(cat("a copy of rank ", r, "'s input"),
+                              inputCopyBytes(plan, r, sendbufs[r], recvbufs[r], elems, count, es));
+        !s)
+      return s;
+    bufferBytes = addSaturated(bufferBytes, addSaturated(elems.input * es, elems.output * es));
+  }
+  kind = ErrorKind::SystemError;
+  if (Status s = checkMemoryLimit(demand, options.memoryLimitBytes, bufferBytes,
+                                  "ExecOptions::memoryLimitBytes");
+      !s)
+    return s;
+
   // Bind every rank's buffers.
   std::vector<RankBinding> bindings(nranks);
   for (uint32_t r = 0; r < nranks; ++r) {
     RankBinding &b = bindings[r];
-    bindRank(plan, r, sendbufs[r], recvbufs[r], elems, count, es, b);
-    b.scratch.assign(layout.scratchElements(plan.ranks[r].scratchChunks) * es, 0);
+    try {
+      if (options.faultInjection)
+        options.faultInjection(FaultSite::Bind, r);
+      bindRank(plan, r, sendbufs[r], recvbufs[r], elems, count, es, b);
+    } catch (...) {
+      auto [what, k] = currentException();
+      kind = k;
+      return Status::error(cat("rank ", r, " failed while binding its buffers: ", what));
+    }
+    if (Status s = allocateZeroed(b.scratch, *scratchBytes(plan, r, layout, es),
+                                  scratchWhat(plan, r, layout, es));
+        !s)
+      return s;
+    if (control)
+      control->beatNow();
   }
 
   // The shared state: world, ranks, FIFOs (one per receiving threadblock,
@@ -160,7 +259,14 @@ Status LocalWorld::run(const Plan &plan, const std::vector<const void *> &sendbu
       uint32_t maxCount = maxMessageChunks(tb, /*recv=*/true);
       if (maxCount == 0)
         continue;
-      fifos[r][b] = std::make_unique<FifoStorage>(info.connectionDepth, maxCount * pieceBytes);
+      try {
+        fifos[r][b] = std::make_unique<FifoStorage>(info.connectionDepth, maxCount * pieceBytes);
+      } catch (const std::bad_alloc &) {
+        std::string what;
+        uint64_t bytes = *fifoSlotBytes(plan, r, b, pieceBytes, &what);
+        return Status::error(
+            cat("cannot allocate ", bytes, " bytes for ", what, ": out of memory"));
+      }
       recvTb[r][{tb.recvPeer, tb.channel}] = b;
     }
   }
@@ -188,15 +294,29 @@ Status LocalWorld::run(const Plan &plan, const std::vector<const void *> &sendbu
   // rank workersPerRank threads (0: one per threadblock), threadblock b on
   // worker b % workers.
   world.start = Clock::now();
+  if (control)
+    control->beatNow();
   Status status = Status::success();
   if (numSlices > 0 && options.mode == ExecMode::Single) {
     std::vector<TbRun *> all;
     for (auto &t : runs)
       all.push_back(t.get());
-    ThreadPacer pacer(options.timeoutSeconds);
+    uint32_t rank = 0;
+    try {
+      if (options.faultInjection)
+        for (rank = 0; rank < nranks; ++rank)
+          options.faultInjection(FaultSite::Worker, rank);
+    } catch (...) {
+      auto [what, k] = currentException();
+      kind = k;
+      return Status::error(cat("rank ", rank, " failed in a worker: ", what));
+    }
+    ThreadPacer pacer(options.timeoutSeconds, control);
     WorkerResult r = runWorker(all, world, pacer, options.timeoutSeconds, /*single=*/true);
-    if (!r.ok)
+    if (!r.ok) {
+      kind = ErrorKind::Timeout;
       status = Status::error(r.message);
+    }
   } else if (numSlices > 0) {
     std::vector<std::vector<TbRun *>> workers;
     size_t first = 0;
@@ -210,7 +330,7 @@ Status LocalWorld::run(const Plan &plan, const std::vector<const void *> &sendbu
         workers[base + b % nworkers].push_back(runs[first + b].get());
       first += ntb;
     }
-    status = runThreads(workers, world, options.timeoutSeconds);
+    status = runThreads(workers, world, options, control, kind);
   }
   if (options.timeline) {
     std::vector<TraceEvent> &events = options.timeline->events;
@@ -227,7 +347,38 @@ Status LocalWorld::run(const Plan &plan, const std::vector<const void *> &sendbu
   // Finish: results computed away from the user's output, then Avg.
   for (uint32_t r = 0; r < nranks; ++r)
     finishRank(info, r, bindings[r], recvbufs[r], count, op, kernels);
+  kind = ErrorKind::None;
   return Status::success();
+}
+
+} // namespace
+
+uint64_t defaultMemoryLimit(uint64_t bufferBytes) {
+  uint64_t eight = bufferBytes > (~uint64_t(0) >> 3) ? ~uint64_t(0) : bufferBytes * 8;
+  return addSaturated(eight, uint64_t(256) << 20);
+}
+
+Status detail::runLocalWorld(const Plan &plan, const std::vector<const void *> &sendbufs,
+                             const std::vector<void *> &recvbufs, uint64_t count, DataType type,
+                             RedOp op, const ExecOptions &options, RunControl *control) {
+  ErrorKind kind = ErrorKind::Internal;
+  Status s = Status::success();
+  try {
+    s = runLocalWorldUnguarded(plan, sendbufs, recvbufs, count, type, op, options, control, kind);
+  } catch (...) {
+    auto [what, k] = currentException();
+    kind = k;
+    s = Status::error(cat("the run failed: ", what));
+  }
+  if (control)
+    control->kind = s ? ErrorKind::None : kind;
+  return s;
+}
+
+Status LocalWorld::run(const Plan &plan, const std::vector<const void *> &sendbufs,
+                       const std::vector<void *> &recvbufs, uint64_t count, DataType type, RedOp op,
+                       const ExecOptions &options) const {
+  return runLocalWorld(plan, sendbufs, recvbufs, count, type, op, options, nullptr);
 }
 
 } // namespace coll

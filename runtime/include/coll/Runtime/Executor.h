@@ -22,6 +22,7 @@
 #include "coll/Runtime/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -61,6 +62,12 @@ struct Timeline {
   Status writeChromeTraceFile(const std::string &path, const Plan &plan) const;
 };
 
+/// Where ExecOptions::faultInjection is called.
+enum class FaultSite : uint8_t {
+  Bind,   ///< Before rank `rank`'s buffers are bound, in the thread that sets up the run.
+  Worker, ///< In each worker of rank `rank`, before it runs its first threadblock.
+};
+
 /// Options of LocalWorld::run.
 struct ExecOptions {
   ExecMode mode = ExecMode::Threads;
@@ -77,7 +84,26 @@ struct ExecOptions {
   double timeoutSeconds = 30;
   /// When set, receives the steps of the run (replacing its events).
   Timeline *timeline = nullptr;
+  /// The most memory the run may allocate besides the user's buffers: the
+  /// scratch buffers, the FIFOs' slots and the private copies of inputs,
+  /// over all ranks the run executes. 0 (the default) is
+  /// defaultMemoryLimit() of the call's buffer bytes; noMemoryLimit removes
+  /// the cap. A call that would need more fails before it allocates
+  /// anything, naming the plan field that asks for the memory.
+  uint64_t memoryLimitBytes = 0;
+  /// For tests: called at each FaultSite with the rank concerned. An
+  /// exception it throws fails the run as any failure inside that rank's
+  /// execution does: every rank gets an error naming it. Empty (the
+  /// default): never called, and costs nothing.
+  std::function<void(FaultSite site, uint32_t rank)> faultInjection;
 };
+
+/// ExecOptions::memoryLimitBytes: no cap.
+constexpr uint64_t noMemoryLimit = ~uint64_t(0);
+
+/// The default memory cap of a call whose buffers (every input and output
+/// it is given) take \p bufferBytes: 8 times that, plus 256 MiB.
+uint64_t defaultMemoryLimit(uint64_t bufferBytes);
 
 /// Elements of one rank's input and output buffers.
 struct BufferElements {
