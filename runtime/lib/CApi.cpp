@@ -14,7 +14,9 @@
 #include "coll/coll.h"
 
 #include <exception>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -29,7 +31,71 @@ namespace {
 
 thread_local std::string lastThreadError;
 
+/// The live handles. Never destroyed, so that calls made while the program
+/// exits still find it.
+struct HandleRegistry {
+  std::mutex mutex;
+  std::map<const void *, HandleKind> live;
+};
+
+HandleRegistry &handles() {
+  static HandleRegistry *registry = new HandleRegistry();
+  return *registry;
+}
+
+const char *handleNoun(HandleKind kind) {
+  switch (kind) {
+  case HandleKind::Plan:
+    return "plan";
+  case HandleKind::World:
+    return "world";
+  case HandleKind::Comm:
+    return "communicator";
+  }
+  return "handle";
+}
+
+/// Returns \p handle, registered as live; deletes it when registering
+/// fails (out of memory), and rethrows.
+template <typename T> T *adopt(T *handle, HandleKind kind) {
+  try {
+    registerHandle(handle, kind);
+  } catch (...) {
+    delete handle;
+    throw;
+  }
+  return handle;
+}
+
 } // namespace
+
+void coll::capi::registerHandle(const void *handle, HandleKind kind) {
+  HandleRegistry &h = handles();
+  std::lock_guard<std::mutex> lock(h.mutex);
+  h.live[handle] = kind;
+}
+
+bool coll::capi::unregisterHandle(const void *handle, HandleKind kind) {
+  HandleRegistry &h = handles();
+  std::lock_guard<std::mutex> lock(h.mutex);
+  auto it = h.live.find(handle);
+  if (it == h.live.end() || it->second != kind)
+    return false;
+  h.live.erase(it);
+  return true;
+}
+
+bool coll::capi::isLiveHandle(const void *handle, HandleKind kind) {
+  HandleRegistry &h = handles();
+  std::lock_guard<std::mutex> lock(h.mutex);
+  auto it = h.live.find(handle);
+  return it != h.live.end() && it->second == kind;
+}
+
+collResult_t coll::capi::deadHandle(const char *function, const char *argument, HandleKind kind) {
+  return fail(collInvalidArgument, std::string(function) + ": " + argument + " is not a live " +
+                                       handleNoun(kind) + " (destroyed, or never created)");
+}
 
 collResult_t coll::capi::fail(collResult_t result, const std::string &message) {
   try {
@@ -71,7 +137,7 @@ collResult_t planLoaded(Result<Plan> &p, collPlan_t *plan, const char *function)
     bool io = m.rfind("cannot open", 0) == 0 || m.rfind("cannot read", 0) == 0;
     return fail(io ? collSystemError : collInvalidPlan, std::string(function) + ": " + m);
   }
-  *plan = new collPlan{std::move(*p)};
+  *plan = adopt(new collPlan{std::move(*p)}, HandleKind::Plan);
   return collSuccess;
 }
 
@@ -104,6 +170,8 @@ const char *collGetErrorString(collResult_t result) {
 }
 
 const char *collGetLastError(collComm_t comm) {
+  if (comm && !isLiveHandle(comm, HandleKind::Comm))
+    return "collGetLastError: comm is not a live communicator (destroyed, or never created)";
   if (comm)
     return comm->lastError().c_str();
   return lastThreadError.c_str();
@@ -134,13 +202,17 @@ collResult_t collPlanLoadMemory(const void *data, size_t size, collPlan_t *plan)
 }
 
 collResult_t collPlanFree(collPlan_t plan) {
+  if (!plan)
+    return collSuccess;
+  if (!unregisterHandle(plan, HandleKind::Plan))
+    return deadHandle("collPlanFree", "plan", HandleKind::Plan);
   delete plan;
   return collSuccess;
 }
 
 collResult_t collPlanGetInfo(collPlan_t plan, collPlanInfo_t *info) {
-  if (!plan)
-    return nullArgument("collPlanGetInfo", "plan");
+  if (collResult_t r = checkHandle("collPlanGetInfo", "plan", plan, HandleKind::Plan))
+    return r;
   if (!info)
     return nullArgument("collPlanGetInfo", "info");
   const PlanInfo &i = plan->plan.info;
@@ -160,19 +232,23 @@ collResult_t collWorldCreate(int nranks, collWorld_t *world) {
     Result<std::shared_ptr<World>> w = World::create(nranks);
     if (!w)
       return fail(collInvalidArgument, "collWorldCreate: " + w.message());
-    *world = new collWorld{std::move(*w)};
+    *world = adopt(new collWorld{std::move(*w)}, HandleKind::World);
     return collSuccess;
   });
 }
 
 collResult_t collWorldDestroy(collWorld_t world) {
+  if (!world)
+    return collSuccess;
+  if (!unregisterHandle(world, HandleKind::World))
+    return deadHandle("collWorldDestroy", "world", HandleKind::World);
   delete world;
   return collSuccess;
 }
 
 collResult_t collCommInitRank(collWorld_t world, int rank, collComm_t *comm) {
-  if (!world)
-    return nullArgument("collCommInitRank", "world");
+  if (collResult_t r = checkHandle("collCommInitRank", "world", world, HandleKind::World))
+    return r;
   if (!comm)
     return nullArgument("collCommInitRank", "comm");
   *comm = nullptr;
@@ -180,7 +256,7 @@ collResult_t collCommInitRank(collWorld_t world, int rank, collComm_t *comm) {
     Result<std::unique_ptr<Communicator>> c = world->world->communicator(rank);
     if (!c)
       return fail(collInvalidArgument, "collCommInitRank: " + c.message());
-    *comm = new collComm{std::move(*c), nullptr, nullptr};
+    *comm = adopt(new collComm{std::move(*c), nullptr, nullptr}, HandleKind::Comm);
     return collSuccess;
   });
 }
@@ -220,14 +296,14 @@ collResult_t collCommInitRankShm(const char *jobName, int nranks, int rank,
     Result<std::unique_ptr<ProcessGroup>> g = ProcessGroup::create(jobName, rank, nranks, o, &kind);
     if (!g)
       return fail(toResult(kind), "collCommInitRankShm: " + g.message());
-    *comm = new collComm{nullptr, std::move(*g), nullptr};
+    *comm = adopt(new collComm{nullptr, std::move(*g), nullptr}, HandleKind::Comm);
     return collSuccess;
   });
 }
 
 collResult_t collMemAlloc(collComm_t comm, size_t size, void **ptr) {
-  if (!comm)
-    return nullArgument("collMemAlloc", "comm");
+  if (collResult_t r = checkHandle("collMemAlloc", "comm", comm, HandleKind::Comm))
+    return r;
   if (!ptr)
     return nullArgument("collMemAlloc", "ptr");
   *ptr = nullptr;
@@ -246,21 +322,25 @@ collResult_t collMemAlloc(collComm_t comm, size_t size, void **ptr) {
 }
 
 collResult_t collMemFree(collComm_t comm, void *ptr) {
-  if (!comm)
-    return nullArgument("collMemFree", "comm");
+  if (collResult_t r = checkHandle("collMemFree", "comm", comm, HandleKind::Comm))
+    return r;
   if (comm->group)
     comm->group->deallocate(ptr);
   return collSuccess;
 }
 
 collResult_t collCommDestroy(collComm_t comm) {
+  if (!comm)
+    return collSuccess;
+  if (!unregisterHandle(comm, HandleKind::Comm))
+    return deadHandle("collCommDestroy", "comm", HandleKind::Comm);
   delete comm;
   return collSuccess;
 }
 
 collResult_t collCommUserRank(collComm_t comm, int *rank) {
-  if (!comm)
-    return nullArgument("collCommUserRank", "comm");
+  if (collResult_t r = checkHandle("collCommUserRank", "comm", comm, HandleKind::Comm))
+    return r;
   if (!rank)
     return nullArgument("collCommUserRank", "rank");
   *rank = comm->comm    ? comm->comm->rank()
@@ -270,8 +350,8 @@ collResult_t collCommUserRank(collComm_t comm, int *rank) {
 }
 
 collResult_t collCommCount(collComm_t comm, int *count) {
-  if (!comm)
-    return nullArgument("collCommCount", "comm");
+  if (collResult_t r = checkHandle("collCommCount", "comm", comm, HandleKind::Comm))
+    return r;
   if (!count)
     return nullArgument("collCommCount", "count");
   *count = comm->comm    ? comm->comm->size()
@@ -284,10 +364,10 @@ collResult_t collExecute(const void *sendbuf, void *recvbuf, size_t count, collD
                          collRedOp_t op, collPlan_t plan, collComm_t comm) {
   // A null plan or communicator cannot join the rendezvous; null buffers
   // can, and Communicator::execute() reports them on every rank.
-  if (!comm)
-    return nullArgument("collExecute", "comm");
-  if (!plan)
-    return nullArgument("collExecute", "plan");
+  if (collResult_t r = checkHandle("collExecute", "comm", comm, HandleKind::Comm))
+    return r;
+  if (collResult_t r = checkHandle("collExecute", "plan", plan, HandleKind::Plan))
+    return r;
   return guarded("collExecute", [&] {
     // Out-of-range values stay out of range (saturated at 255) for execute()
     // to report.
@@ -321,8 +401,8 @@ collResult_t collExecute(const void *sendbuf, void *recvbuf, size_t count, collD
 collResult_t collExecuteAsync(const void *sendbuf, void *recvbuf, size_t count,
                               collDataType_t datatype, collRedOp_t op, collComm_t comm,
                               struct CUstream_st *stream) {
-  if (!comm)
-    return nullArgument("collExecuteAsync", "comm");
+  if (collResult_t r = checkHandle("collExecuteAsync", "comm", comm, HandleKind::Comm))
+    return r;
   if (!comm->device)
     return fail(collInvalidArgument, "collExecuteAsync: the communicator does not run on GPUs "
                                      "(collCommInitNccl)");
@@ -337,8 +417,8 @@ collResult_t collExecuteAsync(const void *sendbuf, void *recvbuf, size_t count,
 }
 
 collResult_t collCommStreamWait(collComm_t comm, struct CUstream_st *stream) {
-  if (!comm)
-    return nullArgument("collCommStreamWait", "comm");
+  if (collResult_t r = checkHandle("collCommStreamWait", "comm", comm, HandleKind::Comm))
+    return r;
   if (!comm->device)
     return fail(collInvalidArgument, "collCommStreamWait: the communicator does not run on GPUs "
                                      "(collCommInitNccl)");
@@ -351,8 +431,8 @@ collResult_t collCommStreamWait(collComm_t comm, struct CUstream_st *stream) {
 }
 
 collResult_t collCommGetAsyncError(collComm_t comm, collResult_t *asyncError) {
-  if (!comm)
-    return nullArgument("collCommGetAsyncError", "comm");
+  if (collResult_t r = checkHandle("collCommGetAsyncError", "comm", comm, HandleKind::Comm))
+    return r;
   if (!asyncError)
     return nullArgument("collCommGetAsyncError", "asyncError");
   *asyncError = collSuccess;

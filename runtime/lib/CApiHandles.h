@@ -93,6 +93,34 @@ inline collResult_t nullArgument(const char *function, const char *argument) {
 /// The C result of an error kind.
 collResult_t toResult(ErrorKind kind);
 
+/// What a handle of the C API is.
+enum class HandleKind : uint8_t { Plan, World, Comm };
+
+/// Records \p handle as a live handle of \p kind, until unregisterHandle();
+/// every function that takes a handle checks that it is live, so that a
+/// destroyed (or never created) handle is an error, not a use of freed
+/// memory. Thread-safe.
+void registerHandle(const void *handle, HandleKind kind);
+/// Forgets \p handle; false when it was not a live handle of \p kind.
+bool unregisterHandle(const void *handle, HandleKind kind);
+/// Whether \p handle is a live handle of \p kind.
+bool isLiveHandle(const void *handle, HandleKind kind);
+
+/// collInvalidArgument with "FUNCTION: ARGUMENT is not a live communicator
+/// (destroyed, or never created)" and the like.
+collResult_t deadHandle(const char *function, const char *argument, HandleKind kind);
+
+/// collSuccess when \p handle is a live handle of \p kind; otherwise
+/// nullArgument() or deadHandle().
+inline collResult_t checkHandle(const char *function, const char *argument, const void *handle,
+                                HandleKind kind) {
+  if (!handle)
+    return nullArgument(function, argument);
+  if (!isLiveHandle(handle, kind))
+    return deadHandle(function, argument, kind);
+  return collSuccess;
+}
+
 /// Runs \p body, turning exceptions into collSystemError (out of memory) or
 /// collInternalError.
 template <typename F> collResult_t guarded(const char *function, F &&body) {

@@ -297,6 +297,59 @@ inline Status checkMemoryLimit(const MemoryDemand &d, uint64_t limitOption, uint
           ": ", d.largestBytes, " bytes for ", d.largest, "; raise the limit with ", optionName));
 }
 
+/// Checks the memory one rank of a job of processes allocates besides its
+/// buffers: its scratch, its call's shared-memory segment of
+/// \p segmentBytes (its FIFOs and counters) and a copy of its input, with
+/// overflow checks and against the cap \p limitOption (0: the default of
+/// this rank's buffer bytes), named \p optionName in the error.
+inline Status checkRankMemory(const Plan &plan, uint32_t r, const ChunkLayout &layout, size_t es,
+                              uint64_t segmentBytes, const void *sendbuf, const void *recvbuf,
+                              uint64_t count, uint64_t limitOption, const char *optionName) {
+  const BufferElements elems =
+      collectiveBufferElements(plan.info.collective, plan.info.nranks, count);
+  MemoryDemand d;
+  if (Status s = addRankDemand(d, plan, r, layout, es, /*fifos=*/false); !s)
+    return s;
+  if (Status s = d.add(cat("rank ", r, "'s connections (shared memory)"), segmentBytes); !s)
+    return s;
+  if (Status s = d.add(cat("a copy of rank ", r, "'s input"),
+                       inputCopyBytes(plan, r, sendbuf, recvbuf, elems, count, es));
+      !s)
+    return s;
+  uint64_t bufferBytes = 0;
+  if (__builtin_add_overflow(elems.input * es, elems.output * es, &bufferBytes))
+    bufferBytes = ~uint64_t(0);
+  return checkMemoryLimit(d, limitOption, bufferBytes, optionName);
+}
+
+/// "" when \p bytes from \p buf fit in the allocation of \p allocations
+/// (keyed by start address, ordered) that holds \p buf, or when no
+/// allocation holds it; otherwise an error naming the buffer (\p which:
+/// "send", "receive"), the bytes needed and those left. \p sizeOf gives an
+/// allocation's bytes.
+template <class Map, class SizeOf>
+std::string allocationOverrun(const char *which, const void *buf, uint64_t bytes,
+                              const Map &allocations, SizeOf sizeOf) {
+  const char *p = static_cast<const char *>(buf);
+  if (!p || bytes == 0 || allocations.empty())
+    return "";
+  auto it = allocations.upper_bound(const_cast<char *>(p));
+  if (it == allocations.begin())
+    return "";
+  --it;
+  const char *base = it->first;
+  const uint64_t size = sizeOf(it->second);
+  const uint64_t offset = uint64_t(p - base);
+  if (offset >= size)
+    return "";
+  const uint64_t left = size - offset;
+  if (bytes <= left)
+    return "";
+  return cat("the ", which, " buffer needs ", bytes, " bytes, but only ", left,
+             " bytes are left of the ", size, "-byte allocation it points into",
+             offset ? cat(" at offset ", offset) : std::string());
+}
+
 /// Allocates \p bytes of zeroes in \p v for \p what; an error naming both
 /// when the memory is not there.
 inline Status allocateZeroed(std::vector<char> &v, uint64_t bytes, const std::string &what) {

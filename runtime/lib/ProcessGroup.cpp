@@ -740,6 +740,17 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
     bad(ErrorKind::InvalidArgument, "the send buffer is null (count is not 0)");
   else if (count > 0 && !recvbuf)
     bad(ErrorKind::InvalidArgument, "the receive buffer is null (count is not 0)");
+  if (!arg && count > 0) {
+    // Buffers from allocate() must hold what the call reads and writes.
+    const BufferElements e = collectiveBufferElements(info.collective, n, count);
+    auto size = [](const ShmMapping &m) { return uint64_t(m.size()); };
+    const uint64_t es = kernels.elementSize;
+    for (const std::string &over :
+         {allocationOverrun("send", sendbuf, e.input * es, st.allocations, size),
+          allocationOverrun("receive", recvbuf, e.output * es, st.allocations, size)})
+      if (!over.empty())
+        bad(ErrorKind::InvalidArgument, over);
+  }
   Result<uint32_t> chunks = 1u;
   if (!arg) {
     if (Status s = validatePlan(plan); !s)
@@ -758,8 +769,14 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
     layout = runLayout(count, *chunks, st.options.sliceElements);
     if (layout.numSlices > 0) {
       Result<DataLayout> d = layOutData(plan, me, layout.sliceElements * kernels.elementSize);
+      Status memory = d ? checkRankMemory(plan, me, layout, kernels.elementSize, d->bytes, sendbuf,
+                                          recvbuf, count, st.options.memoryLimitBytes,
+                                          "ProcessGroupOptions::memoryLimitBytes")
+                        : Status::success();
       if (!d) {
         bad(ErrorKind::InvalidArgument, d.message());
+      } else if (!memory) {
+        bad(ErrorKind::SystemError, memory.message());
       } else {
         data = std::move(*d);
         ShmOpenResult r;
@@ -950,12 +967,21 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
   const size_t es = kernels.elementSize;
   const BufferElements elems = collectiveBufferElements(info.collective, n, count);
   RankBinding binding;
-  bindRank(plan, me, sendbuf, recvbuf, elems, count, es, binding);
+  try {
+    bindRank(plan, me, sendbuf, recvbuf, elems, count, es, binding);
+  } catch (const std::bad_alloc &) {
+    return endCall({ErrorKind::SystemError,
+                    cat("rank ", me, ": cannot allocate a copy of its input: out of memory")},
+                   true);
+  }
   if (layout.numSlices == 0) {
     finishRank(info, me, binding, recvbuf, count, op, kernels);
     return endCall({}, false);
   }
-  binding.scratch.assign(layout.scratchElements(plan.ranks[me].scratchChunks) * es, 0);
+  if (Status s = allocateZeroed(binding.scratch, *scratchBytes(plan, me, layout, es),
+                                scratchWhat(plan, me, layout, es));
+      !s)
+    return endCall({ErrorKind::SystemError, cat("rank ", me, ": ", s.message())}, true);
 
   // Map the data segments of the ranks we send to, and find our FIFOs in
   // them.

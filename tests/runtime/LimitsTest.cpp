@@ -14,6 +14,7 @@
 #include "coll/Runtime/Communicator.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/PlanIO.h"
+#include "coll/Runtime/ProcessGroup.h"
 #include "coll/coll.h"
 
 #include <chrono>
@@ -22,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace coll;
@@ -358,6 +360,38 @@ TEST(Limits, AnExplicitCapRefusesOrAllows) {
   w.exec.memoryLimitBytes = 1 << 20;
   for (const RankOutcome &g : runOnWorld(ring, 4000, 4000, w))
     EXPECT_TRUE(g.ok) << g.message;
+}
+
+// A job of one process (this one): the cap and the overflow checks apply
+// to a rank of processes too.
+TEST(Limits, ProcessGroupChecksItsMemory) {
+  ProcessGroupOptions o;
+  o.timeoutSeconds = 10;
+  auto group = ProcessGroup::create("limits-test-" + std::to_string(getpid()), 0, 1, o);
+  ASSERT_TRUE(group.ok()) << group.message();
+  std::vector<float> in(1024), out(1024);
+  Plan big = scratchPlan(1, 0, 1u << 22);
+  Status s = (*group)->execute(big, in.data(), out.data(), 1024, DataType::Float32, RedOp::Sum);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ((*group)->lastErrorKind(), ErrorKind::SystemError);
+  EXPECT_TRUE(contains(s.message(), "17179869184 bytes for rank 0's scratch (scratchChunks "
+                                    "4194304 x 1024 elements x 4 bytes)"))
+      << s.message();
+  EXPECT_TRUE(contains(s.message(), "ProcessGroupOptions::memoryLimitBytes")) << s.message();
+  // Overflow: 2^28 scratch chunks of 2^36 bytes.
+  std::vector<int8_t> bytesIn(4096), bytesOut(4096);
+  s = (*group)->execute(scratchPlan(1, 0, hugeScratch), bytesIn.data(), bytesOut.data(),
+                        uint64_t(1) << 36, DataType::Int8, RedOp::Sum);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(contains(s.message(), "scratchChunks 268435456 x 68719476736 elements x 1 bytes) "
+                                    "overflows 64 bits"))
+      << s.message();
+  // The group is still usable, and an ordinary call fits the default.
+  Plan small = scratchPlan(1, 0, 4);
+  in.assign(1024, 2.0f);
+  s = (*group)->execute(small, in.data(), out.data(), 1024, DataType::Float32, RedOp::Sum);
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(out[1023], 2.0f);
 }
 
 } // namespace

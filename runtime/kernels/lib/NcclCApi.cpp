@@ -79,15 +79,18 @@ extern "C" collResult_t collCommInitNccl(collComm_t *comm, collPlan_t plan,
   if (!comm)
     return nullArgument("collCommInitNccl", "comm");
   *comm = nullptr;
-  if (!plan)
-    return nullArgument("collCommInitNccl", "plan");
+  if (collResult_t r = checkHandle("collCommInitNccl", "plan", plan, HandleKind::Plan))
+    return r;
   if (!ncclComm)
     return nullArgument("collCommInitNccl", "ncclComm");
   return guarded("collCommInitNccl", [&] {
     Result<std::unique_ptr<NcclCommunicator>> c = NcclCommunicator::create(plan->plan, ncclComm);
     if (!c)
       return fail(toResult(setupKind(c.message())), "collCommInitNccl: " + c.message());
-    *comm = new collComm{nullptr, nullptr, std::make_unique<NcclDeviceComm>(std::move(*c))};
+    auto handle = std::make_unique<collComm>();
+    handle->device = std::make_unique<NcclDeviceComm>(std::move(*c));
+    registerHandle(handle.get(), HandleKind::Comm);
+    *comm = handle.release();
     return collSuccess;
   });
 }

@@ -68,6 +68,11 @@ struct ProcessGroupOptions {
   /// Worker threads of this rank (the calling thread is one of them); 0
   /// gives every threadblock its own.
   uint32_t workers = 1;
+  /// The most memory a call of this rank may allocate besides its buffers
+  /// (its scratch, its shared-memory FIFOs, a copy of its input), as
+  /// ExecOptions::memoryLimitBytes: 0 is defaultMemoryLimit() of this rank's
+  /// buffer bytes, noMemoryLimit no cap. A call over it fails on every rank.
+  uint64_t memoryLimitBytes = 0;
 };
 
 /// This process's rank of a job whose ranks are processes on one host.
