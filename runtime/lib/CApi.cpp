@@ -224,14 +224,52 @@ collResult_t collPlanGetInfo(collPlan_t plan, collPlanInfo_t *info) {
   return collSuccess;
 }
 
+collResult_t collWorldConfigInit(collWorldConfig_t *config) {
+  if (!config)
+    return nullArgument("collWorldConfigInit", "config");
+  WorldOptions o;
+  config->rendezvousTimeoutSeconds = o.rendezvousTimeoutSeconds;
+  config->timeoutSeconds = o.exec.timeoutSeconds;
+  config->sliceElements = size_t(o.exec.sliceElements);
+  config->workersPerRank = int(o.exec.workersPerRank);
+  config->memoryLimitBytes = size_t(o.exec.memoryLimitBytes);
+  return collSuccess;
+}
+
 collResult_t collWorldCreate(int nranks, collWorld_t *world) {
+  return collWorldCreateConfig(nranks, nullptr, world);
+}
+
+collResult_t collWorldCreateConfig(int nranks, const collWorldConfig_t *config,
+                                   collWorld_t *world) {
+  const char *function = config ? "collWorldCreateConfig" : "collWorldCreate";
   if (!world)
-    return nullArgument("collWorldCreate", "world");
+    return nullArgument(function, "world");
   *world = nullptr;
-  return guarded("collWorldCreate", [&] {
-    Result<std::shared_ptr<World>> w = World::create(nranks);
+  WorldOptions o;
+  if (config) {
+    if (config->workersPerRank < 0)
+      return fail(collInvalidArgument,
+                  "collWorldCreateConfig: workersPerRank must not be negative, not " +
+                      std::to_string(config->workersPerRank));
+    if (config->sliceElements == 0)
+      return fail(collInvalidArgument, "collWorldCreateConfig: sliceElements must be at least 1");
+    if (!(config->timeoutSeconds > 0) || config->timeoutSeconds > 1e9)
+      return fail(collInvalidArgument,
+                  "collWorldCreateConfig: timeoutSeconds must be in (0, 1e9], not " +
+                      std::to_string(config->timeoutSeconds));
+    o.rendezvousTimeoutSeconds = config->rendezvousTimeoutSeconds;
+    o.exec.timeoutSeconds = config->timeoutSeconds;
+    o.exec.sliceElements = config->sliceElements;
+    o.exec.workersPerRank = uint32_t(config->workersPerRank);
+    o.exec.memoryLimitBytes = config->memoryLimitBytes == collNoMemoryLimit
+                                  ? noMemoryLimit
+                                  : uint64_t(config->memoryLimitBytes);
+  }
+  return guarded(function, [&] {
+    Result<std::shared_ptr<World>> w = World::create(nranks, o);
     if (!w)
-      return fail(collInvalidArgument, "collWorldCreate: " + w.message());
+      return fail(collInvalidArgument, std::string(function) + ": " + w.message());
     *world = adopt(new collWorld{std::move(*w)}, HandleKind::World);
     return collSuccess;
   });
@@ -270,6 +308,7 @@ collResult_t collShmConfigInit(collShmConfig_t *config) {
   config->livenessIntervalSeconds = o.livenessIntervalSeconds;
   config->sliceElements = size_t(o.sliceElements);
   config->workers = int(o.workers);
+  config->memoryLimitBytes = size_t(o.memoryLimitBytes);
   return collSuccess;
 }
 
@@ -290,6 +329,9 @@ collResult_t collCommInitRankShm(const char *jobName, int nranks, int rank,
     o.livenessIntervalSeconds = config->livenessIntervalSeconds;
     o.sliceElements = config->sliceElements;
     o.workers = uint32_t(config->workers);
+    o.memoryLimitBytes = config->memoryLimitBytes == collNoMemoryLimit
+                             ? noMemoryLimit
+                             : uint64_t(config->memoryLimitBytes);
   }
   return guarded("collCommInitRankShm", [&] {
     ErrorKind kind = ErrorKind::None;

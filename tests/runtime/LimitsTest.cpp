@@ -180,15 +180,16 @@ TEST(Limits, OverflowingFifoIsAnError) {
 
 /// The C API on a world of \p plan's ranks: every rank's collExecute
 /// result and collGetLastError().
-std::vector<std::pair<collResult_t, std::string>> runOnCWorld(const Plan &plan, size_t count,
-                                                              size_t bufferElements) {
+std::vector<std::pair<collResult_t, std::string>>
+runOnCWorld(const Plan &plan, size_t count, size_t bufferElements,
+            const collWorldConfig_t *config = nullptr) {
   std::vector<uint8_t> bytes = serializePlan(plan);
   collPlan_t p = nullptr;
   EXPECT_EQ(collPlanLoadMemory(bytes.data(), bytes.size(), &p), collSuccess)
       << collGetLastError(nullptr);
   const int n = int(plan.info.nranks);
   collWorld_t w = nullptr;
-  EXPECT_EQ(collWorldCreate(n, &w), collSuccess);
+  EXPECT_EQ(collWorldCreateConfig(n, config, &w), collSuccess) << collGetLastError(nullptr);
   std::vector<std::pair<collResult_t, std::string>> out(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
@@ -360,6 +361,52 @@ TEST(Limits, AnExplicitCapRefusesOrAllows) {
   w.exec.memoryLimitBytes = 1 << 20;
   for (const RankOutcome &g : runOnWorld(ring, 4000, 4000, w))
     EXPECT_TRUE(g.ok) << g.message;
+}
+
+TEST(Limits, TheCApiTakesAMemoryCap) {
+  // The default refuses 16 GiB for a call of 4 KiB.
+  for (auto &[res, message] : runOnCWorld(scratchPlan(1, 0, 1u << 22), 1024, 1024)) {
+    EXPECT_EQ(res, collSystemError);
+    EXPECT_TRUE(contains(message, "17179869184 bytes for rank 0's scratch")) << message;
+  }
+  collWorldConfig_t config;
+  ASSERT_EQ(collWorldConfigInit(&config), collSuccess);
+  EXPECT_EQ(config.memoryLimitBytes, 0u);
+  Plan ring = ringAllReduce(2, 2);
+  config.memoryLimitBytes = 1000;
+  for (auto &[res, message] : runOnCWorld(ring, 4000, 4000, &config)) {
+    EXPECT_EQ(res, collSystemError);
+    EXPECT_TRUE(contains(message, "more than the memory limit of 1000 bytes")) << message;
+  }
+  config.memoryLimitBytes = 1 << 20;
+  for (auto &[res, message] : runOnCWorld(ring, 4000, 4000, &config))
+    EXPECT_EQ(res, collSuccess) << message;
+  config.memoryLimitBytes = collNoMemoryLimit;
+  for (auto &[res, message] : runOnCWorld(ring, 4000, 4000, &config))
+    EXPECT_EQ(res, collSuccess) << message;
+
+  // A rank of processes.
+  std::vector<uint8_t> bytes = serializePlan(scratchPlan(1, 0, 4));
+  collPlan_t plan = nullptr;
+  ASSERT_EQ(collPlanLoadMemory(bytes.data(), bytes.size(), &plan), collSuccess);
+  collShmConfig_t shm;
+  ASSERT_EQ(collShmConfigInit(&shm), collSuccess);
+  EXPECT_EQ(shm.memoryLimitBytes, 0u);
+  shm.memoryLimitBytes = 1000;
+  collComm_t comm = nullptr;
+  ASSERT_EQ(
+      collCommInitRankShm(("limits-capi-" + std::to_string(getpid())).c_str(), 1, 0, &shm, &comm),
+      collSuccess)
+      << collGetLastError(nullptr);
+  std::vector<float> in(1024), out(1024);
+  EXPECT_EQ(collExecute(in.data(), out.data(), 1024, collFloat32, collSum, plan, comm),
+            collSystemError);
+  EXPECT_TRUE(contains(collGetLastError(comm), "more than the memory limit of 1000 bytes: 16384 "
+                                               "bytes for rank 0's scratch (scratchChunks 4 x "
+                                               "1024 elements x 4 bytes)"))
+      << collGetLastError(comm);
+  EXPECT_EQ(collCommDestroy(comm), collSuccess);
+  EXPECT_EQ(collPlanFree(plan), collSuccess);
 }
 
 // A job of one process (this one): the cap and the overflow checks apply

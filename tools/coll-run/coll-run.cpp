@@ -3,7 +3,7 @@
 // coll-run plan.bin [--ranks-as threads|single|processes|gpu] [--size 64M] [--dtype f32]
 //                   [--op sum] [--check | --no-check] [--inplace]
 //                   [--iters n] [--slice elements] [--workers n]
-//                   [--timeout seconds] [--trace out.json]
+//                   [--timeout seconds] [--mem-limit bytes|none] [--trace out.json]
 //
 // Loads a plan, gives every rank an input whose values are distinct per
 // (rank, element) and exact under any order of reduction, runs it on
@@ -24,6 +24,11 @@
 // --size is the per-rank size in bytes of the larger buffer, as in
 // nccl-tests: the output of allgather and gather, the input of reducescatter
 // and scatter, either of alltoall, the only one of the others.
+//
+// --mem-limit caps the memory a run allocates besides its buffers (scratch,
+// FIFOs, copies of inputs): over all ranks for threads and single, per rank
+// for processes. The default is 8 times the buffers' bytes plus 256 MiB;
+// `none` removes the cap.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,7 +65,7 @@ int usage() {
                "                [--dtype f32]"
                " [--op sum] [--check | --no-check] [--inplace] [--iters n]\n"
                "                [--slice elements] [--workers n] [--timeout seconds]\n"
-               "                [--trace out.json]\n";
+               "                [--mem-limit bytes|none] [--trace out.json]\n";
   return 2;
 }
 
@@ -125,6 +130,7 @@ struct Options {
   uint64_t slice = ExecOptions().sliceElements;
   uint64_t workers = ExecOptions().workersPerRank;
   double timeout = ExecOptions().timeoutSeconds;
+  uint64_t memLimit = ExecOptions().memoryLimitBytes; ///< 0: the default cap.
   std::string tracePath;
 };
 
@@ -182,6 +188,10 @@ int parseArgs(int argc, char **argv, Options &o) {
       char *end = nullptr;
       if (!value(v) || (o.timeout = std::strtod(v.c_str(), &end), *end) || !(o.timeout > 0))
         return fail("--timeout takes a positive number of seconds");
+    } else if (a == "--mem-limit") {
+      if (!value(v) || (v == "none" ? (o.memLimit = noMemoryLimit, false)
+                                    : !parseSize(v, o.memLimit) || o.memLimit == 0))
+        return fail("--mem-limit takes a positive byte count such as 64K, 512M or 4G, or 'none'");
     } else if (a == "--trace") {
       if (!value(o.tracePath))
         return fail("--trace takes a file name");
@@ -255,6 +265,7 @@ std::string runProcesses(const Plan &plan, const Options &o, uint64_t count,
   po.sliceElements = o.slice;
   po.workers = uint32_t(o.workers);
   po.timeoutSeconds = o.timeout;
+  po.memoryLimitBytes = o.memLimit;
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> pids;
@@ -401,6 +412,7 @@ int main(int argc, char **argv) {
   eo.sliceElements = o.slice;
   eo.workersPerRank = uint32_t(o.workers);
   eo.timeoutSeconds = o.timeout;
+  eo.memoryLimitBytes = o.memLimit;
   Timeline timeline;
   if (!o.tracePath.empty())
     eo.timeline = &timeline;

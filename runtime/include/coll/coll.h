@@ -90,7 +90,27 @@ typedef struct {
   double livenessIntervalSeconds; /**< How often a waiting rank checks its peers. */
   size_t sliceElements;           /**< Elements of a chunk per pass of the program. */
   int workers;                    /**< Worker threads of the rank; 0: one per threadblock. */
+  /** The most memory a call of this rank may allocate besides its buffers
+   * (scratch, FIFOs, a copy of its input). 0: the default, 8 times the
+   * rank's buffer bytes plus 256 MiB; collNoMemoryLimit: no cap. */
+  size_t memoryLimitBytes;
 } collShmConfig_t;
+
+/** Options of a world of ranks in this process (collWorldCreateConfig).
+ * Fill it with collWorldConfigInit() first, then change what you need. */
+typedef struct {
+  double rendezvousTimeoutSeconds; /**< Waiting for every rank to call. */
+  double timeoutSeconds;           /**< A run that makes no progress this long fails. */
+  size_t sliceElements;            /**< Elements of a chunk per pass of the program. */
+  int workersPerRank;              /**< Worker threads per rank; 0: one per threadblock. */
+  /** The most memory a call may allocate besides the buffers of its ranks
+   * (scratch, FIFOs, copies of inputs). 0: the default, 8 times the
+   * buffer bytes of all ranks plus 256 MiB; collNoMemoryLimit: no cap. */
+  size_t memoryLimitBytes;
+} collWorldConfig_t;
+
+/** A memoryLimitBytes that removes the cap. */
+#define collNoMemoryLimit ((size_t)-1)
 
 /** A loaded plan; immutable, usable by every rank's thread at once. */
 typedef struct collPlan *collPlan_t;
@@ -122,13 +142,19 @@ collResult_t collPlanLoad(const char *path, collPlan_t *plan);
 /** Parses and validates \p size bytes of a plan at \p data into *plan (the
  * bytes are copied). */
 collResult_t collPlanLoadMemory(const void *data, size_t size, collPlan_t *plan);
-/** Frees \p plan; NULL is ignored. No call may be using it. */
+/** Frees \p plan; NULL is ignored. No call may be using it. Any later use
+ * of \p plan, a second free included, is collInvalidArgument. */
 collResult_t collPlanFree(collPlan_t plan);
 /** Fills *info with \p plan's facts. */
 collResult_t collPlanGetInfo(collPlan_t plan, collPlanInfo_t *info);
 
 /** Creates a world of \p nranks ranks in this process. */
 collResult_t collWorldCreate(int nranks, collWorld_t *world);
+/** Fills *config with the defaults: 300 s to meet, 30 s without progress,
+ * slices of 16384 elements, one worker per rank, the default memory cap. */
+collResult_t collWorldConfigInit(collWorldConfig_t *config);
+/** collWorldCreate() with options; \p config may be NULL (the defaults). */
+collResult_t collWorldCreateConfig(int nranks, const collWorldConfig_t *config, collWorld_t *world);
 /** Releases the caller's reference to \p world; NULL is ignored. The world
  * lives on until its last communicator is destroyed. */
 collResult_t collWorldDestroy(collWorld_t world);
@@ -136,7 +162,8 @@ collResult_t collWorldDestroy(collWorld_t world);
 /** Creates \p rank's communicator of \p world; a rank has at most one. */
 collResult_t collCommInitRank(collWorld_t world, int rank, collComm_t *comm);
 /** Fills *config with the defaults: 60 s to set up, 30 s without progress,
- * peers checked every 0.05 s, slices of 16384 elements, one worker. */
+ * peers checked every 0.05 s, slices of 16384 elements, one worker, the
+ * default memory cap. */
 collResult_t collShmConfigInit(collShmConfig_t *config);
 
 /** Joins job \p jobName (1 to 200 characters of A-Z a-z 0-9 _ -) as rank
@@ -155,7 +182,8 @@ collResult_t collMemAlloc(collComm_t comm, size_t size, void **ptr);
  * freed with the communicator. */
 collResult_t collMemFree(collComm_t comm, void *ptr);
 
-/** Destroys \p comm, freeing its rank; NULL is ignored. */
+/** Destroys \p comm, freeing its rank; NULL is ignored. Any later use of
+ * \p comm, a second destroy included, is collInvalidArgument. */
 collResult_t collCommDestroy(collComm_t comm);
 /** *rank receives \p comm's rank. */
 collResult_t collCommUserRank(collComm_t comm, int *rank);
@@ -165,7 +193,9 @@ collResult_t collCommCount(collComm_t comm, int *count);
 /** Runs \p comm's rank of \p plan on its buffers; blocks until every rank
  * of the world has called and this rank's results are in \p recvbuf. Every
  * rank must pass the same plan (by content), count, type and operator, or
- * every rank fails with collMismatch. */
+ * every rank fails with collMismatch. A buffer from collMemAlloc() smaller
+ * than the call needs fails every rank with collInvalidArgument; a call
+ * that would allocate more than the memory cap, with collSystemError. */
 collResult_t collExecute(const void *sendbuf, void *recvbuf, size_t count, collDataType_t datatype,
                          collRedOp_t op, collPlan_t plan, collComm_t comm);
 
