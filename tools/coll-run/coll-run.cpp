@@ -4,6 +4,7 @@
 //                   [--op sum] [--check | --no-check] [--inplace]
 //                   [--iters n] [--slice elements] [--workers n]
 //                   [--timeout seconds] [--mem-limit bytes|none] [--trace out.json]
+//                   [--max-processes n]
 //
 // Loads a plan, gives every rank an input whose values are distinct per
 // (rank, element) and exact under any order of reduction, runs it on
@@ -15,6 +16,9 @@
 // rank through ProcessGroup (POSIX shared memory, a job name unique to this
 // run); the buffers live in memory this process shares with them, so it
 // checks every rank's output itself. A run's time is the slowest rank's.
+// It refuses a plan of more ranks than --max-processes (default 256)
+// before it starts any process: a plan for 65,536 ranks is no reason to
+// fork 65,536 processes.
 //
 // --ranks-as gpu (when built with CUDA) runs every rank on one GPU
 // (DeviceWorld): the buffers are copied to the device and back, the check
@@ -65,7 +69,7 @@ int usage() {
                "                [--dtype f32]"
                " [--op sum] [--check | --no-check] [--inplace] [--iters n]\n"
                "                [--slice elements] [--workers n] [--timeout seconds]\n"
-               "                [--mem-limit bytes|none] [--trace out.json]\n";
+               "                [--mem-limit bytes|none] [--trace out.json] [--max-processes n]\n";
   return 2;
 }
 
@@ -132,6 +136,7 @@ struct Options {
   double timeout = ExecOptions().timeoutSeconds;
   uint64_t memLimit = ExecOptions().memoryLimitBytes; ///< 0: the default cap.
   std::string tracePath;
+  uint64_t maxProcesses = 256; ///< --ranks-as processes: at most this many.
 };
 
 /// Parses the command line; returns 0 to go on, else the exit status.
@@ -192,6 +197,9 @@ int parseArgs(int argc, char **argv, Options &o) {
       if (!value(v) || (v == "none" ? (o.memLimit = noMemoryLimit, false)
                                     : !parseSize(v, o.memLimit) || o.memLimit == 0))
         return fail("--mem-limit takes a positive byte count such as 64K, 512M or 4G, or 'none'");
+    } else if (a == "--max-processes") {
+      if (!value(v) || !parseUnsigned(v, o.maxProcesses) || o.maxProcesses == 0)
+        return fail("--max-processes takes a positive number of processes");
     } else if (a == "--trace") {
       if (!value(o.tracePath))
         return fail("--trace takes a file name");
@@ -354,6 +362,12 @@ int main(int argc, char **argv) {
   Result<uint32_t> chunks = planChunksPerUnit(info);
   if (!chunks)
     return fail(chunks.message());
+  if (o.processes && nranks > o.maxProcesses)
+    return fail("the plan has " + std::to_string(nranks) +
+                " ranks, and --ranks-as processes would start a process for each: more than the "
+                "limit of " +
+                std::to_string(o.maxProcesses) + " (raise it with --max-processes " +
+                std::to_string(nranks) + ")");
   const size_t es = dataTypeSize(o.type);
   const uint64_t count = o.size / es / sizeFactor(info.collective, nranks);
   const BufferElements elems = collectiveBufferElements(info.collective, nranks, count);
