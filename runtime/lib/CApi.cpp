@@ -355,10 +355,10 @@ collResult_t collMemAlloc(collComm_t comm, size_t size, void **ptr) {
   if (size == 0)
     return fail(collInvalidArgument, "collMemAlloc: size is 0");
   return guarded("collMemAlloc", [&] {
-    *ptr = comm->group->allocate(size);
+    std::string why;
+    *ptr = comm->group->allocate(size, &why);
     if (!*ptr)
-      return fail(collSystemError, "collMemAlloc: cannot allocate " + std::to_string(size) +
-                                       " bytes of shared memory");
+      return fail(collSystemError, "collMemAlloc: " + why);
     return collSuccess;
   });
 }
@@ -432,11 +432,15 @@ collResult_t collExecute(const void *sendbuf, void *recvbuf, size_t count, collD
         return collSuccess;
       return fail(toResult(comm->lastKind()), s.message());
     }
-    Status s = comm->comm ? comm->comm->execute(plan->plan, sendbuf, recvbuf, count, type, redOp)
-                          : comm->group->execute(plan->plan, sendbuf, recvbuf, count, type, redOp);
+    // A process group reports each call's kind itself: a call refused
+    // because another runs leaves the group's last error alone.
+    ErrorKind kind = ErrorKind::None;
+    Status s = comm->comm
+                   ? comm->comm->execute(plan->plan, sendbuf, recvbuf, count, type, redOp)
+                   : comm->group->execute(plan->plan, sendbuf, recvbuf, count, type, redOp, &kind);
     if (s)
       return collSuccess;
-    return fail(toResult(comm->lastKind()), s.message());
+    return fail(toResult(comm->comm ? comm->lastKind() : kind), s.message());
   });
 }
 

@@ -2,12 +2,22 @@
 //
 // Segments of job J (every name starts with "/coll-J."):
 //  - "/coll-J.<rank>", the rank's control block (ControlBlock): who owns it
-//    (pid, the pid's start time, a nonce), whether it is ready, failed or
-//    closed, its heartbeat, its doorbell, and its last two calls'
-//    descriptions (CallInfo), for the other ranks to check;
+//    (pid, the pid's start time, a nonce), which instance of the job it
+//    belongs to, whether it is ready, failed or closed, its heartbeat, its
+//    doorbell, and its last two calls' descriptions (CallInfo), for the
+//    other ranks to check;
 //  - "/coll-J.<rank>.<call>", the rank's data for one call (DataHeader):
 //    its threadblocks' progress counters and the FIFOs of the connections
 //    it receives on, found by its senders through a table (FifoEntry).
+//
+// Joining: a job name may be reused at once (a job that ends and starts
+// again), so a segment of the right name may belong to the previous
+// instance, still alive for a moment. Rank 0's nonce names the instance:
+// every other rank asks to join it (ControlBlock::member = the nonce) and
+// rank 0 admits each asking segment with a compare-and-swap (member = the
+// nonce | 1), one segment per rank. A rank is done joining once it is
+// admitted and every other rank's segment is admitted too: segments of any
+// other instance never carry that mark.
 //
 // A call: every rank creates its data segment, publishes its CallInfo and
 // rings every peer's doorbell, then waits until every peer has published
@@ -15,9 +25,12 @@
 // same verdict: an argument error or a mismatch fails the call everywhere
 // (the group stays usable), anything else runs. Senders map their
 // receivers' data segments; each rank's threadblocks run on its workers
-// (Interpreter<CpuPlatform>, as in LocalWorld) until done. Then each rank
-// unlinks its data segment: its senders have mapped it before they could
-// send, and it cannot finish before their last message.
+// (Interpreter<CpuPlatform>, as in LocalWorld) until done. A data segment's
+// name goes as soon as its last sender has mapped it (at once when it has
+// none), and in any case when its owner's call ends: a job killed as a
+// whole leaves no call data behind. Control segments stay named while their
+// group lives; the next job to start on the host (its rank 0) removes those
+// whose owners have been dead for a while (removeDeadSegments).
 //
 // A rank's descriptions of calls k and k+1 live in two slots: a rank cannot
 // publish call k+2 before every rank published call k+1, which each does
@@ -46,6 +59,7 @@
 #include <new>
 #include <random>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <system_error>
 #include <thread>
 #include <unistd.h>
@@ -67,7 +81,10 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free &&
 
 constexpr uint64_t controlMagic = 0x314c54434c4c4f43ull; ///< "COLLCTL1"
 constexpr uint64_t dataMagic = 0x314154414c4c4f43ull;    ///< "COLLDAT1"
-constexpr uint32_t controlVersion = 1;
+constexpr uint32_t controlVersion = 2;
+/// How long the owner of a segment must have been silent (no heartbeat,
+/// for a data segment no creation) before another job removes it.
+constexpr int64_t deadSegmentGraceNs = 5'000'000'000;
 constexpr size_t maxJobName = 200;
 
 /// One rank's description of one call, for the others to compare.
@@ -94,16 +111,20 @@ struct ControlBlock {
   uint32_t nranks = 0;
   uint32_t rank = 0;
   int64_t pid = 0;
-  uint64_t startTime = 0; ///< processStartTime(pid).
-  uint64_t nonce = 0;     ///< Random per group: tells this rank's segments apart.
+  uint64_t startTime = 0;    ///< processStartTime(pid).
+  uint64_t nonce = 0;        ///< Random, even, per group: tells this rank's segments apart.
+  uint64_t pidNamespace = 0; ///< pidNamespaceId() of the owner.
 
   alignas(64) std::atomic<uint32_t> ready{0}; ///< Set once the fields above are.
-  std::atomic<uint32_t> failed{0};            ///< Set once `failure` is written.
-  std::atomic<uint32_t> closed{0};            ///< The group was destroyed.
-  std::atomic<uint32_t> failing{0};           ///< Claims the right to write `failure`.
-  std::atomic<uint64_t> callSeq{0};           ///< Calls published (calls[seq % 2]).
-  std::atomic<uint64_t> doneSeq{0};           ///< Calls finished, successfully or not.
-  std::atomic<int64_t> heartbeatNs{0};        ///< Steady clock of the last sign of life.
+  /// The instance of the job this segment belongs to: rank 0's nonce (0:
+  /// not yet known), | 1 once rank 0 has admitted it (rank 0: at once).
+  std::atomic<uint64_t> member{0};
+  std::atomic<uint32_t> failed{0};     ///< Set once `failure` is written.
+  std::atomic<uint32_t> closed{0};     ///< The group was destroyed.
+  std::atomic<uint32_t> failing{0};    ///< Claims the right to write `failure`.
+  std::atomic<uint64_t> callSeq{0};    ///< Calls published (calls[seq % 2]).
+  std::atomic<uint64_t> doneSeq{0};    ///< Calls finished, successfully or not.
+  std::atomic<int64_t> heartbeatNs{0}; ///< Steady clock of the last sign of life.
 
   Doorbell bell; ///< Rung when something this rank may wait for changes.
 
@@ -122,6 +143,15 @@ struct alignas(64) DataHeader {
   uint32_t numTbs = 0;
   uint32_t numFifos = 0;
   uint32_t pad = 0;
+  // The owner, its start time and pid namespace, and when it created the
+  // segment: for removeDeadSegments.
+  int64_t pid = 0;
+  uint64_t startTime = 0;
+  uint64_t pidNamespace = 0;
+  int64_t createdNs = 0;
+  /// Sending ranks that have not mapped the segment yet: the one that
+  /// brings it to 0 unlinks the name.
+  std::atomic<uint32_t> unmappedSenders{0};
 };
 
 /// Where a FIFO of the owner's lies, for its sender.
@@ -172,10 +202,30 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
+/// A random, even, non-zero 64-bit number (the low bit marks admission).
 uint64_t makeNonce() {
   std::random_device rd;
   uint64_t v = (uint64_t(rd()) << 32) ^ rd();
-  return v ^ uint64_t(nowNs()) ^ (uint64_t(getpid()) << 20);
+  v = (v ^ uint64_t(nowNs()) ^ (uint64_t(getpid()) << 20)) & ~uint64_t(1);
+  return v ? v : 2;
+}
+
+/// The pid namespace of this process (the inode of /proc/self/ns/pid), or
+/// 0 where unknown: a pid means something only within its namespace.
+uint64_t pidNamespaceId() {
+  struct stat st;
+  if (stat("/proc/self/ns/pid", &st) != 0)
+    return 0;
+  return uint64_t(st.st_ino);
+}
+
+/// Whether the owner of a segment (\p pid started at \p startTime in pid
+/// namespace \p ns, last seen alive at \p lastSeenNs) is dead, and has been
+/// silent long enough that nobody is still busy with its segments.
+bool ownerLongDead(int64_t pid, uint64_t startTime, uint64_t ns, int64_t lastSeenNs) {
+  static const uint64_t ourNs = pidNamespaceId();
+  return ns != 0 && ns == ourNs && nowNs() - lastSeenNs > deadSegmentGraceNs &&
+         !processAlive(pid, startTime);
 }
 
 bool validJobName(const std::string &job) {
@@ -210,6 +260,8 @@ struct ProcessGroup::State {
   Failure broken;                  ///< A run failed: the group is unusable.
   std::map<char *, ShmMapping> allocations;
   uint64_t allocationsMade = 0;
+  std::atomic<bool> inCall{false}; ///< An execute() runs.
+  const char *phase = "";          ///< What the running execute() does, for errors.
 
   ControlBlock &me() const { return *ctl[rank]; }
 
@@ -271,6 +323,24 @@ struct ProcessGroup::State {
     ringPeers();
   }
 
+  /// A failed peer (preferring a rank whose failure is its own) as a
+  /// Remote error with its message, or none.
+  Failure failedPeer() const {
+    int failedRank = -1;
+    for (uint32_t q = 0; q < nranks; ++q) {
+      const ControlBlock &c = *ctl[q];
+      if (q != rank && c.failed.load(std::memory_order_acquire) &&
+          (failedRank < 0 || (c.failureOrigin == q &&
+                              ctl[uint32_t(failedRank)]->failureOrigin != uint32_t(failedRank))))
+        failedRank = int(q);
+    }
+    if (failedRank < 0)
+      return {};
+    const ControlBlock &c = *ctl[uint32_t(failedRank)];
+    std::string msg(c.failure, strnlen(c.failure, sizeof c.failure));
+    return {ErrorKind::Remote, cat("rank ", failedRank, " failed: ", msg)};
+  }
+
   /// The first problem among the peers that have not finished call \p seq:
   /// a dead or departed rank (named with its pid), else a failed one
   /// (preferring a rank whose failure is its own).
@@ -284,9 +354,7 @@ struct ProcessGroup::State {
       // A failed rank matters even when it finished this call's setup:
       // doneSeq only counts calls that ended without breaking the group.
       if (c.failed.load(std::memory_order_acquire)) {
-        if (failedRank < 0 || (c.failureOrigin == q &&
-                               ctl[uint32_t(failedRank)]->failureOrigin != uint32_t(failedRank)))
-          failedRank = int(q);
+        failedRank = int(q);
         continue;
       }
       if (c.doneSeq.load(std::memory_order_acquire) >= seq)
@@ -305,11 +373,8 @@ struct ProcessGroup::State {
         return found;
       }
     }
-    if (failedRank >= 0) {
-      const ControlBlock &c = *ctl[uint32_t(failedRank)];
-      std::string msg(c.failure, strnlen(c.failure, sizeof c.failure));
-      found = {ErrorKind::Remote, cat("rank ", failedRank, " failed: ", msg)};
-    }
+    if (failedRank >= 0)
+      found = failedPeer();
     return found;
   }
 
@@ -516,6 +581,10 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
   if (options.sliceElements == 0)
     return fail(ErrorKind::InvalidArgument, "the slice size must be at least 1 element");
 
+  // A good moment to remove what jobs killed as a whole left: once per job.
+  if (rank == 0)
+    removeDeadSegments();
+
   std::unique_ptr<ProcessGroup> group(new ProcessGroup());
   State &st = *group->state;
   st.job = jobName;
@@ -583,53 +652,157 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
   me->pid = getpid();
   me->startTime = processStartTime(me->pid);
   me->nonce = makeNonce();
+  me->pidNamespace = pidNamespaceId();
+  if (st.rank == 0)
+    me->member.store(me->nonce | 1, std::memory_order_relaxed);
   me->heartbeatNs.store(nowNs(), std::memory_order_relaxed);
   // Release: peers that see `ready` see every field above.
   me->ready.store(1, std::memory_order_release);
 
-  // Every peer's segment: wait until it is there, ready, and owned by a
-  // live process.
+  // Join the instance of the job that rank 0 names (see the file comment).
   uint32_t sleepUs = 50;
-  for (uint32_t q = 0; q < st.nranks; ++q) {
-    if (q == st.rank)
-      continue;
-    const std::string name = controlName(jobName, q);
-    int64_t stalePid = 0;
-    for (;;) {
-      ShmOpenResult r;
-      if (Status s = ShmOps::open(name, sizeof(ControlBlock), st.peers[q], r); !s)
-        return fail(ErrorKind::SystemError, s.message());
-      if (r == ShmOpenResult::Mapped) {
-        ControlBlock *c = reinterpret_cast<ControlBlock *>(st.peers[q].data());
-        if (c->magic == controlMagic && c->ready.load(std::memory_order_acquire)) {
-          if (c->version != controlVersion)
-            return fail(ErrorKind::Mismatch, cat("rank ", q, " of job '", jobName,
-                                                 "' uses shared-memory layout version ", c->version,
-                                                 ", rank ", rank, " version ", controlVersion));
-          if (c->closed.load(std::memory_order_acquire) || !processAlive(c->pid, c->startTime)) {
-            stalePid = c->pid; // Left by an earlier job: its owner will replace it.
-          } else if (c->nranks != st.nranks || c->rank != q) {
-            return fail(ErrorKind::Mismatch,
-                        cat("rank ", q, " of job '", jobName, "' joined as rank ", c->rank, " of ",
-                            c->nranks, " ranks, rank ", rank, " as rank ", rank, " of ", nranks));
-          } else {
+  auto pause = [&] {
+    st.beat();
+    std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
+    sleepUs = std::min<uint32_t>(sleepUs * 2, 10000);
+  };
+  // Maps rank q's segment when it is there and ready (else c is null);
+  // `gone` when its owner closed it or died. A live segment of another
+  // layout or shape is a mismatch.
+  auto openPeer = [&](uint32_t q, ControlBlock *&c, bool &gone) -> Failure {
+    c = nullptr;
+    gone = false;
+    ShmOpenResult r;
+    if (Status s = ShmOps::open(controlName(jobName, q), sizeof(ControlBlock), st.peers[q], r); !s)
+      return {ErrorKind::SystemError, s.message()};
+    if (r != ShmOpenResult::Mapped)
+      return {};
+    ControlBlock *b = reinterpret_cast<ControlBlock *>(st.peers[q].data());
+    if (b->magic != controlMagic || !b->ready.load(std::memory_order_acquire)) {
+      st.peers[q].reset();
+      return {};
+    }
+    if (b->version != controlVersion)
+      return {ErrorKind::Mismatch,
+              cat("rank ", q, " of job '", jobName, "' uses shared-memory layout version ",
+                  b->version, ", rank ", rank, " version ", controlVersion)};
+    gone = b->closed.load(std::memory_order_acquire) || !processAlive(b->pid, b->startTime);
+    if (!gone && (b->nranks != st.nranks || b->rank != q))
+      return {ErrorKind::Mismatch,
+              cat("rank ", q, " of job '", jobName, "' joined as rank ", b->rank, " of ", b->nranks,
+                  " ranks, rank ", rank, " as rank ", rank, " of ", nranks)};
+    c = b;
+    return {};
+  };
+  auto notJoined = [&](uint32_t q, int64_t stalePid, const std::string &note) {
+    return fail(
+        ErrorKind::Timeout,
+        cat("rank ", q, " of job '", jobName, "' did not join within ",
+            formatSeconds(options.setupTimeoutSeconds), " s (rank ", rank,
+            " waited for shared memory ", controlName(jobName, q),
+            stalePid ? cat("; a segment of dead process ", stalePid, " is there") : std::string(),
+            note, ")"));
+  };
+
+  if (st.rank == 0) {
+    // Admit one live segment per rank that asks to join our instance. One
+    // that asks for another instance is a previous job's, about to go.
+    const uint64_t instance = me->nonce;
+    for (uint32_t q = 1; q < st.nranks; ++q) {
+      int64_t stalePid = 0;
+      bool foreign = false;
+      for (;;) {
+        ControlBlock *c = nullptr;
+        bool gone = false;
+        if (Failure f = openPeer(q, c, gone))
+          return fail(f.kind, f.message);
+        if (c && gone) {
+          stalePid = c->pid; // Left by an earlier job: its owner will replace it.
+        } else if (c) {
+          uint64_t asked = instance;
+          if (c->member.compare_exchange_strong(asked, instance | 1, std::memory_order_acq_rel)) {
             st.ctl[q] = c;
             break;
           }
+          foreign = asked != 0;
         }
         st.peers[q].reset();
+        if (Clock::now() > deadline)
+          return notJoined(q, stalePid,
+                           foreign ? "; the segment there belongs to another instance of the job"
+                                   : "");
+        pause();
       }
-      st.beat();
+    }
+  } else {
+    // Rank 0 first: ask to join its instance until it admits us. When the
+    // rank 0 we asked goes (a previous instance ending), ask the next.
+    const std::string zeroName = controlName(jobName, 0);
+    ControlBlock *zero = nullptr;
+    int64_t stalePid = 0;
+    for (;;) {
+      if (!zero) {
+        bool gone = false;
+        if (Failure f = openPeer(0, zero, gone))
+          return fail(f.kind, f.message);
+        if (zero && gone) {
+          stalePid = zero->pid;
+          zero = nullptr;
+          st.peers[0].reset();
+        }
+        if (zero)
+          me->member.store(zero->nonce, std::memory_order_release);
+      }
+      if (zero) {
+        if (me->member.load(std::memory_order_acquire) == (zero->nonce | 1))
+          break;
+        if (zero->closed.load(std::memory_order_acquire) ||
+            !processAlive(zero->pid, zero->startTime) ||
+            !segmentIs(zeroName, st.peers[0].device(), st.peers[0].inode())) {
+          uint64_t asked = zero->nonce;
+          if (!me->member.compare_exchange_strong(asked, 0, std::memory_order_acq_rel))
+            continue; // Admitted meanwhile.
+          zero = nullptr;
+          st.peers[0].reset();
+        }
+      }
       if (Clock::now() > deadline)
-        return fail(ErrorKind::Timeout,
-                    cat("rank ", q, " of job '", jobName, "' did not join within ",
-                        formatSeconds(options.setupTimeoutSeconds), " s (rank ", rank,
-                        " waited for shared memory ", name,
-                        stalePid ? cat("; a segment of dead process ", stalePid, " is there")
-                                 : std::string(),
-                        ")"));
-      std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
-      sleepUs = std::min<uint32_t>(sleepUs * 2, 10000);
+        return zero ? fail(ErrorKind::Timeout,
+                           cat("rank 0 of job '", jobName, "' did not admit rank ", rank,
+                               " within ", formatSeconds(options.setupTimeoutSeconds),
+                               " s (rank 0 is process ", zero->pid, ")"))
+                    : notJoined(0, stalePid, "");
+      pause();
+    }
+    st.ctl[0] = zero;
+    // Then every other rank: the segment of its name that rank 0 admitted.
+    const uint64_t admitted = zero->nonce | 1;
+    for (uint32_t q = 1; q < st.nranks; ++q) {
+      if (q == st.rank)
+        continue;
+      stalePid = 0;
+      for (;;) {
+        ControlBlock *c = nullptr;
+        bool gone = false;
+        if (Failure f = openPeer(q, c, gone))
+          return fail(f.kind, f.message);
+        if (c && c->member.load(std::memory_order_acquire) == admitted) {
+          st.ctl[q] = c; // Even when gone: execute() reports it.
+          break;
+        }
+        if (c && gone)
+          stalePid = c->pid;
+        st.peers[q].reset();
+        if (zero->closed.load(std::memory_order_acquire) ||
+            !processAlive(zero->pid, zero->startTime))
+          return fail(ErrorKind::Remote,
+                      cat("rank 0 (pid ", zero->pid, ") of job '", jobName, "' ",
+                          zero->closed.load() ? "left the job" : "died", " while rank ", rank,
+                          " waited for rank ", q, " to join"));
+        if (Clock::now() > deadline)
+          return notJoined(q, stalePid, "");
+        pause();
+      }
     }
   }
 
@@ -664,7 +837,7 @@ std::vector<std::string> ProcessGroup::listJobSegments(const std::string &jobNam
   if (!validJobName(jobName))
     return names;
   std::string prefix = "coll-" + jobName + ".";
-  if (DIR *d = opendir("/dev/shm")) {
+  if (DIR *d = opendir(shmDirectory)) {
     while (dirent *e = readdir(d))
       if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0)
         names.push_back(e->d_name);
@@ -677,16 +850,62 @@ std::vector<std::string> ProcessGroup::listJobSegments(const std::string &jobNam
   return names;
 }
 
-void *ProcessGroup::allocate(size_t bytes) {
+size_t ProcessGroup::removeDeadSegments() {
+  size_t removed = 0;
+#ifdef __linux__
+  std::vector<std::string> names;
+  if (DIR *d = opendir(shmDirectory)) {
+    while (dirent *e = readdir(d))
+      if (std::strncmp(e->d_name, "coll-", 5) == 0)
+        names.push_back(e->d_name);
+    closedir(d);
+  }
+  for (const std::string &n : names) {
+    // Another user's segment does not open (mode 0600); one without our
+    // header is not ours to judge.
+    const std::string name = "/" + n;
+    ShmMapping m;
+    ShmOpenResult r;
+    if (!ShmOps::open(name, sizeof(uint64_t), m, r) || r != ShmOpenResult::Mapped)
+      continue;
+    uint64_t magic = 0;
+    std::memcpy(&magic, m.data(), sizeof magic);
+    bool dead = false;
+    if (magic == controlMagic && m.size() >= sizeof(ControlBlock)) {
+      const ControlBlock &c = *reinterpret_cast<const ControlBlock *>(m.data());
+      dead = c.version == controlVersion && c.ready.load(std::memory_order_acquire) &&
+             ownerLongDead(c.pid, c.startTime, c.pidNamespace,
+                           c.heartbeatNs.load(std::memory_order_relaxed));
+    } else if (magic == dataMagic && m.size() >= sizeof(DataHeader)) {
+      const DataHeader &h = *reinterpret_cast<const DataHeader *>(m.data());
+      dead = ownerLongDead(h.pid, h.startTime, h.pidNamespace, h.createdNs);
+    }
+    if (dead && segmentIs(name, m.device(), m.inode())) {
+      unlinkSegment(name);
+      ++removed;
+    }
+  }
+#endif
+  return removed;
+}
+
+void *ProcessGroup::allocate(size_t bytes, std::string *error) {
   State &st = *state;
-  if (bytes == 0)
+  if (bytes == 0) {
+    if (error)
+      *error = "the size is 0";
     return nullptr;
+  }
   std::string name = allocName(st.job, st.rank, ++st.allocationsMade);
   ShmMapping m;
   ShmOpenResult r;
   unlinkSegment(name);
-  if (!ShmOps::create(name, bytes, m, r) || r != ShmOpenResult::Mapped)
+  Status s = ShmOps::create(name, bytes, m, r);
+  if (!s || r != ShmOpenResult::Mapped) {
+    if (error)
+      *error = s ? cat("shared memory ", name, " exists") : s.message();
     return nullptr;
+  }
   // Nobody else opens it: the name goes at once, and the memory with the
   // last mapping.
   unlinkSegment(name);
@@ -701,8 +920,49 @@ void ProcessGroup::deallocate(void *ptr) {
 }
 
 Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbuf, size_t count,
-                             DataType type, RedOp op) {
+                             DataType type, RedOp op, ErrorKind *errorKind) {
   State &st = *state;
+  // One call at a time: a second one from another thread is refused, and
+  // leaves the running call's state (lastErrorKind() included) alone.
+  // Serializing them instead could pair the calls differently on different
+  // ranks.
+  if (st.inCall.exchange(true, std::memory_order_acq_rel)) {
+    if (errorKind)
+      *errorKind = ErrorKind::InvalidArgument;
+    return Status::error(cat("rank ", st.rank,
+                             ": execute() was called while another call of this process group is "
+                             "in progress (one call at a time)"));
+  }
+  struct Leave {
+    std::atomic<bool> &inCall;
+    ~Leave() { inCall.store(false, std::memory_order_release); }
+  } leave{st.inCall};
+  Status s = Status::success();
+  try {
+    s = executeCall(plan, sendbuf, recvbuf, count, type, op);
+  } catch (const std::exception &e) {
+    // Out of memory, most likely: fail this rank, and tell the peers at
+    // once rather than leave them waiting for the timeout.
+    bool oom = dynamic_cast<const std::bad_alloc *>(&e) != nullptr;
+    ErrorKind kind = oom ? ErrorKind::SystemError : ErrorKind::Internal;
+    std::string msg = cat("rank ", st.rank, ": ", oom ? "out of memory" : e.what(), " while ",
+                          st.phase, " (call ", st.seq, ")");
+    st.publishFailure(msg, st.rank);
+    st.broken = {kind, msg};
+    st.cleanUpDeadPeers();
+    lastKind = kind;
+    lastMessage = msg;
+    s = Status::error(msg);
+  }
+  if (errorKind)
+    *errorKind = lastKind;
+  return s;
+}
+
+Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *recvbuf, size_t count,
+                                 DataType type, RedOp op) {
+  State &st = *state;
+  st.phase = "setting up";
   auto finish = [&](ErrorKind kind, std::string msg) {
     lastKind = kind;
     lastMessage = std::move(msg);
@@ -799,8 +1059,9 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
     ShmMapping &m;
     ~Unlinker() {
       if (m.mapped()) {
+        if (segmentIs(name, m.device(), m.inode()))
+          unlinkSegment(name);
         m.reset();
-        unlinkSegment(name);
       }
     }
   } unlinker{ownDataName, ownData};
@@ -816,6 +1077,16 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
     h->rank = me;
     h->numTbs = uint32_t(plan.ranks[me].threadblocks.size());
     h->numFifos = uint32_t(data.fifos.size());
+    h->pid = ctl.pid;
+    h->startTime = ctl.startTime;
+    h->pidNamespace = ctl.pidNamespace;
+    h->createdNs = nowNs();
+    std::vector<int32_t> senders;
+    for (const FifoEntry &e : data.fifos)
+      senders.push_back(e.peer);
+    std::sort(senders.begin(), senders.end());
+    senders.erase(std::unique(senders.begin(), senders.end()), senders.end());
+    h->unmappedSenders.store(uint32_t(senders.size()), std::memory_order_relaxed);
     if (!data.fifos.empty()) // A rank may receive nothing (a broadcast's root).
       std::memcpy(base + data.tableOffset, data.fifos.data(),
                   data.fifos.size() * sizeof(FifoEntry));
@@ -825,6 +1096,9 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
       new (base + e.countersOffset) PaddedCounter();
       new (base + e.countersOffset + sizeof(PaddedCounter)) PaddedCounter();
     }
+    // Nobody sends to us: nobody maps the segment, and the name can go now.
+    if (senders.empty())
+      unlinkSegment(ownDataName);
   }
 
   // Publish the call, then wait for every peer's.
@@ -907,12 +1181,13 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
           list += cat(i ? ", " : "", missing[i]);
         if (missing.size() > 8)
           list += cat(" and ", missing.size() - 8, " more");
+        // Published: a rank that calls later fails at once with this.
         return endCall(
             {ErrorKind::Timeout,
              cat("rank ", me, ": timed out after ", formatSeconds(st.options.setupTimeoutSeconds),
                  " s waiting for rank", missing.size() > 1 ? "s " : " ", list,
                  " to call execute() (call ", seq, ")")},
-            false);
+            true);
       }
       Clock::time_point until = std::min(nextCheck, deadline);
       int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
@@ -922,6 +1197,11 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
       ctl.bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
     }
   }
+
+  // A peer that published this call and failed since (a setup timeout, a
+  // run error) has given up on it.
+  if (Failure f = st.failedPeer())
+    return endCall(f, true);
 
   // Every rank now holds the same descriptions: the same verdict
   // everywhere. Argument errors first (the rank itself gets its message),
@@ -1012,6 +1292,11 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
                                       " for call ", seq, " is missing or not rank ", q, "'s")},
             true);
       }
+      // The last of its senders to map it unlinks its name.
+      DataHeader *mh = reinterpret_cast<DataHeader *>(peerData[q].data());
+      if (mh->unmappedSenders.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+          segmentIs(name, peerData[q].device(), peerData[q].inode()))
+        unlinkSegment(name);
     }
     const char *base = peerData[q].data();
     const DataHeader *h = reinterpret_cast<const DataHeader *>(base);
@@ -1050,8 +1335,14 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
     hasRecv[e.tb] = true;
   }
 
-  // Our threadblocks, on our workers.
+  // Our threadblocks, on our workers. A rank without any (a plan of one
+  // rank, or one in which this rank does nothing) is done.
   const size_t ntb = rp.threadblocks.size();
+  if (ntb == 0) {
+    finishRank(info, me, binding, recvbuf, count, op, kernels);
+    return endCall({}, false);
+  }
+  st.phase = "running";
   const size_t nworkers = st.options.workers ? std::min<size_t>(st.options.workers, ntb) : ntb;
   WorldState world;
   RankState rs;
@@ -1089,10 +1380,18 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
     ctl.bell.ring(); // Our other workers may sleep.
   };
   auto work = [&](const std::vector<TbRun *> &tbs) {
-    ShmPacer pacer(st, seq, tbs);
-    WorkerResult r = runWorker(tbs, world, pacer, st.options.timeoutSeconds, /*single=*/false);
-    if (!r.ok && !r.aborted)
-      fail({pacer.kind == ErrorKind::None ? ErrorKind::Internal : pacer.kind, r.message});
+    try {
+      ShmPacer pacer(st, seq, tbs);
+      WorkerResult r = runWorker(tbs, world, pacer, st.options.timeoutSeconds, /*single=*/false);
+      if (!r.ok && !r.aborted)
+        fail({pacer.kind == ErrorKind::None ? ErrorKind::Internal : pacer.kind, r.message});
+    } catch (const std::bad_alloc &) {
+      fail({ErrorKind::SystemError, cat("rank ", me, ": out of memory while running call ", seq,
+                                        " (", where(*tbs.front()), ")")});
+    } catch (const std::exception &e) {
+      fail({ErrorKind::Internal, cat("rank ", me, ": ", e.what(), " while running call ", seq, " (",
+                                     where(*tbs.front()), ")")});
+    }
   };
   std::vector<std::thread> threads;
   for (size_t w = 1; w < nworkers; ++w) {
@@ -1103,8 +1402,10 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
 #endif
         work(workers[w]);
       });
-    } catch (const std::system_error &e) {
-      fail({ErrorKind::SystemError, cat("cannot start a worker thread: ", e.what())});
+    } catch (const std::exception &e) {
+      // Workers already started must be joined: no exception may leave.
+      fail(
+          {ErrorKind::SystemError, cat("rank ", me, ": cannot start a worker thread: ", e.what())});
       break;
     }
   }

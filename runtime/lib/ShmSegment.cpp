@@ -8,13 +8,25 @@
 #include <cstring>
 #include <fcntl.h>
 #include <signal.h>
+#include <sstream>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <utility>
 
 namespace coll {
 namespace detail {
+
+namespace {
+
+template <typename... Args> std::string cat(const Args &...args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+} // namespace
 
 std::string errnoText(int err) {
   return std::strerror(err);
@@ -49,16 +61,34 @@ Status ShmOps::create(const std::string &name, size_t bytes, ShmMapping &out,
     }
     return Status::error("cannot create shared memory " + name + ": " + errnoText(errno));
   }
-  struct stat st;
-  if (ftruncate(fd, off_t(bytes)) != 0 || fstat(fd, &st) != 0) {
-    int err = errno;
+  // Reserve the memory now: a segment only sized (ftruncate) gets its pages
+  // at the first touch, and a touch beyond what /dev/shm holds is SIGBUS.
+  // posix_fallocate returns its error instead of setting errno.
+  int err = 0;
+  do
+    err = posix_fallocate(fd, 0, off_t(bytes));
+  while (err == EINTR);
+  if (err != 0) {
+    std::string why = cat("cannot reserve ", bytes, " bytes of shared memory for ", name, " in ",
+                          shmDirectory, ": ", errnoText(err));
+    struct statvfs vfs;
+    if (fstatvfs(fd, &vfs) == 0)
+      why += cat(" (", uint64_t(vfs.f_bavail) * vfs.f_frsize, " bytes free of ",
+                 uint64_t(vfs.f_blocks) * vfs.f_frsize,
+                 "; in a container, give it a larger /dev/shm, e.g. docker run --shm-size)");
     close(fd);
     shm_unlink(name.c_str());
-    return Status::error("cannot size shared memory " + name + " to " + std::to_string(bytes) +
-                         " bytes: " + errnoText(err));
+    return Status::error(why);
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    err = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    return Status::error("cannot inspect shared memory " + name + ": " + errnoText(err));
   }
   void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int err = errno;
+  err = errno;
   close(fd);
   if (p == MAP_FAILED) {
     shm_unlink(name.c_str());

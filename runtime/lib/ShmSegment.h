@@ -21,6 +21,10 @@
 namespace coll {
 namespace detail {
 
+/// Where POSIX shared memory lives (Linux: a tmpfs whose size limits every
+/// job on the host, or in the container).
+constexpr const char *shmDirectory = "/dev/shm";
+
 /// A shared-memory segment mapped read-write into this process. Unmapped
 /// on destruction; the name is left alone (unlink it with unlinkSegment).
 class ShmMapping {
@@ -58,8 +62,10 @@ enum class ShmOpenResult : uint8_t {
 };
 
 struct ShmOps {
-  /// Creates \p name (exclusively, mode 0600) with \p bytes zero bytes and
-  /// maps it.
+  /// Creates \p name (exclusively, mode 0600) with \p bytes zero bytes,
+  /// all reserved (an error that says how many bytes were needed when
+  /// shared memory is short, rather than SIGBUS at the first touch beyond
+  /// it), and maps it.
   static Status create(const std::string &name, size_t bytes, ShmMapping &out,
                        ShmOpenResult &result);
   /// Opens \p name and maps all of it when it holds at least \p minBytes.

@@ -9,11 +9,15 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HandPlans.h"
 #include "coll/Runtime/ProcessGroup.h"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -233,7 +237,8 @@ INSTANTIATE_TEST_SUITE_P(Plans, CompiledProcessTest,
                                            CompiledCase{"tree_broadcast_n4", 4, "1"},
                                            CompiledCase{"chain_reduce_inplace_n3", 3, "1"},
                                            CompiledCase{"direct_gather_n3", 3, "1"},
-                                           CompiledCase{"direct_scatter_n3", 3, "1"}),
+                                           CompiledCase{"direct_scatter_n3", 3, "1"},
+                                           CompiledCase{"star_allreduce_n3", 3, "0"}),
                          [](const ::testing::TestParamInfo<CompiledCase> &info) {
                            return std::string(info.param.plan);
                          });
@@ -449,6 +454,190 @@ TEST(ProcessExecutorTest, OneRankInProcess) {
   (*g)->deallocate(p);
   g = Status::error("destroyed");
   EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>());
+}
+
+// A plan of one rank, which has no threadblocks (star_allreduce at N = 1):
+// every call is a local copy, on one worker or one per threadblock.
+TEST(ProcessExecutorTest, OneRankPlan) {
+#ifndef COLL_TEST_PLAN_DIR
+  GTEST_SKIP() << "collc is not built; compiled plans are not available";
+#endif
+  runAll("n1", 1, {"--plan", planFile("star_allreduce_n1"), "--cases", "all"});
+  runAll("n1w0", 1, {"--plan", planFile("star_allreduce_n1"), "--cases", "all", "--workers", "0"});
+}
+
+// Ranks 2 and 3 of a plan have no threadblocks: they take part in every
+// call (the rendezvous) and run nothing.
+TEST(ProcessExecutorTest, RanksWithoutThreadblocks) {
+  runAll("idle", 4, {"--hand-idle", "--cases", "all"});
+  runAll("idle-w0", 3, {"--hand-idle", "--cases", "all", "--workers", "0"});
+}
+
+// A rank whose own execute() fails (out of memory for the copy of its
+// input, through the C API): collGetLastError(comm) says why on that rank,
+// and the others fail at once with its message instead of waiting for the
+// timeout.
+TEST(ProcessExecutorTest, FailingRankPublishesItsError) {
+  const int n = 3, victim = 1;
+  Job job(uniqueJob("oom"));
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> a = {"--hand-ring", "2",         "--capi", "--count",
+                                  "100003",      "--timeout", "30"};
+    if (r == victim)
+      a.insert(a.end(), {"--overlap", "--fail-alloc-above", "65536"});
+    job.start(r, n, a);
+  }
+  ASSERT_TRUE(job.wait(60)) << job.outputs_();
+  for (int r = 0; r < n; ++r) {
+    const RankExit &e = job.exit(size_t(r));
+    EXPECT_TRUE(e.exited && e.code == 3) << job.outputs_();
+    if (r == victim) {
+      EXPECT_TRUE(contains(e.output, "error: system error: rank 1: ")) << e.output;
+    } else {
+      EXPECT_TRUE(contains(e.output, "error: remote process failed: rank 1 failed: rank 1: "))
+          << e.output;
+      EXPECT_LT(e.seconds, 10.0) << job.outputs_();
+    }
+    EXPECT_TRUE(contains(e.output, "out of memory")) << e.output;
+  }
+  EXPECT_EQ(ProcessGroup::listJobSegments(job.name), std::vector<std::string>());
+}
+
+// Rank 0 gives up waiting for rank 1 to call (setup timeout 1 s); rank 1,
+// calling later, fails at once with rank 0's reason, not after its own
+// 30 s timeout.
+TEST(ProcessExecutorTest, LateRankGetsThePeersError) {
+  Job job(uniqueJob("late"));
+  job.start(0, 2, {"--hand-ring", "2", "--setup-timeout", "1", "--timeout", "30"});
+  job.start(1, 2, {"--hand-ring", "2", "--delay-ms", "2500", "--timeout", "30"});
+  ASSERT_TRUE(job.wait(60)) << job.outputs_();
+  const RankExit &first = job.exit(0), &late = job.exit(1);
+  EXPECT_TRUE(first.exited && first.code == 3) << job.outputs_();
+  EXPECT_TRUE(contains(first.output, "timeout: rank 0: timed out after 1 s waiting for rank 1 to "
+                                     "call execute() (call 1)"))
+      << first.output;
+  EXPECT_TRUE(late.exited && late.code == 3) << job.outputs_();
+  EXPECT_TRUE(contains(late.output, "remote error: rank 0 failed: rank 0: timed out after 1 s "
+                                    "waiting for rank 1"))
+      << late.output;
+  EXPECT_LT(late.seconds, 10.0) << job.outputs_();
+  EXPECT_EQ(ProcessGroup::listJobSegments(job.name), std::vector<std::string>());
+}
+
+// A second call on a group while one is in progress (another thread) is
+// refused at once; the first runs on.
+TEST(ProcessExecutorTest, ConcurrentCallsAreRefused) {
+  const std::string name = uniqueJob("concurrent");
+  Job job(name);
+  job.start(1, 2, {"--hand-ring", "2", "--count", "1000", "--delay-ms", "1500", "--no-check"});
+  ProcessGroupOptions o;
+  o.setupTimeoutSeconds = 10;
+  o.timeoutSeconds = 10;
+  auto g = ProcessGroup::create(name, 0, 2, o);
+  ASSERT_TRUE(g.ok()) << g.message();
+  Plan plan = test::ringAllReduce(2, 2);
+  std::vector<float> in(1000, 1.0f), out(1000), in2(1000, 1.0f), out2(1000);
+  Status first = Status::success();
+  std::thread t([&] {
+    first = (*g)->execute(plan, in.data(), out.data(), in.size(), DataType::Float32, RedOp::Sum);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Clock::time_point start = Clock::now();
+  Status second =
+      (*g)->execute(plan, in2.data(), out2.data(), in2.size(), DataType::Float32, RedOp::Sum);
+  double took = std::chrono::duration<double>(Clock::now() - start).count();
+  t.join();
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.message(), "rank 0: execute() was called while another call of this process "
+                              "group is in progress (one call at a time)");
+  EXPECT_LT(took, 0.5);
+  EXPECT_TRUE(first.ok()) << first.message();
+  EXPECT_EQ((*g)->lastErrorKind(), ErrorKind::None);
+  ASSERT_TRUE(job.wait(30)) << job.outputs_();
+  EXPECT_TRUE(job.exit(0).exited && job.exit(0).code == 0) << job.outputs_();
+  g = Status::error("destroyed");
+  EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>());
+}
+
+// Every rank leaves the job and joins it again, under the same name, 40
+// times in a row: a rank never mistakes a segment of the previous round
+// for one of this round.
+TEST(ProcessExecutorTest, RecreateTheSameJobName) {
+  runAll("recreate", 4,
+         {"--hand-ring", "2", "--count", "1001", "--recreate", "40", "--timeout", "20",
+          "--setup-timeout", "20"});
+}
+
+/// The entries of /dev/shm whose names start with \p prefix, sorted.
+std::vector<std::string> shmEntries(const std::string &prefix) {
+  std::vector<std::string> names;
+  if (DIR *d = opendir("/dev/shm")) {
+    while (dirent *e = readdir(d))
+      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0)
+        names.push_back(e->d_name);
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A coll-run job of processes killed as a whole (SIGKILL to its process
+// group) in the middle of a run: the next job to start on the host removes
+// whatever of its shared memory is left.
+TEST(ProcessExecutorTest, KilledJobLeavesNoSharedMemory) {
+#if !defined(COLL_RUN_TOOL) || !defined(COLL_TEST_PLAN_DIR)
+  GTEST_SKIP() << "coll-run or collc is not built";
+#else
+  std::vector<std::string> args = {COLL_RUN_TOOL, planFile("ring_allreduce_n4"),
+                                   "--ranks-as",  "processes",
+                                   "--size",      "16M",
+                                   "--iters",     "100000",
+                                   "--timeout",   "60",
+                                   "--no-check"};
+  std::vector<char *> argv;
+  for (std::string &s : args)
+    argv.push_back(s.data());
+  argv.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, args[0].c_str(), &fa, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  ASSERT_EQ(rc, 0) << "cannot start " << args[0];
+  // coll-run's job is "coll-run-<pid>-<clock>".
+  const std::string prefix = "coll-coll-run-" + std::to_string(pid) + "-";
+  std::vector<std::string> before = shmEntries(prefix);
+  EXPECT_EQ(before, std::vector<std::string>());
+  // Wait until the job's ranks have joined and run for a while.
+  Clock::time_point start = Clock::now();
+  size_t seen = 0;
+  while (std::chrono::duration<double>(Clock::now() - start).count() < 30 &&
+         (seen = shmEntries(prefix).size()) < 4)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  kill(-pid, SIGKILL);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_GE(seen, 4u) << "the job's segments never appeared";
+  // The next job to start (here one of one rank) removes the segments of
+  // jobs whose owners are all dead. The killed processes may take a moment
+  // to be gone.
+  std::vector<std::string> after;
+  start = Clock::now();
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto g = ProcessGroup::create(uniqueJob("next"), 0, 1);
+    ASSERT_TRUE(g.ok()) << g.message();
+    after = shmEntries(prefix);
+  } while (!after.empty() && std::chrono::duration<double>(Clock::now() - start).count() < 10);
+  EXPECT_EQ(after, before);
+#endif
 }
 
 } // namespace

@@ -8,12 +8,21 @@
 //                    [--cases all | --count C] [--dtype T] [--op O] [--inplace]
 //                    [--loop K] [--slice E] [--workers W] [--timeout S]
 //                    [--setup-timeout S] [--count-offset K] [--die-after-ms MS]
-//                    [--stop-after-ms MS] [--capi] [--no-check]
+//                    [--stop-after-ms MS] [--capi] [--no-check] [--hand-idle]
+//                    [--delay-ms MS] [--overlap] [--fail-alloc-above BYTES]
+//                    [--recreate K]
 //
 // --die-after-ms and --stop-after-ms send this process SIGKILL or SIGSTOP,
 // from a thread, that many milliseconds after its first call returned (or
 // after it joined, when it makes no call), to play a rank that dies or
-// stalls in the middle of a run.
+// stalls in the middle of a run. --hand-idle runs the hand-written ring
+// among ranks 0 and 1 only: the other ranks have no threadblocks (results
+// unchecked). --delay-ms sleeps before the first call. --overlap (with
+// --capi) makes the receive buffer start one element into the send buffer,
+// so that the executor copies the input. --fail-alloc-above makes every
+// C++ allocation larger than BYTES throw std::bad_alloc from the first
+// call on. --recreate K joins, runs the calls and leaves the job K times in
+// a row, under the same job name.
 // Exit status: 0 every element right, 1 a wrong element, 2 bad usage, 3 an
 // execute() error, 4 a create() error. Errors are printed as
 // "error: <kind>: <message>".
@@ -26,17 +35,36 @@
 #include "coll/Runtime/ProcessGroup.h"
 #include "coll/coll.h"
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <thread>
 #include <unistd.h>
 #include <vector>
 
 using namespace coll;
+
+namespace {
+/// --fail-alloc-above: allocations larger than this throw (0: none do).
+std::atomic<size_t> failAllocAbove{0};
+} // namespace
+
+// Every allocation of the process goes through this, the runtime's
+// included: a rank whose own execute() runs out of memory. (libstdc++'s
+// operator delete frees with free().)
+void *operator new(size_t bytes) {
+  size_t limit = failAllocAbove.load(std::memory_order_relaxed);
+  if (limit && bytes > limit)
+    throw std::bad_alloc();
+  if (void *p = std::malloc(bytes ? bytes : 1))
+    return p;
+  throw std::bad_alloc();
+}
 using namespace coll::test;
 
 namespace {
@@ -56,7 +84,33 @@ struct Args {
   long dieAfterMs = -1, stopAfterMs = -1;
   bool capi = false;
   bool check = true;
+  bool handIdle = false;
+  long delayMs = 0;
+  bool overlap = false;
+  size_t failAllocAbove = 0;
+  uint64_t recreate = 1;
 };
+
+/// The hand-written ring between ranks 0 and 1 in a plan of \p n ranks:
+/// ranks 2 and up have no threadblocks.
+Plan idleRanksPlan(uint32_t n) {
+  Plan p = ringAllReduce(2, 2);
+  p.info.name = "hand_idle_ranks";
+  p.info.nranks = n;
+  p.ranks.resize(n);
+  return p;
+}
+
+/// Sleeps --delay-ms, then arms --fail-alloc-above: before the first call.
+void beforeFirstCall(const Args &a) {
+  static bool done = false;
+  if (done)
+    return;
+  done = true;
+  if (a.delayMs > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(a.delayMs));
+  failAllocAbove.store(a.failAllocAbove, std::memory_order_relaxed);
+}
 
 int usage(const char *why) {
   std::fprintf(stderr, "runtime_shm_rank: %s\n", why);
@@ -139,14 +193,16 @@ int runCApi(const Args &a, const Plan &plan) {
   const size_t n = size_t(a.count);
   float *send = nullptr, *recv = nullptr;
   int status = 0;
-  if (collMemAlloc(comm, n * sizeof(float), reinterpret_cast<void **>(&send)) != collSuccess ||
+  if (collMemAlloc(comm, (n + 1) * sizeof(float), reinterpret_cast<void **>(&send)) !=
+          collSuccess ||
       collMemAlloc(comm, n * sizeof(float), reinterpret_cast<void **>(&recv)) != collSuccess) {
-    std::fprintf(stderr, "error: collMemAlloc: %s\n", collGetLastError(nullptr));
+    std::fprintf(stderr, "error: %s\n", collGetLastError(nullptr));
     status = 3;
   } else {
     for (size_t i = 0; i < n; ++i)
       send[i] = float((i % 1000) * size_t(count) + size_t(rank));
-    res = collExecute(send, recv, n, collFloat32, collSum, p, comm);
+    beforeFirstCall(a);
+    res = collExecute(send, a.overlap ? send + 1 : recv, n, collFloat32, collSum, p, comm);
     if (res != collSuccess) {
       std::fprintf(stderr, "error: %s: %s\n", collGetErrorString(res), collGetLastError(comm));
       status = 3;
@@ -216,6 +272,16 @@ int main(int argc, char **argv) {
       a.capi = true;
     else if (s == "--no-check")
       a.check = false;
+    else if (s == "--hand-idle")
+      a.handIdle = true;
+    else if (s == "--delay-ms")
+      a.delayMs = std::atol(next());
+    else if (s == "--overlap")
+      a.overlap = true;
+    else if (s == "--fail-alloc-above")
+      a.failAllocAbove = std::strtoull(next(), nullptr, 10);
+    else if (s == "--recreate")
+      a.recreate = std::strtoull(next(), nullptr, 10);
     else
       return usage(("unknown argument " + s).c_str());
   }
@@ -230,6 +296,8 @@ int main(int argc, char **argv) {
       return 2;
     }
     plan = std::move(*p);
+  } else if (a.handIdle) {
+    plan = idleRanksPlan(uint32_t(a.nranks));
   } else {
     plan = ringAllReduce(uint32_t(a.nranks), a.handRingDepth ? a.handRingDepth : 2);
   }
@@ -251,14 +319,6 @@ int main(int argc, char **argv) {
   };
   if (a.loop == 0)
     startTimer(); // Dies while it waits for its peers.
-  ErrorKind kind = ErrorKind::None;
-  auto group = ProcessGroup::create(a.job, a.rank, a.nranks, a.options, &kind);
-  if (!group) {
-    std::fprintf(stderr, "error: %s: %s\n", errorKindName(kind), group.message().c_str());
-    return 4;
-  }
-  ProcessGroup &g = **group;
-
   std::vector<RunCase> cases;
   if (a.allCases) {
     cases = allCases(plan);
@@ -275,30 +335,41 @@ int main(int argc, char **argv) {
   // Without checks the buffers are made once, and the loop spends its time
   // in execute().
   std::vector<WorldBuffers> buffers(cases.size());
-  for (uint64_t iter = 0; iter < a.loop && status == 0; ++iter)
-    for (size_t i = 0; i < cases.size(); ++i) {
-      const RunCase &c = cases[i];
-      WorldBuffers &b = buffers[i];
-      if (a.check || iter == 0)
-        makeBuffers(plan, c, b);
-      uint64_t count = uint64_t(int64_t(c.count) + a.countOffset);
-      Status s = g.execute(plan, b.send[me], b.recv[me], count, c.type, c.op);
-      startTimer();
-      if (!s) {
-        std::fprintf(stderr, "error: %s: %s\n", errorKindName(g.lastErrorKind()),
-                     s.message().c_str());
-        status = 3;
-        break;
-      }
-      if (!a.check)
-        continue;
-      if (std::string err = check(plan, c, b, me); !err.empty()) {
-        std::fprintf(stderr, "rank %u: %s\n", me, err.c_str());
-        status = 1;
-        break;
-      }
+  for (uint64_t round = 0; round < a.recreate && status == 0; ++round) {
+    ErrorKind kind = ErrorKind::None;
+    auto group = ProcessGroup::create(a.job, a.rank, a.nranks, a.options, &kind);
+    if (!group) {
+      std::fprintf(stderr, "error: %s: %s (round %llu)\n", errorKindName(kind),
+                   group.message().c_str(), static_cast<unsigned long long>(round));
+      return 4;
     }
+    ProcessGroup &g = **group;
+    for (uint64_t iter = 0; iter < a.loop && status == 0; ++iter)
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const RunCase &c = cases[i];
+        WorldBuffers &b = buffers[i];
+        if (a.check || (iter == 0 && round == 0))
+          makeBuffers(plan, c, b);
+        uint64_t count = uint64_t(int64_t(c.count) + a.countOffset);
+        beforeFirstCall(a);
+        Status s = g.execute(plan, b.send[me], b.recv[me], count, c.type, c.op);
+        startTimer();
+        if (!s) {
+          std::fprintf(stderr, "error: %s: %s\n", errorKindName(g.lastErrorKind()),
+                       s.message().c_str());
+          status = 3;
+          break;
+        }
+        if (!a.check || a.handIdle)
+          continue;
+        if (std::string err = check(plan, c, b, me); !err.empty()) {
+          std::fprintf(stderr, "rank %u: %s\n", me, err.c_str());
+          status = 1;
+          break;
+        }
+      }
+  }
   if (status == 0)
-    std::printf("rank %u: %zu calls right\n", me, size_t(a.loop) * cases.size());
+    std::printf("rank %u: %zu calls right\n", me, size_t(a.recreate * a.loop) * cases.size());
   return status;
 }

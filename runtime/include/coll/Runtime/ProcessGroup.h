@@ -29,12 +29,16 @@
 /// naming the threadblock, the step and the rank it waits for. After such a
 /// run error the group is broken: later calls fail at once.
 ///
-/// Every name of the job is unlinked in every case: a call's segments when
-/// it ends, a rank's own segment when its group is destroyed, and a dead
-/// rank's segments by the ranks that notice its death. A rank that finds a
-/// segment of its own name left by a dead process (a crashed earlier job of
-/// the same name) replaces it; peers recognize a rank's live segment by its
-/// pid, the pid's start time and its nonce.
+/// Every name of the job is unlinked in every case: a call's segment as
+/// soon as every rank that sends to it has mapped it (and at the latest when
+/// the call ends), a rank's own segment when its group is destroyed, and a
+/// dead rank's segments by the ranks that notice its death. A rank that
+/// finds a segment of its own name left by a dead process (a crashed earlier
+/// job of the same name) replaces it; peers recognize a rank's live segment
+/// by its pid, the pid's start time and its nonce, and a job's instance by
+/// rank 0's nonce, so that a name reused at once never joins a rank to the
+/// previous instance. What a job killed as a whole leaves is removed by the
+/// next job to start on the host (removeDeadSegments()).
 //===----------------------------------------------------------------------===//
 #ifndef COLL_RUNTIME_PROCESSGROUP_H
 #define COLL_RUNTIME_PROCESSGROUP_H
@@ -76,7 +80,9 @@ struct ProcessGroupOptions {
 };
 
 /// This process's rank of a job whose ranks are processes on one host.
-/// Not thread-safe: one call at a time.
+/// One call at a time: an execute() while another runs (from another
+/// thread) is refused with ErrorKind::InvalidArgument; allocate() and
+/// deallocate() must not race with each other.
 class ProcessGroup {
 public:
   /// Joins job \p jobName (1 to 200 characters of [A-Za-z0-9_-]) as rank
@@ -99,15 +105,19 @@ public:
   /// says for \p count. In place when the buffers are the collective's
   /// in-place alias. Blocks until every rank has called and this rank's
   /// results are in \p recvbuf. See the file comment for errors; the kind
-  /// of the last call's outcome is lastErrorKind().
+  /// of the last call's outcome is lastErrorKind(), and \p errorKind, when
+  /// given, receives this call's (also when it was refused because another
+  /// call runs, which leaves lastErrorKind() alone).
   Status execute(const Plan &plan, const void *sendbuf, void *recvbuf, size_t count, DataType type,
-                 RedOp op);
+                 RedOp op, ErrorKind *errorKind = nullptr);
 
   /// Memory in a shared-memory segment of this rank, for buffers (page
-  /// aligned, zeroed); null with \p bytes == 0 or when it cannot be had.
-  /// Free it with deallocate(); what is left is unmapped when the group is
+  /// aligned, zeroed, reserved: no SIGBUS when /dev/shm is short); null
+  /// with \p bytes == 0 or when it cannot be had, and then \p error, when
+  /// given, says why (how many bytes, for which segment, where). Free it
+  /// with deallocate(); what is left is unmapped when the group is
   /// destroyed.
-  void *allocate(size_t bytes);
+  void *allocate(size_t bytes, std::string *error = nullptr);
   /// Frees what allocate() returned; null is ignored.
   void deallocate(void *ptr);
 
@@ -127,10 +137,17 @@ public:
   /// (Linux: /dev/shm). For tests and cleanup tools.
   static std::vector<std::string> listJobSegments(const std::string &jobName);
 
+  /// Unlinks the segments of any job on this host (and pid namespace) whose
+  /// owners are dead and have been silent for 5 s: what jobs killed as a
+  /// whole left. create() calls it for rank 0. Returns how many it removed.
+  static size_t removeDeadSegments();
+
   struct State; ///< lib/ProcessGroup.cpp.
 
 private:
   ProcessGroup();
+  Status executeCall(const Plan &plan, const void *sendbuf, void *recvbuf, size_t count,
+                     DataType type, RedOp op);
   std::unique_ptr<State> state;
   ErrorKind lastKind = ErrorKind::None;
   std::string lastMessage;
