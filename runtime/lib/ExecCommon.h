@@ -337,9 +337,9 @@ std::string allocationOverrun(const char *which, const void *buf, uint64_t bytes
   if (it == allocations.begin())
     return "";
   --it;
-  const char *base = it->first;
   const uint64_t size = sizeOf(it->second);
-  const uint64_t offset = uint64_t(p - base);
+  const uint64_t offset =
+      uint64_t(reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(it->first));
   if (offset >= size)
     return "";
   const uint64_t left = size - offset;
