@@ -900,15 +900,15 @@ void *ProcessGroup::allocate(size_t bytes, std::string *error) {
   ShmMapping m;
   ShmOpenResult r;
   unlinkSegment(name);
-  Status s = ShmOps::create(name, bytes, m, r);
+  // Nobody else opens it: the name goes at once (before the memory is
+  // reserved, which may take a while), and the memory with the last
+  // mapping.
+  Status s = ShmOps::create(name, bytes, m, r, /*keepName=*/false);
   if (!s || r != ShmOpenResult::Mapped) {
     if (error)
       *error = s ? cat("shared memory ", name, " exists") : s.message();
     return nullptr;
   }
-  // Nobody else opens it: the name goes at once, and the memory with the
-  // last mapping.
-  unlinkSegment(name);
   char *p = m.data();
   st.allocations.emplace(p, std::move(m));
   return p;

@@ -50,8 +50,8 @@ void ShmMapping::reset() {
   bytes = 0;
 }
 
-Status ShmOps::create(const std::string &name, size_t bytes, ShmMapping &out,
-                      ShmOpenResult &result) {
+Status ShmOps::create(const std::string &name, size_t bytes, ShmMapping &out, ShmOpenResult &result,
+                      bool keepName) {
   out.reset();
   int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) {
@@ -61,6 +61,8 @@ Status ShmOps::create(const std::string &name, size_t bytes, ShmMapping &out,
     }
     return Status::error("cannot create shared memory " + name + ": " + errnoText(errno));
   }
+  if (!keepName)
+    shm_unlink(name.c_str());
   // Reserve the memory now: a segment only sized (ftruncate) gets its pages
   // at the first touch, and a touch beyond what /dev/shm holds is SIGBUS.
   // posix_fallocate returns its error instead of setting errno.

@@ -65,9 +65,11 @@ struct ShmOps {
   /// Creates \p name (exclusively, mode 0600) with \p bytes zero bytes,
   /// all reserved (an error that says how many bytes were needed when
   /// shared memory is short, rather than SIGBUS at the first touch beyond
-  /// it), and maps it.
+  /// it), and maps it. With \p keepName false the name is unlinked as
+  /// soon as the segment is open: memory nobody else opens, which no
+  /// crash can leave behind.
   static Status create(const std::string &name, size_t bytes, ShmMapping &out,
-                       ShmOpenResult &result);
+                       ShmOpenResult &result, bool keepName = true);
   /// Opens \p name and maps all of it when it holds at least \p minBytes.
   static Status open(const std::string &name, size_t minBytes, ShmMapping &out,
                      ShmOpenResult &result);

@@ -569,7 +569,7 @@ TEST(ProcessExecutorTest, RecreateTheSameJobName) {
 }
 
 /// The entries of /dev/shm whose names start with \p prefix, sorted.
-std::vector<std::string> shmEntries(const std::string &prefix) {
+[[maybe_unused]] std::vector<std::string> shmEntries(const std::string &prefix) {
   std::vector<std::string> names;
   if (DIR *d = opendir("/dev/shm")) {
     while (dirent *e = readdir(d))

@@ -26,8 +26,11 @@
 /// fails, makes the others fail with ErrorKind::Remote within
 /// ProcessGroupOptions::livenessIntervalSeconds or so; a run that stops
 /// moving fails after ProcessGroupOptions::timeoutSeconds with an error
-/// naming the threadblock, the step and the rank it waits for. After such a
-/// run error the group is broken: later calls fail at once.
+/// naming the threadblock, the step and the rank it waits for; a rank that
+/// waits longer than ProcessGroupOptions::setupTimeoutSeconds for a peer to
+/// call fails, and so does the peer when it calls. A failing rank publishes
+/// its message, which the others report (`rank R failed: ...`). After such
+/// an error the group is broken: later calls fail at once.
 ///
 /// Every name of the job is unlinked in every case: a call's segment as
 /// soon as every rank that sends to it has mapped it (and at the latest when
