@@ -119,6 +119,7 @@ struct ControlBlock {
   /// The instance of the job this segment belongs to: rank 0's nonce (0:
   /// not yet known), | 1 once rank 0 has admitted it (rank 0: at once).
   std::atomic<uint64_t> member{0};
+  std::atomic<uint32_t> joined{0};     ///< Has mapped every rank's admitted segment.
   std::atomic<uint32_t> failed{0};     ///< Set once `failure` is written.
   std::atomic<uint32_t> closed{0};     ///< The group was destroyed.
   std::atomic<uint32_t> failing{0};    ///< Claims the right to write `failure`.
@@ -803,6 +804,29 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
           return notJoined(q, stalePid, "");
         pause();
       }
+    }
+  }
+
+  // Wait until every rank has joined: then each has mapped every segment,
+  // and a rank may leave at once without stranding a peer that is still
+  // looking for its segment.
+  sleepUs = 50;
+  me->joined.store(1, std::memory_order_release);
+  for (uint32_t q = 0; q < st.nranks; ++q) {
+    const ControlBlock &c = *st.ctl[q];
+    while (!c.joined.load(std::memory_order_acquire)) {
+      if (c.closed.load(std::memory_order_acquire) || !processAlive(c.pid, c.startTime)) {
+        if (c.joined.load(std::memory_order_acquire))
+          break;
+        return fail(ErrorKind::Remote, cat("rank ", q, " (pid ", c.pid, ") of job '", jobName, "' ",
+                                           c.closed.load() ? "left the job" : "died",
+                                           " before every rank had joined"));
+      }
+      if (Clock::now() > deadline)
+        return fail(ErrorKind::Timeout,
+                    cat("rank ", q, " of job '", jobName, "' did not finish joining within ",
+                        formatSeconds(options.setupTimeoutSeconds), " s"));
+      pause();
     }
   }
 

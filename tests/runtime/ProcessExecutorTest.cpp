@@ -561,10 +561,14 @@ TEST(ProcessExecutorTest, ConcurrentCallsAreRefused) {
 
 // Every rank leaves the job and joins it again, under the same name, 40
 // times in a row: a rank never mistakes a segment of the previous round
-// for one of this round.
+// for one of this round. Then the same without calls: a rank that leaves
+// as soon as it has joined strands no peer.
 TEST(ProcessExecutorTest, RecreateTheSameJobName) {
   runAll("recreate", 4,
          {"--hand-ring", "2", "--count", "1001", "--recreate", "40", "--timeout", "20",
+          "--setup-timeout", "20"});
+  runAll("recreate-join", 6,
+         {"--hand-ring", "2", "--loop", "0", "--recreate", "40", "--timeout", "20",
           "--setup-timeout", "20"});
 }
 

@@ -90,7 +90,8 @@ class ProcessGroup {
 public:
   /// Joins job \p jobName (1 to 200 characters of [A-Za-z0-9_-]) as rank
   /// \p rank of \p nranks: creates this rank's segment, then waits until
-  /// every peer's is there (ProcessGroupOptions::setupTimeoutSeconds).
+  /// every rank has joined the same instance of the job
+  /// (ProcessGroupOptions::setupTimeoutSeconds).
   /// \p errorKind, when given, receives the kind of the outcome.
   static Result<std::unique_ptr<ProcessGroup>>
   create(const std::string &jobName, int rank, int nranks,
