@@ -15,9 +15,11 @@
 // instance, still alive for a moment. Rank 0's nonce names the instance:
 // every other rank asks to join it (ControlBlock::member = the nonce) and
 // rank 0 admits each asking segment with a compare-and-swap (member = the
-// nonce | 1), one segment per rank. A rank is done joining once it is
-// admitted and every other rank's segment is admitted too: segments of any
-// other instance never carry that mark.
+// nonce | 1), one segment per rank. A rank has joined once it is admitted
+// and has found every other rank's admitted segment (segments of any other
+// instance never carry that mark); create() returns once every rank has
+// joined (ControlBlock::joined), so that no rank leaves while a peer still
+// looks for its segment.
 //
 // A call: every rank creates its data segment, publishes its CallInfo and
 // rings every peer's doorbell, then waits until every peer has published
@@ -28,9 +30,11 @@
 // (Interpreter<CpuPlatform>, as in LocalWorld) until done. A data segment's
 // name goes as soon as its last sender has mapped it (at once when it has
 // none), and in any case when its owner's call ends: a job killed as a
-// whole leaves no call data behind. Control segments stay named while their
-// group lives; the next job to start on the host (its rank 0) removes those
-// whose owners have been dead for a while (removeDeadSegments).
+// whole in the middle of a run leaves no call data behind. Control segments
+// stay named while their group lives (a process that claims a live rank
+// must find it taken); the next job to start on the host (its rank 0)
+// removes those whose owners have been dead for a while
+// (removeDeadSegments).
 //
 // A rank's descriptions of calls k and k+1 live in two slots: a rank cannot
 // publish call k+2 before every rank published call k+1, which each does
