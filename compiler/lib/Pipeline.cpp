@@ -11,6 +11,41 @@
 using namespace coll;
 using namespace coll::compiler;
 
+namespace {
+struct PassRow {
+  PassId id;
+  llvm::StringRef name;
+  llvm::StringRef description;
+};
+const PassRow passRows[] = {
+#define COLL_PASS(Id, Name, Description) {PassId::Id, Name, Description},
+#include "coll/Compiler/PassList.def"
+};
+const PassId passIds[] = {
+#define COLL_PASS(Id, Name, Description) PassId::Id,
+#include "coll/Compiler/PassList.def"
+};
+} // namespace
+
+llvm::ArrayRef<PassId> compiler::allPasses() {
+  return passIds;
+}
+
+llvm::StringRef compiler::passName(PassId pass) {
+  return passRows[size_t(pass)].name;
+}
+
+llvm::StringRef compiler::passDescription(PassId pass) {
+  return passRows[size_t(pass)].description;
+}
+
+std::optional<PassId> compiler::passNamed(llvm::StringRef name) {
+  for (const PassRow &row : passRows)
+    if (row.name == name)
+      return row.id;
+  return std::nullopt;
+}
+
 std::unique_ptr<Compilation> compiler::compile(const ast::Module &module,
                                                const ast::AlgorithmDecl &algorithm,
                                                const PipelineOptions &opts,
@@ -19,15 +54,15 @@ std::unique_ptr<Compilation> compiler::compile(const ast::Module &module,
   llvm::raw_ostream &os = opts.printStream ? *opts.printStream : llvm::outs();
   // Prints after `pass` when asked; says whether to stop there.
   auto last = std::chrono::steady_clock::now();
-  auto after = [&](llvm::StringRef pass, const std::function<void()> &print) {
+  auto after = [&](PassId pass, const std::function<void()> &print) {
     if (opts.timeStream) {
       auto now = std::chrono::steady_clock::now();
-      *opts.timeStream << llvm::format("  %-20s %9.3f s\n", pass.str().c_str(),
+      *opts.timeStream << llvm::format("  %-20s %9.3f s\n", passName(pass).str().c_str(),
                                        std::chrono::duration<double>(now - last).count());
       last = now;
     }
     if (opts.printAfter && opts.printAfter(pass)) {
-      os << "// -----// IR after " << pass << " //----- //\n";
+      os << "// -----// IR after " << passName(pass) << " //----- //\n";
       print();
     }
     return opts.stopAfter == pass;
@@ -38,18 +73,18 @@ std::unique_ptr<Compilation> compiler::compile(const ast::Module &module,
     return nullptr;
   c->trace = std::make_unique<Trace>(std::move(*trace));
   const Trace &t = *c->trace;
-  if (after("instantiate", [&] { printTrace(t, os); }))
+  if (after(PassId::Instantiate, [&] { printTrace(t, os); }))
     return c;
 
   std::optional<VerifyReport> report = verify(t, diag);
   if (!report)
     return nullptr;
   c->report = *report;
-  if (after("verify", [&] { printVerifyReport(t, c->report, os); }))
+  if (after(PassId::Verify, [&] { printVerifyReport(t, c->report, os); }))
     return c;
 
   Dag dag = buildDag(t);
-  if (after("dag", [&] { printDag(t, dag, os); })) {
+  if (after(PassId::Dag, [&] { printDag(t, dag, os); })) {
     c->schedule.dag = std::move(dag);
     c->schedule.trace = &t;
     return c;
@@ -61,26 +96,26 @@ std::unique_ptr<Compilation> compiler::compile(const ast::Module &module,
   c->schedule = std::move(*s);
   Schedule &sched = c->schedule;
   auto print = [&] { printSchedule(sched, os); };
-  if (after("split-transfers", print))
+  if (after(PassId::SplitTransfers, print))
     return c;
   if (!assignThreadblocks(sched, diag))
     return nullptr;
-  if (after("assign-threadblocks", print))
+  if (after(PassId::AssignThreadblocks, print))
     return c;
   // Passes 5-9, with or without moving receives next to their forwards.
   bool pair = opts.fuse != PipelineOptions::Fuse::Never;
   for (;;) {
     orderSteps(sched, pair);
-    if (after("order", print))
+    if (after(PassId::Order, print))
       return c;
     fuseSteps(sched, opts.fuse != PipelineOptions::Fuse::Never);
-    if (after("fuse", print))
+    if (after(PassId::Fuse, print))
       return c;
     allocateScratch(sched);
-    if (after("allocate-scratch", print))
+    if (after(PassId::AllocateScratch, print))
       return c;
     insertDependencies(sched);
-    if (after("dependencies", print))
+    if (after(PassId::Dependencies, print))
       return c;
     bool retry = pair && opts.fuse == PipelineOptions::Fuse::Auto;
     if (checkDeadlock(sched, diag, /*quiet=*/retry))
@@ -99,12 +134,12 @@ std::unique_ptr<Compilation> compiler::compile(const ast::Module &module,
       return nullptr;
     pair = false;
   }
-  if (after("deadlock-check",
+  if (after(PassId::DeadlockCheck,
             [&] { os << "no deadlock with depth " << sched.connectionDepth << "\n"; }))
     return c;
   if (!replicateInstances(sched, diag))
     return nullptr;
-  if (after("instances", print))
+  if (after(PassId::Instances, print))
     return c;
   c->plan = emitPlan(sched);
   // The runtime will check every plan it loads; a plan the compiler emits
@@ -114,7 +149,7 @@ std::unique_ptr<Compilation> compiler::compile(const ast::Module &module,
                "internal error: the emitted plan is invalid: " + st.message());
     return nullptr;
   }
-  after("emit", [&] { printSchedule(sched, os); });
+  after(PassId::Emit, [&] { printSchedule(sched, os); });
   c->complete = true;
   return c;
 }

@@ -51,12 +51,6 @@ cl::opt<int64_t> nranks("nranks", cl::value_desc("N"),
                         cl::desc("Number of ranks (default: the algorithm's 'with nranks = N')"),
                         cl::cat(collcCategory));
 
-/// The pass names, from PassList.def.
-const char *const passNames[] = {
-#define COLL_PASS(Id, Name, Description) Name,
-#include "coll/Compiler/PassList.def"
-};
-
 cl::list<std::string> printAfter("print-after", cl::value_desc("pass"), cl::CommaSeparated,
                                  cl::desc("Print the IR after the named pass (see --list-passes)"),
                                  cl::cat(collcCategory));
@@ -226,9 +220,9 @@ int main(int argc, char **argv) {
       "  collc prog.coll --emit=ast               the checked AST\n");
 
   if (listPasses) {
-#define COLL_PASS(Id, Name, Description)                                                           \
-  llvm::outs() << llvm::left_justify(Name, 14) << " " << Description << "\n";
-#include "coll/Compiler/PassList.def"
+    for (compiler::PassId pass : compiler::allPasses())
+      llvm::outs() << llvm::left_justify(compiler::passName(pass), 14) << " "
+                   << compiler::passDescription(pass) << "\n";
     return 0;
   }
 
@@ -238,11 +232,14 @@ int main(int argc, char **argv) {
     diag.errorNoLoc("no input file; usage: collc <input.coll> [options] (see --help)");
     return 1;
   }
+  std::vector<compiler::PassId> printAfterPasses;
   for (const std::string &p : printAfter) {
-    if (std::find(std::begin(passNames), std::end(passNames), p) == std::end(passNames)) {
+    std::optional<compiler::PassId> pass = compiler::passNamed(p);
+    if (!pass) {
       diag.errorNoLoc("--print-after: unknown pass '" + p + "'; --list-passes lists them");
       return 1;
     }
+    printAfterPasses.push_back(*pass);
   }
   diag.setErrorLimit(errorLimit);
 
@@ -346,8 +343,8 @@ int main(int argc, char **argv) {
   popts.fuse = fuse;
   if (timePasses)
     popts.timeStream = &llvm::errs();
-  popts.printAfter = [&](llvm::StringRef pass) {
-    return printAfterAll || llvm::is_contained(printAfter, pass.str());
+  popts.printAfter = [&](compiler::PassId pass) {
+    return printAfterAll || llvm::is_contained(printAfterPasses, pass);
   };
   if (!outputFile.empty() &&
       (emit == EmitKind::Trace || emit == EmitKind::VerifyReport || emit == EmitKind::DotDag)) {
@@ -359,11 +356,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (emit == EmitKind::Trace)
-    popts.stopAfter = "instantiate";
+    popts.stopAfter = compiler::PassId::Instantiate;
   else if (emit == EmitKind::VerifyReport)
-    popts.stopAfter = "verify";
+    popts.stopAfter = compiler::PassId::Verify;
   else if (emit == EmitKind::DotDag)
-    popts.stopAfter = "dag";
+    popts.stopAfter = compiler::PassId::Dag;
   std::unique_ptr<compiler::Compilation> owned =
       compiler::compile(*module, *algorithm, popts, diag);
   if (!owned)

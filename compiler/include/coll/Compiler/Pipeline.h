@@ -10,10 +10,29 @@
 #include "coll/Compiler/Lowering.h"
 #include "coll/Compiler/Passes.h"
 
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
 #include <functional>
 #include <memory>
+#include <optional>
 
 namespace coll::compiler {
+
+/// The passes of collc, in pipeline order (PassList.def).
+enum class PassId {
+#define COLL_PASS(Id, Name, Description) Id,
+#include "coll/Compiler/PassList.def"
+};
+
+/// Every pass, in pipeline order.
+llvm::ArrayRef<PassId> allPasses();
+/// The pass's name, as --print-after takes it: "split-transfers".
+llvm::StringRef passName(PassId pass);
+/// What the pass does, for --list-passes.
+llvm::StringRef passDescription(PassId pass);
+/// The pass called \p name, if there is one.
+std::optional<PassId> passNamed(llvm::StringRef name);
 
 /// Options of a compilation.
 struct PipelineOptions {
@@ -24,10 +43,10 @@ struct PipelineOptions {
   /// plan able to deadlock at the connection depth (then it does without);
   /// Always fuses and rejects such a plan; Never does not fuse.
   enum class Fuse { Auto, Always, Never } fuse = Fuse::Auto;
-  /// Stop after this pass (by name); empty runs everything.
-  std::string stopAfter;
-  /// Whether to print the IR after the named pass.
-  std::function<bool(llvm::StringRef)> printAfter;
+  /// Stop after this pass; none runs everything.
+  std::optional<PassId> stopAfter;
+  /// Whether to print the IR after the pass.
+  std::function<bool(PassId)> printAfter;
   llvm::raw_ostream *printStream = nullptr;
   /// Print each pass's wall time to this stream (--time-passes).
   llvm::raw_ostream *timeStream = nullptr;
