@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "coll/Compiler/Passes.h"
-#include "coll/Lang/IntArith.h"
+#include "coll/Lang/ConstEval.h"
 #include "coll/Lang/Sema.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -120,17 +120,7 @@ bool Instantiator::evalInt(const Expr &e, int64_t &out) {
     int64_t v;
     if (!evalInt(*u.operand, v))
       return false;
-    switch (u.op) {
-    case UnaryOp::Neg:
-      return arith(checkedNeg(v), e, out);
-    case UnaryOp::Not:
-      out = v == 0;
-      return true;
-    case UnaryOp::BitNot:
-      out = ~v;
-      return true;
-    }
-    return false;
+    return arith(evalUnaryOp(u.op, v), e, out);
   }
   case NodeKind::Binary: {
     auto &b = llvm::cast<BinaryExpr>(e);
@@ -148,54 +138,9 @@ bool Instantiator::evalInt(const Expr &e, int64_t &out) {
     }
     if (!evalInt(*b.rhs, r))
       return false;
-    switch (b.op) {
-    case BinaryOp::Mul:
-      return arith(checkedMul(l, r), e, out);
-    case BinaryOp::Div:
-      return arith(checkedDiv(l, r), *b.rhs, out);
-    case BinaryOp::Mod:
-      return arith(checkedMod(l, r), *b.rhs, out);
-    case BinaryOp::Add:
-      return arith(checkedAdd(l, r), e, out);
-    case BinaryOp::Sub:
-      return arith(checkedSub(l, r), e, out);
-    case BinaryOp::Shl:
-      return arith(checkedShl(l, r), e, out);
-    case BinaryOp::Shr:
-      return arith(checkedShr(l, r), e, out);
-    case BinaryOp::Lt:
-      out = l < r;
-      return true;
-    case BinaryOp::Le:
-      out = l <= r;
-      return true;
-    case BinaryOp::Gt:
-      out = l > r;
-      return true;
-    case BinaryOp::Ge:
-      out = l >= r;
-      return true;
-    case BinaryOp::Eq:
-      out = l == r;
-      return true;
-    case BinaryOp::Ne:
-      out = l != r;
-      return true;
-    case BinaryOp::BitAnd:
-      out = l & r;
-      return true;
-    case BinaryOp::BitXor:
-      out = l ^ r;
-      return true;
-    case BinaryOp::BitOr:
-      out = l | r;
-      return true;
-    case BinaryOp::And:
-    case BinaryOp::Or:
-      out = r != 0;
-      return true;
-    }
-    return false;
+    // Division and modulo errors belong to the divisor.
+    bool divides = b.op == BinaryOp::Div || b.op == BinaryOp::Mod;
+    return arith(evalBinaryOp(b.op, l, r), divides ? *b.rhs : e, out);
   }
   case NodeKind::Cond: {
     auto &c = llvm::cast<CondExpr>(e);
@@ -210,30 +155,13 @@ bool Instantiator::evalInt(const Expr &e, int64_t &out) {
     for (size_t k = 0; k < args.size(); ++k)
       if (!evalInt(*c.args[k], args[k]))
         return false;
-    switch (c.fn) {
-    case IntFunction::Min:
-      out = *std::min_element(args.begin(), args.end());
-      return true;
-    case IntFunction::Max:
-      out = *std::max_element(args.begin(), args.end());
-      return true;
-    case IntFunction::Abs:
-      return arith(checkedAbs(args[0]), e, out);
-    case IntFunction::Log2:
-      if (args[0] <= 0)
-        return fail(e.getRange(),
-                    "log2 of " + Twine(args[0]) + forN() + "; the argument must be positive");
-      return arith(checkedLog2(args[0]), e, out);
-    case IntFunction::IsPow2:
-      out = args[0] > 0 && (args[0] & (args[0] - 1)) == 0;
-      return true;
-    case IntFunction::DivCeil:
-      if (args[1] <= 0)
-        return fail(c.args[1]->getRange(),
-                    "div_ceil by " + Twine(args[1]) + forN() + "; the divisor must be positive");
-      return arith(checkedDivCeil(args[0], args[1]), e, out);
-    }
-    return false;
+    if (c.fn == IntFunction::Log2 && args[0] <= 0)
+      return fail(e.getRange(),
+                  "log2 of " + Twine(args[0]) + forN() + "; the argument must be positive");
+    if (c.fn == IntFunction::DivCeil && args[1] <= 0)
+      return fail(c.args[1]->getRange(),
+                  "div_ceil by " + Twine(args[1]) + forN() + "; the divisor must be positive");
+    return arith(evalIntFunction(c.fn, args), e, out);
   }
   default:
     return fail(e.getRange(), "expected an integer");

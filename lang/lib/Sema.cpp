@@ -3,7 +3,7 @@
 #include "coll/Lang/Sema.h"
 
 #include "ParserImpl.h"
-#include "coll/Lang/IntArith.h"
+#include "coll/Lang/ConstEval.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -234,19 +234,8 @@ ValueKind Sema::checkUnary(UnaryExpr &e) {
   if (!expectInt(*e.operand, "the operand of '" + unaryOpSpelling(e.op) + "'"))
     return ValueKind::Unknown;
   if (std::optional<int64_t> v = e.operand->getConstant()) {
-    switch (e.op) {
-    case UnaryOp::Neg: {
-      ArithResult r = checkedNeg(*v);
-      e.setConstant(r.ok() ? std::optional<int64_t>(r.value) : arithFailure(r.error, e.getRange()));
-      break;
-    }
-    case UnaryOp::Not:
-      e.setConstant(*v == 0 ? 1 : 0);
-      break;
-    case UnaryOp::BitNot:
-      e.setConstant(~*v);
-      break;
-    }
+    ArithResult r = evalUnaryOp(e.op, *v);
+    e.setConstant(r.ok() ? std::optional<int64_t>(r.value) : arithFailure(r.error, e.getRange()));
   }
   return ValueKind::Int;
 }
@@ -269,63 +258,7 @@ ValueKind Sema::checkBinary(BinaryExpr &e) {
   }
   if (!a || !b)
     return ValueKind::Int;
-  ArithResult r;
-  switch (e.op) {
-  case BinaryOp::Mul:
-    r = checkedMul(*a, *b);
-    break;
-  case BinaryOp::Div:
-    r = checkedDiv(*a, *b);
-    break;
-  case BinaryOp::Mod:
-    r = checkedMod(*a, *b);
-    break;
-  case BinaryOp::Add:
-    r = checkedAdd(*a, *b);
-    break;
-  case BinaryOp::Sub:
-    r = checkedSub(*a, *b);
-    break;
-  case BinaryOp::Shl:
-    r = checkedShl(*a, *b);
-    break;
-  case BinaryOp::Shr:
-    r = checkedShr(*a, *b);
-    break;
-  case BinaryOp::Lt:
-    r = {*a < *b};
-    break;
-  case BinaryOp::Le:
-    r = {*a <= *b};
-    break;
-  case BinaryOp::Gt:
-    r = {*a > *b};
-    break;
-  case BinaryOp::Ge:
-    r = {*a >= *b};
-    break;
-  case BinaryOp::Eq:
-    r = {*a == *b};
-    break;
-  case BinaryOp::Ne:
-    r = {*a != *b};
-    break;
-  case BinaryOp::BitAnd:
-    r = {*a & *b};
-    break;
-  case BinaryOp::BitXor:
-    r = {*a ^ *b};
-    break;
-  case BinaryOp::BitOr:
-    r = {*a | *b};
-    break;
-  case BinaryOp::And:
-    r = {*a != 0 && *b != 0};
-    break;
-  case BinaryOp::Or:
-    r = {*a != 0 || *b != 0};
-    break;
-  }
+  ArithResult r = evalBinaryOp(e.op, *a, *b);
   e.setConstant(r.ok() ? std::optional<int64_t>(r.value) : arithFailure(r.error, e.getRange()));
   return ValueKind::Int;
 }
@@ -369,34 +302,14 @@ ValueKind Sema::checkCall(CallExpr &e) {
   }
   if (!allConstant)
     return ValueKind::Int;
-  ArithResult r;
-  switch (e.fn) {
-  case IntFunction::Min:
-    r = {*std::min_element(values.begin(), values.end())};
-    break;
-  case IntFunction::Max:
-    r = {*std::max_element(values.begin(), values.end())};
-    break;
-  case IntFunction::Abs:
-    r = checkedAbs(values[0]);
-    break;
-  case IntFunction::Log2:
-    r = checkedLog2(values[0]);
-    if (!r.ok()) {
-      diag.error(e.getRange(), "log2 of " + Twine(values[0]) + "; the argument must be positive");
-      return ValueKind::Int;
-    }
-    break;
-  case IntFunction::IsPow2:
-    r = {values[0] > 0 && (values[0] & (values[0] - 1)) == 0};
-    break;
-  case IntFunction::DivCeil:
-    r = checkedDivCeil(values[0], values[1]);
-    if (r.error == ArithError::Domain) {
-      diag.error(e.args[1]->getRange(), "div_ceil needs a positive divisor");
-      return ValueKind::Int;
-    }
-    break;
+  ArithResult r = evalIntFunction(e.fn, values);
+  if (e.fn == IntFunction::Log2 && !r.ok()) {
+    diag.error(e.getRange(), "log2 of " + Twine(values[0]) + "; the argument must be positive");
+    return ValueKind::Int;
+  }
+  if (e.fn == IntFunction::DivCeil && r.error == ArithError::Domain) {
+    diag.error(e.args[1]->getRange(), "div_ceil needs a positive divisor");
+    return ValueKind::Int;
   }
   e.setConstant(r.ok() ? std::optional<int64_t>(r.value) : arithFailure(r.error, e.getRange()));
   return ValueKind::Int;
