@@ -11,6 +11,7 @@
 #include "coll/Compiler/Passes.h"
 #include "coll/Lang/ConstEval.h"
 #include "coll/Lang/Sema.h"
+#include "coll/Runtime/Plan.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -186,8 +187,8 @@ bool Instantiator::evalRef(const ChunkRefExpr &e, SlotRange &out) {
   if (rank < 0 || rank >= t.nranks)
     return fail(e.rank->getRange(), "rank " + Twine(rank) + " is out of range" + forN() +
                                         " (ranks are 0 .. " + Twine(t.nranks - 1) + ")");
-  uint16_t buffer = e.buffer->bufferKind == BufferKind::Input ? uint16_t(InputBuffer)
-                    : e.buffer->bufferKind == BufferKind::Output
+  uint16_t buffer = e.buffer->bufferKind == ast::BufferKind::Input ? uint16_t(InputBuffer)
+                    : e.buffer->bufferKind == ast::BufferKind::Output
                         ? uint16_t(OutputBuffer)
                         : uint16_t(FirstScratchBuffer + e.buffer->index);
   int64_t size = t.bufferChunks(buffer);
@@ -442,7 +443,7 @@ bool Instantiator::evalUserCollective(const CollectiveDecl &c) {
         return fail(bs->size->getRange(), bufferKindName(bs->which) + " size " + Twine(v) + forN() +
                                               " is out of range [1, " +
                                               Twine(opts.maxChunksPerBuffer) + "]");
-      (bs->which == BufferKind::Input ? t.inputChunks : t.outputChunks) = uint32_t(v);
+      (bs->which == ast::BufferKind::Input ? t.inputChunks : t.outputChunks) = uint32_t(v);
       if (!checkTotalChunks(bs->size->getRange(), 0, "the input and output buffers"))
         return false;
     } else if (auto *r = llvm::dyn_cast<RequireStmt>(item.get())) {
@@ -618,6 +619,14 @@ bool Instantiator::run() {
                                                   " is out of range [1, " +
                                                   Twine(LanguageLimits::maxInstances) + "]");
     t.instances = uint32_t(k);
+    // Each instance moves a slice of every chunk: the plan holds k times
+    // as many chunks per buffer.
+    uint64_t fine = uint64_t(std::max(t.inputChunks, t.outputChunks)) * t.instances;
+    if (fine > PlanLimits::maxChunks)
+      return fail(algo.instances->getRange(),
+                  "instances " + Twine(k) + forN() + " make buffers of " + Twine(fine) +
+                      " chunks per rank in the plan, more than its limit of " +
+                      Twine(PlanLimits::maxChunks));
   }
   // Scratch buffers are sized when the body reaches their declarations.
   for (const ScratchStmt *s : algo.scratch) {

@@ -13,6 +13,8 @@
 
 #include "coll/Compiler/Lowering.h"
 
+#include <algorithm>
+
 using namespace coll;
 using namespace coll::compiler;
 using llvm::Twine;
@@ -29,6 +31,27 @@ bool compiler::replicateInstances(Schedule &s, DiagnosticEngine &diag) {
                                            Twine(PlanLimits::maxChannels) + " channels");
     return false;
   }
+  // Every chunk becomes k fine chunks: the plan must still hold them, and
+  // the replicated steps must fit in memory.
+  auto tooMany = [&](const Twine &what, uint64_t n, uint64_t limit) {
+    diag.error(t.algorithm->nameRange, Twine(k) + " instances make " + what + " " + Twine(n) +
+                                           " for N = " + Twine(t.nranks) + ", more than the " +
+                                           Twine(limit) + " a plan may have");
+    return false;
+  };
+  uint64_t ioChunks = uint64_t(std::max(t.inputChunks, t.outputChunks)) * k;
+  if (ioChunks > PlanLimits::maxChunks)
+    return tooMany("the chunks of a buffer", ioChunks, PlanLimits::maxChunks);
+  uint64_t totalSteps = 0;
+  for (const RankSchedule &rs : s.ranks) {
+    if (uint64_t(rs.scratchChunks) * k > PlanLimits::maxChunks)
+      return tooMany("the scratch chunks of a rank", uint64_t(rs.scratchChunks) * k,
+                     PlanLimits::maxChunks);
+    totalSteps += uint64_t(rs.steps.size()) * k;
+  }
+  if (totalSteps > MaxPlanSteps)
+    return tooMany("the steps of all ranks", totalSteps, MaxPlanSteps);
+
   // Connections: instance i of connection c is i * n + c.
   size_t nconn = s.connections.size();
   std::vector<Connection> conns;

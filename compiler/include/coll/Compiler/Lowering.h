@@ -53,8 +53,14 @@ void insertDependencies(Schedule &s);
 /// a possible deadlock, reports the cycle of waiting steps (unless \p quiet).
 bool checkDeadlock(const Schedule &s, DiagnosticEngine &diag, bool quiet = false);
 
+/// The most steps a plan may have over all its ranks and instances: twice
+/// the chunk operations of one instantiation (a transfer is a send and a
+/// receive), which is what a plan without instances can reach.
+constexpr uint64_t MaxPlanSteps = 40'000'000;
+
 /// Pass `instances`: replicates the schedule `instances` times on separate
-/// channels, each instance moving one slice of every chunk.
+/// channels, each instance moving one slice of every chunk. An error when
+/// the copies would exceed the plan's chunk limit or MaxPlanSteps.
 bool replicateInstances(Schedule &s, DiagnosticEngine &diag);
 
 /// Pass `emit`: the runtime plan of the schedule.
