@@ -8,15 +8,17 @@
 //                    [--cases all | --count C] [--dtype T] [--op O] [--inplace]
 //                    [--loop K] [--slice E] [--workers W] [--timeout S]
 //                    [--setup-timeout S] [--count-offset K] [--die-after-ms MS]
-//                    [--stop-after-ms MS] [--capi] [--no-check] [--hand-idle]
+//                    [--stop-after-ms MS] [--exit-after-ms MS] [--abort-after-ms MS]
+//                    [--capi] [--no-check] [--hand-idle]
 //                    [--delay-ms MS] [--overlap] [--fail-alloc-above BYTES]
 //                    [--recreate K]
 //
-// --die-after-ms and --stop-after-ms send this process SIGKILL or SIGSTOP,
-// from a thread, that many milliseconds after its first call returned (or
-// after it joined, when it makes no call), to play a rank that dies or
-// stalls in the middle of a run. --hand-idle runs the hand-written ring
-// among ranks 0 and 1 only: the other ranks have no threadblocks (results
+// --die-after-ms, --stop-after-ms, --exit-after-ms and --abort-after-ms
+// end this process with SIGKILL, stop it with SIGSTOP, end it with
+// _exit(5) or with abort(), from a thread, that many milliseconds after its
+// first call returned (or after it joined, when it makes no call), to play
+// a rank that dies, stalls, exits or crashes in the middle of a run. --hand-idle runs the
+// hand-written ring among ranks 0 and 1 only: the other ranks have no threadblocks (results
 // unchecked). --delay-ms sleeps before the first call. --overlap (with
 // --capi) makes the receive buffer start one element into the send buffer,
 // so that the executor copies the input. --fail-alloc-above makes every
@@ -81,7 +83,10 @@ struct Args {
   uint64_t loop = 1;
   ProcessGroupOptions options;
   int64_t countOffset = 0;
-  long dieAfterMs = -1, stopAfterMs = -1;
+  /// --die-after-ms and the like: what befalls this process (FaultKind),
+  /// and when (-1: nothing does).
+  enum class FaultKind { Kill, Stop, Exit, Abort } fault = FaultKind::Kill;
+  long faultAfterMs = -1;
   bool capi = false;
   bool check = true;
   bool handIdle = false;
@@ -264,11 +269,14 @@ int main(int argc, char **argv) {
       a.options.setupTimeoutSeconds = std::atof(next());
     else if (s == "--count-offset")
       a.countOffset = std::atoll(next());
-    else if (s == "--die-after-ms")
-      a.dieAfterMs = std::atol(next());
-    else if (s == "--stop-after-ms")
-      a.stopAfterMs = std::atol(next());
-    else if (s == "--capi")
+    else if (s == "--die-after-ms" || s == "--stop-after-ms" || s == "--exit-after-ms" ||
+             s == "--abort-after-ms") {
+      a.fault = s == "--die-after-ms"    ? Args::FaultKind::Kill
+                : s == "--stop-after-ms" ? Args::FaultKind::Stop
+                : s == "--exit-after-ms" ? Args::FaultKind::Exit
+                                         : Args::FaultKind::Abort;
+      a.faultAfterMs = std::atol(next());
+    } else if (s == "--capi")
       a.capi = true;
     else if (s == "--no-check")
       a.check = false;
@@ -307,14 +315,23 @@ int main(int argc, char **argv) {
 
   bool timerStarted = false;
   auto startTimer = [&] {
-    if (timerStarted || (a.dieAfterMs < 0 && a.stopAfterMs < 0))
+    if (timerStarted || a.faultAfterMs < 0)
       return;
     timerStarted = true;
-    long ms = a.dieAfterMs >= 0 ? a.dieAfterMs : a.stopAfterMs;
-    int sig = a.dieAfterMs >= 0 ? SIGKILL : SIGSTOP;
-    std::thread([ms, sig] {
+    std::thread([ms = a.faultAfterMs, fault = a.fault] {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-      kill(getpid(), sig);
+      switch (fault) {
+      case Args::FaultKind::Kill:
+        kill(getpid(), SIGKILL);
+        break;
+      case Args::FaultKind::Stop:
+        kill(getpid(), SIGSTOP);
+        break;
+      case Args::FaultKind::Exit:
+        _exit(5);
+      case Args::FaultKind::Abort:
+        std::abort();
+      }
     }).detach();
   };
   if (a.loop == 0)
