@@ -285,17 +285,16 @@ struct ProcessGroup::State {
     return c.closed.load(std::memory_order_acquire) || !processAlive(c.pid, c.startTime);
   }
 
-  /// Unlinks the names of dead peer \p q, once: its control segment (when
-  /// the name is still the one we mapped) and its data segments of the
-  /// calls it may have created (when they carry its nonce).
+  /// Unlinks the names of dead peer \p q, once: its data segments of the
+  /// calls it may have created (when they carry its nonce, or have no
+  /// header yet), then its control segment (when the name is still the one
+  /// we mapped).
   void cleanUpPeer(uint32_t q) {
     if (q == rank || cleaned[q])
       return;
     cleaned[q] = true;
     const ControlBlock &c = *ctl[q];
     std::string name = controlName(job, q);
-    if (segmentIs(name, peers[q].device(), peers[q].inode()))
-      unlinkSegment(name);
     uint64_t last = c.callSeq.load(std::memory_order_acquire);
     for (uint64_t s = last; s <= last + 1; ++s) {
       if (s == 0)
@@ -303,10 +302,24 @@ struct ProcessGroup::State {
       ShmMapping m;
       ShmOpenResult r;
       std::string dn = dataName(job, q, s);
-      if (ShmOps::open(dn, sizeof(DataHeader), m, r) && r == ShmOpenResult::Mapped &&
-          reinterpret_cast<const DataHeader *>(m.data())->nonce == c.nonce)
+      if (!ShmOps::open(dn, sizeof(DataHeader), m, r) || r == ShmOpenResult::Absent)
+        continue;
+      const DataHeader *h =
+          r == ShmOpenResult::Mapped ? reinterpret_cast<const DataHeader *>(m.data()) : nullptr;
+      if (h && h->nonce == c.nonce) {
         unlinkSegment(dn);
+      } else if ((!h || h->magic != dataMagic) &&
+                 segmentIs(name, peers[q].device(), peers[q].inode())) {
+        // No header yet: the peer died between creating the segment and
+        // writing it (reserving the memory takes a while). While its
+        // control segment is still the one we mapped, no new process has
+        // claimed rank q, so the segment is the dead peer's.
+        if (!h || segmentIs(dn, m.device(), m.inode()))
+          unlinkSegment(dn);
+      }
     }
+    if (segmentIs(name, peers[q].device(), peers[q].inode()))
+      unlinkSegment(name);
   }
 
   /// Unlinks the names of every peer that died (of those create() found).
@@ -460,7 +473,9 @@ public:
 
 private:
   /// "; rank 3 (pid 77) is alive, ..." for every peer a blocked
-  /// threadblock waits on.
+  /// threadblock waits on, and for every other peer that has been silent
+  /// (no heartbeat) for half the timeout: a stalled rank (stopped, stuck)
+  /// that the peers waited on in turn.
   std::string peerNotes() const {
     std::vector<uint32_t> ranks;
     for (const TbRun *t : tbs) {
@@ -472,6 +487,11 @@ private:
       if (peer >= 0 && uint32_t(peer) != st.rank)
         ranks.push_back(uint32_t(peer));
     }
+    const int64_t silentNs = int64_t(st.options.timeoutSeconds * 0.5e9);
+    for (uint32_t q = 0; q < st.nranks; ++q)
+      if (q != st.rank && st.ctl[q] &&
+          nowNs() - st.ctl[q]->heartbeatNs.load(std::memory_order_relaxed) > silentNs)
+        ranks.push_back(q);
     std::sort(ranks.begin(), ranks.end());
     ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
     std::string out;

@@ -19,11 +19,13 @@
 #include "coll/Runtime/PlanIO.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <system_error>
@@ -103,11 +105,28 @@ Status runThreads(const std::vector<std::vector<TbRun *>> &workers, WorldState &
                   const ExecOptions &options, RunControl *control, ErrorKind &kind) {
   FirstError first;
   const double timeout = options.timeoutSeconds;
+  // Which workers have reached their threadblocks: a timeout names the
+  // ranks of those held up before them (a fault injection that stalls),
+  // for the threadblocks that time out may wait on them only indirectly.
+  std::unique_ptr<std::atomic<bool>[]> started(new std::atomic<bool>[workers.size()]());
+  auto notStarted = [&workers, &started] {
+    std::string notes;
+    uint32_t last = ~0u;
+    for (size_t w = 0; w < workers.size(); ++w) {
+      uint32_t r = workers[w].front()->rank;
+      if (started[w].load(std::memory_order_relaxed) || r == last)
+        continue;
+      notes += cat("; rank ", r, " has a worker that has not reached its threadblocks");
+      last = r;
+    }
+    return notes;
+  };
   std::vector<std::thread> threads;
   threads.reserve(workers.size());
-  for (const std::vector<TbRun *> &tbs : workers) {
+  for (size_t w = 0; w < workers.size(); ++w) {
+    const std::vector<TbRun *> &tbs = workers[w];
     try {
-      threads.emplace_back([&tbs, &world, &options, timeout, control, &first] {
+      threads.emplace_back([&, timeout, control, w] {
 #ifdef __linux__
         // Sleeps of a few microseconds, not the default 50 us of slack.
         prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
@@ -116,10 +135,11 @@ Status runThreads(const std::vector<std::vector<TbRun *>> &workers, WorldState &
         try {
           if (options.faultInjection)
             options.faultInjection(FaultSite::Worker, rank);
+          started[w].store(true, std::memory_order_relaxed);
           ThreadPacer pacer(timeout, control);
           WorkerResult r = runWorker(tbs, world, pacer, timeout, /*single=*/false);
           if (!r.ok && !r.aborted)
-            first.set(world, ErrorKind::Timeout, r.message);
+            first.set(world, ErrorKind::Timeout, r.message + notStarted());
         } catch (...) {
           auto [what, k] = currentException();
           try {
