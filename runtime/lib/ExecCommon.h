@@ -13,6 +13,7 @@
 #define COLL_RUNTIME_LIB_EXECCOMMON_H
 
 #include "CpuPlatform.h"
+#include "MemoryDemand.h"
 #include "coll/Runtime/Communicator.h"
 #include "coll/Runtime/Executor.h"
 
@@ -28,13 +29,6 @@
 
 namespace coll {
 namespace detail {
-
-/// Concatenates the streamed forms of \p args.
-template <typename... Args> std::string cat(const Args &...args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
-}
 
 /// One threadblock of the run.
 struct TbRun {
@@ -162,18 +156,6 @@ inline ChunkLayout runLayout(uint64_t count, uint32_t chunks, uint64_t sliceElem
                            std::max<uint64_t>(1, std::min(sliceElements, layout.maxChunk)));
 }
 
-/// The most chunks one message of \p tb carries: received (\p recv) or
-/// sent. 0 when it has no such step.
-inline uint32_t maxMessageChunks(const Threadblock &tb, bool recv) {
-  uint32_t maxCount = 0;
-  for (const Instruction &in : tb.steps) {
-    OpcodeFlags f = opcodeFlags(in.op);
-    if (recv ? f.recv : f.send)
-      maxCount = std::max(maxCount, in.count);
-  }
-  return maxCount;
-}
-
 /// The bytes of a private copy of rank \p r's input that bindRank() makes
 /// (0 when it makes none), by the same rules.
 inline uint64_t inputCopyBytes(const Plan &plan, uint32_t r, const void *sendbuf,
@@ -191,67 +173,6 @@ inline uint64_t inputCopyBytes(const Plan &plan, uint32_t r, const void *sendbuf
   if (isInPlaceCall(kind, r, in, out, count * es))
     return 0;
   return overlap || kind == CollectiveKind::ReduceScatter ? inBytes : 0;
-}
-
-/// The memory a call allocates besides the user's buffers, added up part
-/// by part with overflow checks; remembers its largest part, so that an
-/// error can name the plan field behind it.
-struct MemoryDemand {
-  uint64_t total = 0;
-  uint64_t largestBytes = 0;
-  std::string largest; ///< "rank 1's scratch (scratchChunks 4 x 1024 elements x 4 bytes)".
-
-  /// Adds \p bytes for \p what; an error when the total overflows.
-  Status add(const std::string &what, uint64_t bytes) {
-    if (__builtin_add_overflow(total, bytes, &total))
-      return Status::error(
-          cat("the memory of the call overflows 64 bits at ", what, ", ", bytes, " bytes"));
-    if (bytes > largestBytes) {
-      largestBytes = bytes;
-      largest = what;
-    }
-    return Status::success();
-  }
-};
-
-/// \p a * \p b * \p c bytes of \p what, or an error naming it when the
-/// product overflows 64 bits.
-inline Result<uint64_t> checkedBytes(const std::string &what, uint64_t a, uint64_t b, uint64_t c) {
-  uint64_t ab = 0, abc = 0;
-  if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc))
-    return Status::error(cat(what, " overflows 64 bits"));
-  return abc;
-}
-
-/// Rank \p r's scratch: "rank 1's scratch (scratchChunks 4 x 1024 elements
-/// x 4 bytes)".
-inline std::string scratchWhat(const Plan &plan, uint32_t r, const ChunkLayout &layout, size_t es) {
-  return cat("rank ", r, "'s scratch (scratchChunks ", plan.ranks[r].scratchChunks, " x ",
-             layout.maxChunk, " elements x ", es, " bytes)");
-}
-
-/// The bytes of rank \p r's scratch, checked.
-inline Result<uint64_t> scratchBytes(const Plan &plan, uint32_t r, const ChunkLayout &layout,
-                                     size_t es) {
-  return checkedBytes(scratchWhat(plan, r, layout, es), plan.ranks[r].scratchChunks,
-                      layout.maxChunk, es);
-}
-
-/// The slot bytes of the FIFO that threadblock \p b of rank \p r receives
-/// on (0: it receives nothing), checked; \p what receives its description.
-inline Result<uint64_t> fifoSlotBytes(const Plan &plan, uint32_t r, uint32_t b, uint64_t pieceBytes,
-                                      std::string *what = nullptr) {
-  const Threadblock &tb = plan.ranks[r].threadblocks[b];
-  uint32_t maxCount = tb.recvPeer >= 0 ? maxMessageChunks(tb, /*recv=*/true) : 0;
-  if (maxCount == 0)
-    return uint64_t(0);
-  std::string w = cat("the FIFO of rank ", r, " threadblock ", b, " (connectionDepth ",
-                      plan.info.connectionDepth, " x ", maxCount, " chunks per message x ",
-                      pieceBytes, " bytes per slice)");
-  Result<uint64_t> bytes = checkedBytes(w, plan.info.connectionDepth, maxCount, pieceBytes);
-  if (what)
-    *what = std::move(w);
-  return bytes;
 }
 
 /// Adds rank \p r's scratch and, when \p fifos, the FIFOs it receives on
@@ -276,25 +197,6 @@ inline Status addRankDemand(MemoryDemand &d, const Plan &plan, uint32_t r,
         return s;
   }
   return Status::success();
-}
-
-/// Checks \p d against the cap \p limitOption (ExecOptions::memoryLimitBytes:
-/// 0 for the default, defaultMemoryLimit(\p bufferBytes)), named
-/// \p optionName in the error.
-inline Status checkMemoryLimit(const MemoryDemand &d, uint64_t limitOption, uint64_t bufferBytes,
-                               const char *optionName) {
-  const bool automatic = limitOption == 0;
-  const uint64_t limit = automatic ? defaultMemoryLimit(bufferBytes) : limitOption;
-  if (d.total <= limit)
-    return Status::success();
-  return Status::error(
-      cat("the call needs ", d.total,
-          " bytes of memory besides its buffers, more than the memory "
-          "limit of ",
-          limit, " bytes",
-          automatic ? cat(" (the default: 8 x the call's ", bufferBytes, " buffer bytes + 256 MiB)")
-                    : std::string(),
-          ": ", d.largestBytes, " bytes for ", d.largest, "; raise the limit with ", optionName));
 }
 
 /// Checks the memory one rank of a job of processes allocates besides its

@@ -323,7 +323,8 @@ struct TwoNodeRing {
       std::vector<bool> network(n);
       for (uint32_t p = 0; p < n; ++p)
         network[p] = (p < n / 2) != (r < n / 2);
-      layouts.push_back(layoutConnections(tables[r], plan.ranks[r], r, kStride, network));
+      layouts.push_back(
+          std::move(layoutConnections(tables[r], plan.ranks[r], r, kStride, network).value()));
     }
   }
   std::vector<std::vector<ConnectionEntry>> entries() const {
@@ -337,7 +338,10 @@ struct TwoNodeRing {
 TEST(Setup, LayoutWithoutNetwork) {
   Plan p = ringAllReduce(4, 2);
   LaunchTables t = buildLaunchTables(p.info, {{1, &p.ranks[1]}});
-  ConnectionLayout l = layoutConnections(t, p.ranks[1], 1, 4096, std::vector<bool>(4));
+  Result<ConnectionLayout> laidOut =
+      layoutConnections(t, p.ranks[1], 1, 4096, std::vector<bool>(4));
+  ASSERT_TRUE(laidOut) << laidOut.message();
+  const ConnectionLayout &l = *laidOut;
   const uint64_t line = kCounterStride * sizeof(uint64_t);
   ASSERT_EQ(l.entries.size(), 2u);
   EXPECT_EQ(l.entries[0].kind, uint32_t(ConnectionEntry::Receive));
@@ -766,6 +770,204 @@ TEST(LaunchTables, ProgressOnlyWhereWaitedFor) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Ranks without work, and the memory a launch asks for: no GPU
+//===----------------------------------------------------------------------===//
+
+/// The hand-written ring between ranks 0 and 1 in a plan of four ranks:
+/// ranks 2 and 3 have no threadblocks.
+Plan idleRanksPlan() {
+  Plan p = ringAllReduce(2, 2);
+  p.info.name = "hand_idle_ranks";
+  p.info.nranks = 4;
+  p.ranks.resize(4);
+  return p;
+}
+
+/// One rank and no threadblocks: an in-place allreduce that is the identity.
+Plan emptyOneRankPlan() {
+  Plan p = makePlan("one_rank_nothing", CollectiveKind::AllReduce, 1, 1, 1, 2);
+  p.info.inplace = true;
+  return p;
+}
+
+TEST(IdleRanks, ARankWithoutThreadblocksHasEmptyTables) {
+  Plan p = idleRanksPlan();
+  ASSERT_TRUE(validatePlan(p)) << validatePlan(p).message();
+  const std::vector<RankSection> idle = {{2, &p.ranks[2]}};
+  LaunchTables t = buildLaunchTables(p.info, idle);
+  EXPECT_TRUE(t.tbs.empty());
+  EXPECT_TRUE(t.fifos.empty());
+  EXPECT_TRUE(t.remoteSends.empty());
+  EXPECT_EQ(t.numRecvFifos, 0u);
+  EXPECT_EQ(t.sharedSteps, 0u);
+  ASSERT_EQ(t.writesInput.size(), 1u);
+  EXPECT_FALSE(t.writesInput[0]);
+  Result<ConnectionLayout> l = layoutConnections(t, p.ranks[2], 2, 4096, std::vector<bool>(4));
+  ASSERT_TRUE(l) << l.message();
+  EXPECT_TRUE(l->entries.empty());
+  EXPECT_EQ(l->bytes, 0u);
+  EXPECT_EQ(l->signals, 0u);
+  EXPECT_TRUE(checkConnectionMemory(*l, 2, 0));
+
+  // Every rank's connections match; the idle ranks' with nothing.
+  std::vector<std::vector<ConnectionEntry>> all;
+  for (uint32_t r = 0; r < 4; ++r) {
+    LaunchTables tr = buildLaunchTables(p.info, {{r, &p.ranks[r]}});
+    Result<ConnectionLayout> lr = layoutConnections(tr, p.ranks[r], r, 4096, std::vector<bool>(4));
+    ASSERT_TRUE(lr) << lr.message();
+    all.push_back(lr->entries);
+  }
+  for (uint32_t r = 0; r < 4; ++r) {
+    Result<ConnectionMatch> m = matchConnections(all, r);
+    ASSERT_TRUE(m) << m.message();
+    EXPECT_EQ(m->sendTo.size(), r < 2 ? 1u : 0u) << "rank " << r;
+    EXPECT_EQ(m->recvFrom.size(), r < 2 ? 1u : 0u) << "rank " << r;
+  }
+
+  // A launch of the idle rank allocates nothing but a copy it may need.
+  const SliceShape shape = sliceShape(1000, *planChunksPerUnit(p.info), 4096, 4);
+  Result<LaunchMemory> m = layoutLaunchMemory(t, idle, shape.layout, shape.pieceStride, 4,
+                                              /*slots=*/false, {false}, 4000, MemoryCap());
+  ASSERT_TRUE(m) << m.message();
+  EXPECT_EQ(m->slotBytes + m->scratchBytes + m->copyBytes, 0u);
+}
+
+TEST(IdleRanks, EveryRankOnOneDevice) {
+  // DeviceWorld's tables: the idle ranks add no CTA and no FIFO, and keep
+  // their place in the buffer table.
+  Plan p = idleRanksPlan();
+  std::vector<RankSection> sections;
+  for (uint32_t r = 0; r < 4; ++r)
+    sections.push_back({r, &p.ranks[r]});
+  LaunchTables t = buildLaunchTables(p.info, sections);
+  ASSERT_EQ(t.tbs.size(), 2u);
+  EXPECT_EQ(t.tbs[0].rank, 0u);
+  EXPECT_EQ(t.tbs[1].rank, 1u);
+  ASSERT_EQ(t.fifos.size(), 2u);
+  EXPECT_TRUE(t.remoteSends.empty());
+  EXPECT_EQ(t.tbs[0].sendFifo, t.tbs[1].recvFifo);
+  EXPECT_EQ(t.tbs[1].sendFifo, t.tbs[0].recvFifo);
+  EXPECT_EQ(t.writesInput.size(), 4u);
+  const SliceShape shape = sliceShape(1000, *planChunksPerUnit(p.info), 4096, 4);
+  Result<LaunchMemory> m =
+      layoutLaunchMemory(t, sections, shape.layout, shape.pieceStride, 4,
+                         /*slots=*/true, {false, false, true, false}, 4000, MemoryCap());
+  ASSERT_TRUE(m) << m.message();
+  EXPECT_EQ(m->slotBytes, 2 * 2 * shape.pieceStride);
+  EXPECT_EQ(m->scratchBytes, 0u);
+  EXPECT_EQ(m->copyBytes, 4096u); // Rank 2's copy, rounded to 256 bytes.
+  EXPECT_EQ(m->scratchOffset.size(), 4u);
+  EXPECT_EQ(m->copyOffset, (std::vector<uint64_t>{0, 0, 0, 4096}));
+}
+
+TEST(IdleRanks, OneRankWithoutThreadblocks) {
+  Plan p = emptyOneRankPlan();
+  ASSERT_TRUE(validatePlan(p)) << validatePlan(p).message();
+  const std::vector<RankSection> one = {{0, &p.ranks[0]}};
+  LaunchTables t = buildLaunchTables(p.info, one);
+  EXPECT_TRUE(t.tbs.empty());
+  EXPECT_TRUE(t.fifos.empty());
+  Result<ConnectionLayout> l = layoutConnections(t, p.ranks[0], 0, 4096, std::vector<bool>(1));
+  ASSERT_TRUE(l) << l.message();
+  EXPECT_EQ(l->bytes, 0u);
+  Result<ConnectionMatch> m = matchConnections({l->entries}, 0);
+  ASSERT_TRUE(m) << m.message();
+  // Called out of place, the in-place plan's input is staged into the
+  // output, and nothing else happens.
+  std::vector<float> in(7), out(7);
+  RankBinding b = bindRankBuffers(CollectiveKind::AllReduce, true, false, 0, in.data(), out.data(),
+                                  28, 28, 28, nullptr);
+  ASSERT_EQ(b.before.size(), 1u);
+  EXPECT_EQ(b.before[0].to, reinterpret_cast<char *>(out.data()));
+  EXPECT_EQ(b.before[0].bytes, 28u);
+  EXPECT_FALSE(b.needsPrivateCopy);
+}
+
+TEST(LaunchMemory, SizeOverflowNamesThePlanField) {
+  Plan p = localPlan();
+  p.ranks[0].scratchChunks = 0xffffffffu;
+  const std::vector<RankSection> one = {{0, &p.ranks[0]}};
+  LaunchTables t = buildLaunchTables(p.info, one);
+  const ChunkLayout layout = ChunkLayout::make(uint64_t(1) << 40, 2, 1 << 20);
+  Result<LaunchMemory> m =
+      layoutLaunchMemory(t, one, layout, 16, 8, /*slots=*/true, {false}, 0, MemoryCap());
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.message(), "rank 0's scratch (scratchChunks 4294967295 x 549755813888 elements x 8 "
+                         "bytes) overflows 64 bits");
+
+  // A FIFO: connectionDepth x the largest message x the slice.
+  Plan ring = ringAllReduce(4, 2);
+  ring.info.connectionDepth = 0xffffffffu;
+  std::vector<RankSection> all;
+  for (uint32_t r = 0; r < 4; ++r)
+    all.push_back({r, &ring.ranks[r]});
+  LaunchTables rt = buildLaunchTables(ring.info, all);
+  m = layoutLaunchMemory(rt, all, layout, uint64_t(1) << 40, 8, /*slots=*/true, {}, 0, MemoryCap());
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.message(), "the FIFO of rank 0 threadblock 0 (connectionDepth 4294967295 x 1 chunks "
+                         "per message x 1099511627776 bytes per slice) overflows 64 bits");
+  // The same FIFO laid out for NcclCommunicator's rank 1.
+  LaunchTables r1 = buildLaunchTables(ring.info, {{1, &ring.ranks[1]}});
+  Result<ConnectionLayout> l =
+      layoutConnections(r1, ring.ranks[1], 1, uint64_t(1) << 40, std::vector<bool>(4));
+  ASSERT_FALSE(l);
+  EXPECT_EQ(l.message(), "the FIFO of rank 1 threadblock 0 (connectionDepth 4294967295 x 1 chunks "
+                         "per message x 1099511627776 bytes per slice) overflows 64 bits");
+}
+
+TEST(LaunchMemory, CapNamesTheLargestPart) {
+  Plan p = localPlan();
+  p.ranks[0].scratchChunks = 4194304;
+  const std::vector<RankSection> one = {{0, &p.ranks[0]}};
+  LaunchTables t = buildLaunchTables(p.info, one);
+  const ChunkLayout layout = ChunkLayout::make(2048, 2, 1024);
+  MemoryCap cap;
+  cap.bufferBytes = 16384;
+  cap.option = "DeviceOptions::memoryLimitBytes";
+  Result<LaunchMemory> m = layoutLaunchMemory(t, one, layout, 4096, 4, true, {false}, 8192, cap);
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.message().find("17179869184 bytes for rank 0's scratch (scratchChunks 4194304 x 1024 "
+                             "elements x 4 bytes); raise the limit with "
+                             "DeviceOptions::memoryLimitBytes"),
+            std::string::npos)
+      << m.message();
+  cap.limitBytes = noMemoryLimit;
+  m = layoutLaunchMemory(t, one, layout, 4096, 4, true, {false}, 8192, cap);
+  ASSERT_TRUE(m) << m.message();
+  EXPECT_EQ(m->scratchBytes, uint64_t(1) << 34);
+
+  // Memory held already counts.
+  p.ranks[0].scratchChunks = 0;
+  cap.limitBytes = 100;
+  cap.heldBytes = 1000;
+  cap.heldWhat = "rank 0's connection memory";
+  cap.option = "NcclOptions::memoryLimitBytes";
+  m = layoutLaunchMemory(t, one, layout, 4096, 4, false, {false}, 8192, cap);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.message(), "the call needs 1000 bytes of memory besides its buffers, more than the "
+                         "memory limit of 100 bytes: 1000 bytes for rank 0's connection memory; "
+                         "raise the limit with NcclOptions::memoryLimitBytes");
+}
+
+TEST(LaunchMemory, ConnectionMemoryIsCappedAtSetup) {
+  Plan p = ringAllReduce(4, 4096);
+  LaunchTables t = buildLaunchTables(p.info, {{1, &p.ranks[1]}});
+  Result<ConnectionLayout> l = layoutConnections(t, p.ranks[1], 1, 1 << 20, std::vector<bool>(4));
+  ASSERT_TRUE(l) << l.message();
+  EXPECT_EQ(l->largestBytes, uint64_t(4096) << 20);
+  Status s = checkConnectionMemory(*l, 1, 0);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("rank 1 needs "), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("(the default at setup: 256 MiB): 4294967296 bytes for the FIFO of "
+                             "rank 1 threadblock 0 (connectionDepth 4096 x 1 chunks per message x "
+                             "1048576 bytes per slice); raise the limit with "
+                             "NcclOptions::memoryLimitBytes"),
+            std::string::npos)
+      << s.message();
+  EXPECT_TRUE(checkConnectionMemory(*l, 1, noMemoryLimit));
+}
+
 TEST(NcclGpu, OneRankLocalSteps) {
   if (!haveGpu())
     GTEST_SKIP() << "no usable CUDA device";
@@ -789,6 +991,27 @@ TEST(NcclGpu, OneRankLocalSteps) {
           for (bool inPlace : {false, true})
             EXPECT_EQ(checkAllReduce(**comm, count, type, op, inPlace, nullptr), "")
                 << dataTypeName(type) << " count " << count << (inPlace ? " in place" : "");
+    EXPECT_TRUE((*comm)->check());
+  }
+  ncclCommDestroy(nccl);
+}
+
+TEST(NcclGpu, OneRankWithoutThreadblocks) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no usable CUDA device";
+  Plan plan = emptyOneRankPlan();
+  ncclComm_t nccl = nullptr;
+  int dev = 0;
+  ASSERT_EQ(ncclCommInitAll(&nccl, 1, &dev), ncclSuccess);
+  {
+    Result<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::create(plan, nccl);
+    ASSERT_TRUE(comm) << comm.message();
+    EXPECT_EQ((*comm)->numBlocks(), 0u);
+    for (RedOp op : {RedOp::Sum, RedOp::Avg})
+      for (uint64_t count : {1ull, 1000ull, 1000003ull})
+        for (bool inPlace : {false, true})
+          EXPECT_EQ(checkAllReduce(**comm, count, DataType::Float32, op, inPlace, nullptr), "")
+              << "count " << count << (inPlace ? " in place" : "");
     EXPECT_TRUE((*comm)->check());
   }
   ncclCommDestroy(nccl);

@@ -87,7 +87,11 @@ public:
       rk->options.cooperative = false; // One launch per rank, all resident.
       std::vector<bool> others = network;
       others[r] = false;
-      rk->connections = layoutConnections(rk->tables, rk->plan.ranks[0], r, stride, others);
+      Result<ConnectionLayout> laidOut =
+          layoutConnections(rk->tables, rk->plan.ranks[0], r, stride, others);
+      if (!laidOut)
+        return "layout: " + laidOut.message();
+      rk->connections = std::move(*laidOut);
       signalsPerRank = std::max(signalsPerRank, rk->connections.signals);
       ranks.push_back(std::move(rk));
     }

@@ -202,26 +202,33 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
   const ChunkLayout &layout = shape.layout;
   const uint64_t pieceStride = shape.pieceStride;
 
-  // Memory for this count: FIFO slots, scratch, private input copies. Growing
+  // Memory for this count: FIFO slots, scratch, private input copies, sized
+  // with overflow checks and capped before anything is allocated. Growing
   // frees memory that earlier launches may still use: wait for them first.
-  uint64_t slotBytes = 0;
-  for (size_t i = 0; i < w.tables.fifos.size(); ++i)
-    slotBytes += uint64_t(w.tables.fifos[i].depth) * w.tables.fifoMaxCount[i] * pieceStride;
   const uint64_t inBytes = elems.input * es, outBytes = elems.output * es, unitBytes = count * es;
-  std::vector<uint64_t> scratchOffset(nranks), copyOffset(nranks);
-  uint64_t scratchBytes = 0, copyBytes = 0;
   auto bind = [&](uint32_t r, char *privateCopy) {
     return bindRankBuffers(info.collective, info.inplace, w.tables.writesInput[r], r, sendbufs[r],
                            recvbufs[r], inBytes, outBytes, unitBytes, privateCopy);
   };
+  std::vector<bool> privateCopy(nranks);
+  MemoryCap cap;
+  cap.limitBytes = w.options.memoryLimitBytes;
+  cap.option = "DeviceOptions::memoryLimitBytes";
   for (uint32_t r = 0; r < nranks; ++r) {
-    scratchOffset[r] = scratchBytes;
-    scratchBytes += roundUp(layout.scratchElements(w.plan.ranks[r].scratchChunks) * es, 256);
     // A private copy of the input: see the binding below.
-    copyOffset[r] = copyBytes;
-    if (bind(r, nullptr).needsPrivateCopy)
-      copyBytes += roundUp(inBytes, 256);
+    privateCopy[r] = bind(r, nullptr).needsPrivateCopy;
+    const uint64_t rankBytes = inBytes + outBytes; // Below 2^63: checkLaunchArguments.
+    cap.bufferBytes =
+        cap.bufferBytes > ~uint64_t(0) - rankBytes ? ~uint64_t(0) : cap.bufferBytes + rankBytes;
   }
+  Result<LaunchMemory> memory = layoutLaunchMemory(w.tables, w.sections, layout, pieceStride, es,
+                                                   /*slots=*/true, privateCopy, inBytes, cap);
+  if (!memory)
+    return memory.getStatus();
+  const uint64_t slotBytes = memory->slotBytes, scratchBytes = memory->scratchBytes,
+                 copyBytes = memory->copyBytes;
+  const std::vector<uint64_t> &scratchOffset = memory->scratchOffset,
+                              &copyOffset = memory->copyOffset;
   if (slotBytes > w.slotMemory.bytes || scratchBytes > w.scratchMemory.bytes ||
       copyBytes > w.inputCopies.bytes) {
     if ((err = cudaDeviceSynchronize()))

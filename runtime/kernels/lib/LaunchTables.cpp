@@ -2,6 +2,7 @@
 
 #include "LaunchTables.h"
 
+#include "MemoryDemand.h"
 #include "coll/Runtime/Executor.h"
 
 #include <algorithm>
@@ -120,6 +121,66 @@ uint64_t maxPieceStride(uint64_t sliceBytes) {
   // A slice holds at least one element (at most 8 bytes), and never more
   // than sliceBytes once that is at least one element.
   return roundUp(std::max<uint64_t>(sliceBytes, 8), 16);
+}
+
+Result<LaunchMemory> layoutLaunchMemory(const LaunchTables &tables,
+                                        const std::vector<RankSection> &sections,
+                                        const ChunkLayout &layout, uint64_t pieceStride, size_t es,
+                                        bool slots, const std::vector<bool> &privateCopy,
+                                        uint64_t inBytes, const MemoryCap &cap) {
+  using detail::checkedBytes;
+  using detail::checkedRoundUp;
+  LaunchMemory m;
+  detail::MemoryDemand d;
+  if (cap.heldBytes)
+    if (Status s = d.add(cap.heldWhat, cap.heldBytes); !s)
+      return s;
+  // FIFO slots: depth x the largest message's chunks x the piece stride.
+  for (size_t i = 0; slots && i < tables.fifos.size(); ++i) {
+    const uint32_t block = i < tables.numRecvFifos
+                               ? tables.fifoBlock[i]
+                               : tables.remoteSends[i - tables.numRecvFifos].block;
+    const TbDesc &tb = tables.tbs[block];
+    const std::string what = detail::fifoWhat(sections[tb.rank].rank, tb.tb, tables.fifos[i].depth,
+                                              tables.fifoMaxCount[i], pieceStride);
+    Result<uint64_t> bytes =
+        checkedBytes(what, tables.fifos[i].depth, tables.fifoMaxCount[i], pieceStride);
+    if (!bytes)
+      return bytes.getStatus();
+    if (Status s = d.add(what, *bytes); !s)
+      return s;
+    m.slotBytes += *bytes; // Within d.total, which did not overflow.
+  }
+  // Scratch and private copies, each 256-byte aligned.
+  const uint64_t kAlign = 256;
+  m.scratchOffset.resize(sections.size());
+  m.copyOffset.resize(sections.size());
+  for (size_t s = 0; s < sections.size(); ++s) {
+    const uint32_t rank = sections[s].rank, chunks = sections[s].plan->scratchChunks;
+    const std::string what = detail::scratchWhat(rank, chunks, layout, es);
+    Result<uint64_t> bytes = detail::scratchBytes(rank, chunks, layout, es);
+    if (bytes)
+      bytes = checkedRoundUp(what, *bytes, kAlign);
+    if (!bytes)
+      return bytes.getStatus();
+    if (Status st = d.add(what, *bytes); !st)
+      return st;
+    m.scratchOffset[s] = m.scratchBytes;
+    m.scratchBytes += *bytes;
+    m.copyOffset[s] = m.copyBytes;
+    if (s < privateCopy.size() && privateCopy[s]) {
+      const std::string copyWhat = cat("a copy of rank ", rank, "'s input");
+      Result<uint64_t> copy = checkedRoundUp(copyWhat, inBytes, kAlign);
+      if (!copy)
+        return copy.getStatus();
+      if (Status st = d.add(copyWhat, *copy); !st)
+        return st;
+      m.copyBytes += *copy;
+    }
+  }
+  if (Status s = detail::checkMemoryLimit(d, cap.limitBytes, cap.bufferBytes, cap.option); !s)
+    return s;
+  return m;
 }
 
 namespace {

@@ -93,6 +93,39 @@ SliceShape sliceShape(uint64_t count, uint32_t chunks, uint64_t sliceBytes, uint
 /// and any data type.
 uint64_t maxPieceStride(uint64_t sliceBytes);
 
+/// Where a launch keeps, in device memory of its own, what it needs
+/// besides the user's buffers: FIFO slots (DeviceWorld, where every FIFO
+/// is in the launch), each section's scratch and private input copies.
+/// Offsets are 256-byte aligned.
+struct LaunchMemory {
+  uint64_t slotBytes = 0;                          ///< FIFO slots.
+  uint64_t scratchBytes = 0;                       ///< Every section's scratch.
+  uint64_t copyBytes = 0;                          ///< Private input copies.
+  std::vector<uint64_t> scratchOffset, copyOffset; ///< Per section.
+};
+
+/// What a launch's memory is checked against.
+struct MemoryCap {
+  uint64_t limitBytes = 0;  ///< The option's value: 0 for the default, noMemoryLimit.
+  uint64_t bufferBytes = 0; ///< The launch's buffers, which the default scales with.
+  const char *option = "";  ///< The option's name, for the error.
+  uint64_t heldBytes = 0;   ///< Memory held already (connection memory), counted too.
+  std::string heldWhat;     ///< What that is.
+};
+
+/// Lays out the memory of a launch of \p tables (built for \p sections) in \p layout with \p
+/// es-byte elements: the FIFO slots of \p pieceStride bytes per chunk when \p slots, each section's
+/// scratch, and a private copy of \p inBytes for each section whose
+/// \p privateCopy is set. Every size is computed with overflow checks and
+/// the total held against \p cap before anything is allocated: an error
+/// names the plan field behind the size that overflows, or the largest
+/// part of a total above the cap.
+Result<LaunchMemory> layoutLaunchMemory(const LaunchTables &tables,
+                                        const std::vector<RankSection> &sections,
+                                        const ChunkLayout &layout, uint64_t pieceStride, size_t es,
+                                        bool slots, const std::vector<bool> &privateCopy,
+                                        uint64_t inBytes, const MemoryCap &cap);
+
 /// A device-to-device copy on the launch's stream.
 struct StagingCopy {
   char *to = nullptr;

@@ -240,7 +240,15 @@ Status NcclCommunicatorState::prepare(const Plan &whole, PeerHello &hello,
   std::vector<bool> network(nranks);
   for (uint32_t p = 0; p < nranks; ++p)
     network[p] = p != rank && lsaRanks[p] < 0;
-  connections = layoutConnections(tables, plan.ranks[0], rank, slotStride, network);
+  // Connection memory, sized with overflow checks and capped before the
+  // ranks meet (a failure here fails every rank's setup).
+  Result<ConnectionLayout> laidOut =
+      layoutConnections(tables, plan.ranks[0], rank, slotStride, network);
+  if (!laidOut)
+    return Status::error("invalid plan: " + laidOut.message());
+  connections = std::move(*laidOut);
+  if (Status st = checkConnectionMemory(connections, rank, o.memoryLimitBytes); !st)
+    return st;
   std::vector<bool> offNode(nranks);
   for (const ConnectionEntry &e : connections.entries)
     if (e.network && !offNode[e.peer]) {
@@ -601,8 +609,18 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
     return bindRankBuffers(info.collective, info.inplace, w.tables.writesInput[0], w.rank, sendbuf,
                            recvbuf, inBytes, outBytes, unitBytes, privateCopy);
   };
-  const uint64_t scratchBytes = layout.scratchElements(w.plan.ranks[0].scratchChunks) * es;
-  const uint64_t copyBytes = bind(nullptr).needsPrivateCopy ? inBytes : 0;
+  MemoryCap cap;
+  cap.limitBytes = w.options.memoryLimitBytes;
+  cap.option = "NcclOptions::memoryLimitBytes";
+  cap.bufferBytes = inBytes + outBytes; // Below 2^63: checkLaunchArguments.
+  cap.heldBytes = w.connections.bytes;
+  cap.heldWhat = cat("rank ", w.rank, "'s connection memory");
+  Result<LaunchMemory> memory =
+      layoutLaunchMemory(w.tables, w.sections, layout, shape.pieceStride, es, /*slots=*/false,
+                         {bind(nullptr).needsPrivateCopy}, inBytes, cap);
+  if (!memory)
+    return memory.getStatus();
+  const uint64_t scratchBytes = memory->scratchBytes, copyBytes = memory->copyBytes;
   cudaError_t err;
   if (scratchBytes > w.scratchMemory.bytes || copyBytes > w.inputCopies.bytes) {
     if (w.launched && (err = cudaEventSynchronize(w.lastLaunch)))

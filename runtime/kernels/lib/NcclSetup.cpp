@@ -2,6 +2,8 @@
 
 #include "NcclSetup.h"
 
+#include "MemoryDemand.h"
+#include "coll/Runtime/Executor.h"
 #include "coll/Runtime/PlanIO.h"
 
 #include <map>
@@ -238,23 +240,51 @@ Result<ConnectionMatch> matchConnections(const std::vector<std::vector<Connectio
   return m;
 }
 
-ConnectionLayout layoutConnections(const LaunchTables &tables, const RankPlan &plan, uint32_t self,
-                                   uint64_t slotStride, const std::vector<bool> &network) {
+Result<ConnectionLayout> layoutConnections(const LaunchTables &tables, const RankPlan &plan,
+                                           uint32_t self, uint64_t slotStride,
+                                           const std::vector<bool> &network) {
   ConnectionLayout l;
   const uint32_t numRecv = tables.numRecvFifos;
   const uint64_t line = kCounterStride * sizeof(uint64_t);
   l.fifos.resize(tables.fifos.size());
-  uint64_t bytes = roundUp((2 * uint64_t(numRecv) + tables.remoteSends.size()) * line, 256);
+  detail::MemoryDemand demand;
+  // Adds \p bytes of \p what, rounded up to 256, at the end; returns where.
+  auto reserve = [&](const std::string &what, Result<uint64_t> bytes) -> Result<uint64_t> {
+    if (bytes)
+      bytes = detail::checkedRoundUp(what, *bytes, 256);
+    if (!bytes)
+      return bytes.getStatus();
+    const uint64_t at = demand.total;
+    if (Status s = demand.add(what, *bytes); !s)
+      return s;
+    return at;
+  };
+  const std::string counters = cat("rank ", self, "'s connection counters");
+  if (Result<uint64_t> at = reserve(
+          counters, detail::checkedBytes(
+                        counters, 2 * uint64_t(numRecv) + tables.remoteSends.size(), line, 1));
+      !at)
+    return at.getStatus();
+  // One slot holds the largest message of slices of slotStride bytes.
+  auto slots = [&](const std::string &what, uint32_t depth, uint32_t maxCount,
+                   uint64_t &slotBytes) {
+    Result<uint64_t> one = detail::checkedBytes(what, maxCount, slotStride, 1);
+    slotBytes = one ? *one : 0;
+    return reserve(what, one ? detail::checkedBytes(what, depth, *one, 1) : one);
+  };
   auto isNetwork = [&](uint32_t peer) { return peer < network.size() && network[peer]; };
   for (uint32_t i = 0; i < numRecv; ++i) {
     FifoOffsets &f = l.fifos[i];
+    const TbDesc &d = tables.tbs[tables.fifoBlock[i]];
     f.tail = 2 * i * line;
     f.head = (2 * i + 1) * line;
     f.ownsTail = f.ownsSlots = true;
-    f.slots = bytes;
-    f.slotBytes = tables.fifoMaxCount[i] * slotStride;
-    bytes += roundUp(uint64_t(tables.fifos[i].depth) * f.slotBytes, 256);
-    const TbDesc &d = tables.tbs[tables.fifoBlock[i]];
+    Result<uint64_t> at = slots(
+        detail::fifoWhat(self, d.tb, tables.fifos[i].depth, tables.fifoMaxCount[i], slotStride),
+        tables.fifos[i].depth, tables.fifoMaxCount[i], f.slotBytes);
+    if (!at)
+      return at.getStatus();
+    f.slots = *at;
     const Threadblock &tb = plan.threadblocks[d.tb];
     if (uint32_t(tb.recvPeer) == self) {
       f.ownsHead = true; // The sender is this rank: a FIFO of its own.
@@ -290,20 +320,43 @@ ConnectionLayout layoutConnections(const LaunchTables &tables, const RankPlan &p
     e.maxCount = rs.maxCount;
     e.depth = tables.fifos[rs.fifo].depth;
     e.counter = f.head;
-    e.slotBytes = rs.maxCount * slotStride;
+    const std::string what =
+        cat("the staging slots of rank ", self, " threadblock ", tables.tbs[rs.block].tb,
+            " (connectionDepth ", e.depth, " x ", rs.maxCount, " chunks per message x ", slotStride,
+            " bytes per slice)");
     if (isNetwork(rs.peer)) {
       e.network = 1;
       e.signal = l.signals++;
       f.ownsSlots = true;
-      f.slots = e.slots = bytes;
+      Result<uint64_t> at = slots(what, e.depth, rs.maxCount, e.slotBytes);
+      if (!at)
+        return at.getStatus();
+      f.slots = e.slots = *at;
       f.slotBytes = e.slotBytes;
-      bytes += roundUp(uint64_t(e.depth) * e.slotBytes, 256);
+    } else if (Result<uint64_t> one = detail::checkedBytes(what, rs.maxCount, slotStride, 1);
+               !one) {
+      return one.getStatus();
+    } else {
+      e.slotBytes = *one;
     }
     l.entries.push_back(e);
     l.entryFifo.push_back(rs.fifo);
   }
-  l.bytes = bytes;
+  l.bytes = demand.total;
+  l.largestBytes = demand.largestBytes;
+  l.largest = demand.largest;
   return l;
+}
+
+Status checkConnectionMemory(const ConnectionLayout &layout, uint32_t self, uint64_t limitBytes) {
+  const uint64_t limit = limitBytes ? limitBytes : defaultMemoryLimit(0);
+  if (layout.bytes <= limit)
+    return Status::success();
+  return Status::error(cat("rank ", self, " needs ", layout.bytes,
+                           " bytes of connection memory, more than the memory limit of ", limit,
+                           " bytes", limitBytes ? "" : " (the default at setup: 256 MiB)", ": ",
+                           layout.largestBytes, " bytes for ", layout.largest,
+                           "; raise the limit with NcclOptions::memoryLimitBytes"));
 }
 
 void bindLocalConnections(LaunchTables &tables, const ConnectionLayout &layout, char *base) {

@@ -15,6 +15,7 @@
 #include "coll/Runtime/Status.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace coll::kernels {
@@ -94,7 +95,14 @@ struct ConnectionLayout {
   std::vector<uint32_t> entryFifo;      ///< The FIFO of each entry.
   std::vector<FifoOffsets> fifos;       ///< Per LaunchTables::fifos.
   uint32_t signals = 0;                 ///< GIN signals of the network ends.
+  uint64_t largestBytes = 0;            ///< The largest part of bytes,
+  std::string largest;                  ///< and what it is.
 };
+
+/// Checks rank \p self's connection memory \p layout against the cap
+/// \p limitBytes (NcclOptions::memoryLimitBytes: 0 for
+/// defaultMemoryLimit(0), noMemoryLimit for none).
+Status checkConnectionMemory(const ConnectionLayout &layout, uint32_t self, uint64_t limitBytes);
 
 /// Lays out the connection memory of rank \p self for \p tables (one rank's
 /// section of \p plan) with slots of \p slotStride bytes per chunk:
@@ -108,8 +116,12 @@ struct ConnectionLayout {
 ///    shape: the kernel fills them, and a GIN put carries them over.
 /// GIN signals are numbered per rank: receives from network peers first (each
 /// counts the messages that arrived), then sends to them (slots freed).
-ConnectionLayout layoutConnections(const LaunchTables &tables, const RankPlan &plan, uint32_t self,
-                                   uint64_t slotStride, const std::vector<bool> &network);
+/// Sizes are computed with overflow checks: an error names the FIFO and the
+/// plan fields of a size that overflows 64 bits. ConnectionLayout::largest
+/// names its largest part, for an error about the total.
+Result<ConnectionLayout> layoutConnections(const LaunchTables &tables, const RankPlan &plan,
+                                           uint32_t self, uint64_t slotStride,
+                                           const std::vector<bool> &network);
 
 /// Points \p tables' FIFOs at what rank \p self owns in its connection
 /// memory at \p base (a device address, or the window's offset 0).

@@ -53,6 +53,13 @@ struct DeviceOptions {
   /// none): thread 0 of each CTA reads the device's global timer around
   /// each step's data movement. DeviceWorld::trace() reads it back.
   uint32_t traceSteps = 0;
+  /// The most device memory a launch may take besides the user's buffers
+  /// (FIFO slots, scratch, private copies of inputs, over every rank), as
+  /// ExecOptions::memoryLimitBytes: 0 (the default) is
+  /// defaultMemoryLimit() of the launch's buffer bytes, noMemoryLimit
+  /// removes the cap. A launch that would need more fails before it
+  /// allocates anything, naming the plan field that asks for the memory.
+  uint64_t memoryLimitBytes = 0;
 };
 
 /// The step trace of a launch (DeviceOptions::traceSteps). Times are

@@ -63,6 +63,15 @@ struct NcclOptions {
   /// Launch as a cooperative grid (all CTAs resident at once, or an error).
   bool cooperative = true;
   NcclTransport transport = NcclTransport::Auto;
+  /// The most device memory this rank may take besides the user's buffers,
+  /// as ExecOptions::memoryLimitBytes (noMemoryLimit removes the cap). At
+  /// setup, its connection memory (FIFO slots and counters, sized for the
+  /// largest slice) is held against it, 0 meaning defaultMemoryLimit(0)
+  /// (256 MiB); at each launch, the connection memory, scratch and a
+  /// private copy of the input together, 0 meaning defaultMemoryLimit() of
+  /// the launch's buffer bytes. Either fails, on every rank, before
+  /// anything is allocated, naming the plan field that asks for the memory.
+  uint64_t memoryLimitBytes = 0;
 };
 
 struct NcclCommunicatorState;
