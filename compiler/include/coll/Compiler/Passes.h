@@ -10,6 +10,8 @@
 #include "coll/Compiler/Trace.h"
 #include "coll/Lang/AST.h"
 #include "coll/Lang/Diagnostics.h"
+#include "coll/Lang/Sema.h"
+#include "coll/Runtime/Plan.h"
 
 #include "llvm/ADT/StringMap.h"
 
@@ -17,14 +19,23 @@
 
 namespace coll::compiler {
 
+// What the language accepts must fit in a plan. The plan may hold more
+// chunks per buffer than a program declares (instances multiply them); the
+// instantiate and instances passes check that product.
+static_assert(LanguageLimits::maxRanks == PlanLimits::maxRanks);
+static_assert(LanguageLimits::maxChannels == PlanLimits::maxChannels);
+static_assert(LanguageLimits::maxThreadblocks == PlanLimits::maxThreadblocksPerRank);
+static_assert(LanguageLimits::maxInstances == PlanLimits::maxInstances);
+static_assert(LanguageLimits::maxChunksPerBuffer <= PlanLimits::maxChunks);
+
 /// What instantiation needs beyond the program.
 struct InstantiateOptions {
   uint32_t nranks = 0;
   llvm::StringMap<int64_t> defines; ///< -D name=value
   uint64_t maxOps = 20'000'000;     ///< Chunk operations per program.
   uint64_t maxIterations = 1'000'000'000;
-  uint32_t maxRanks = 65536;
-  uint32_t maxChunksPerBuffer = 1u << 24;
+  uint32_t maxRanks = LanguageLimits::maxRanks;
+  uint32_t maxChunksPerBuffer = LanguageLimits::maxChunksPerBuffer;
   /// Chunks of every buffer of every rank together: verification and
   /// lowering keep state for each.
   uint64_t maxTotalChunks = uint64_t(1) << 27;

@@ -18,7 +18,9 @@ struct LanguageLimits {
   static constexpr int64_t maxChannels = 32;       ///< channel: in [0, 32)
   static constexpr int64_t maxThreadblocks = 1024; ///< tb/sendtb/recvtb in [0, 1024)
   static constexpr int64_t maxInstances = 32;      ///< instances in [1, 32]
-  static constexpr int64_t maxRanks = 65536;       ///< nranks default in [1, 65536]
+  static constexpr int64_t maxRanks = 65536;       ///< nranks and --nranks in [1, 65536]
+  /// Chunks of one buffer of one rank, after instantiation.
+  static constexpr int64_t maxChunksPerBuffer = int64_t(1) << 24;
 };
 
 /// Analyses \p module. Returns true when no error was reported.
