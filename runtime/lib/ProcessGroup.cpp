@@ -299,27 +299,23 @@ struct ProcessGroup::State {
     for (uint64_t s = last; s <= last + 1; ++s) {
       if (s == 0)
         continue;
-      ShmMapping m;
-      ShmOpenResult r;
-      std::string dn = dataName(job, q, s);
-      if (!ShmOps::open(dn, sizeof(DataHeader), m, r) || r == ShmOpenResult::Absent)
-        continue;
-      const DataHeader *h =
-          r == ShmOpenResult::Mapped ? reinterpret_cast<const DataHeader *>(m.data()) : nullptr;
-      if (h && h->nonce == c.nonce) {
-        unlinkSegment(dn);
-      } else if ((!h || h->magic != dataMagic) &&
-                 segmentIs(name, peers[q].device(), peers[q].inode())) {
+      ShmOps::unlinkIfStale(dataName(job, q, s), [&](const ShmMapping &m, const struct stat &) {
+        const DataHeader *h = m.size() >= sizeof(DataHeader)
+                                  ? reinterpret_cast<const DataHeader *>(m.data())
+                                  : nullptr;
+        if (h && h->nonce == c.nonce)
+          return true;
         // No header yet: the peer died between creating the segment and
-        // writing it (reserving the memory takes a while). While its
-        // control segment is still the one we mapped, no new process has
-        // claimed rank q, so the segment is the dead peer's.
-        if (!h || segmentIs(dn, m.device(), m.inode()))
-          unlinkSegment(dn);
-      }
+        // writing it. While its control segment is still the one we
+        // mapped, no new process has claimed rank q, so the segment is the
+        // dead peer's.
+        return (!h || h->magic != dataMagic) &&
+               segmentIs(name, peers[q].device(), peers[q].inode());
+      });
     }
-    if (segmentIs(name, peers[q].device(), peers[q].inode()))
-      unlinkSegment(name);
+    ShmOps::unlinkIfStale(name, [&](const ShmMapping &, const struct stat &sb) {
+      return sb.st_dev == peers[q].device() && sb.st_ino == peers[q].inode();
+    });
   }
 
   /// Unlinks the names of every peer that died (of those create() found).
@@ -607,8 +603,9 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
     return fail(ErrorKind::InvalidArgument, "the slice size must be at least 1 element");
 
   // A good moment to remove what jobs killed as a whole left: once per job.
+  // Our own job's names are left to their ranks, which replace them.
   if (rank == 0)
-    removeDeadSegments();
+    removeDeadSegments(jobName);
 
   std::unique_ptr<ProcessGroup> group(new ProcessGroup());
   State &st = *group->state;
@@ -624,9 +621,18 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
 
   // Our own segment. A segment of our name is stale when its owner is dead
   // (or closed it); one with a live owner means the rank is taken. One
-  // without a header yet is being created: wait a little before calling it
-  // stale.
-  Clock::time_point unfinishedSince{};
+  // without a header yet is being created: stale only when that has taken
+  // a second. The stale one is judged again and unlinked under its lock
+  // (ShmOps::unlinkIfStale), as every other judge of it does: a peer that
+  // judged the old segment never unlinks the new one.
+  auto staleControl = [](const ShmMapping &m, const struct stat &sb) {
+    if (m.size() >= sizeof(ControlBlock)) {
+      const ControlBlock &c = *reinterpret_cast<const ControlBlock *>(m.data());
+      if (c.magic == controlMagic && c.ready.load(std::memory_order_acquire))
+        return c.closed.load(std::memory_order_acquire) || !processAlive(c.pid, c.startTime);
+    }
+    return segmentAgeNs(sb) > 1'000'000'000;
+  };
   for (;;) {
     ShmOpenResult r;
     if (Status s = ShmOps::create(ownName, sizeof(ControlBlock), st.own, r); !s)
@@ -636,33 +642,17 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
     ShmMapping old;
     if (Status s = ShmOps::open(ownName, sizeof(ControlBlock), old, r); !s)
       return fail(ErrorKind::SystemError, s.message());
-    bool stale = true;
     if (r == ShmOpenResult::Mapped) {
       const ControlBlock &c = *reinterpret_cast<const ControlBlock *>(old.data());
-      if (c.magic == controlMagic && c.ready.load(std::memory_order_acquire)) {
-        if (!c.closed.load(std::memory_order_acquire) && processAlive(c.pid, c.startTime))
-          return fail(ErrorKind::InvalidArgument,
-                      cat("rank ", rank, " of job '", jobName, "' is taken by process ", c.pid,
-                          " (shared memory ", ownName, ")"));
-      } else {
-        stale = false;
-      }
-    } else if (r == ShmOpenResult::TooSmall) {
-      stale = false;
+      if (c.magic == controlMagic && c.ready.load(std::memory_order_acquire) &&
+          !c.closed.load(std::memory_order_acquire) && processAlive(c.pid, c.startTime))
+        return fail(ErrorKind::InvalidArgument,
+                    cat("rank ", rank, " of job '", jobName, "' is taken by process ", c.pid,
+                        " (shared memory ", ownName, ")"));
     }
-    if (!stale) {
-      Clock::time_point now = Clock::now();
-      if (unfinishedSince == Clock::time_point{})
-        unfinishedSince = now;
-      stale = now - unfinishedSince > std::chrono::seconds(1);
-    }
-    if (stale) {
-      if (r != ShmOpenResult::Mapped || segmentIs(ownName, old.device(), old.inode()))
-        unlinkSegment(ownName);
-      unfinishedSince = {};
-    } else {
+    old.reset();
+    if (!ShmOps::unlinkIfStale(ownName, staleControl))
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
     if (Clock::now() > deadline)
       return fail(ErrorKind::Timeout, cat("cannot claim rank ", rank, " of job '", jobName,
                                           "': shared memory ", ownName, " stays in the way"));
@@ -686,10 +676,18 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
 
   // Join the instance of the job that rank 0 names (see the file comment).
   uint32_t sleepUs = 50;
-  auto pause = [&] {
+  // Sleeps a little; fails when our name no longer names our segment (a
+  // process of another job, or a cleanup tool, removed it): no peer could
+  // find us any more.
+  auto pause = [&]() -> Failure {
     st.beat();
     std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
     sleepUs = std::min<uint32_t>(sleepUs * 2, 10000);
+    if (!segmentIs(ownName, st.own.device(), st.own.inode()))
+      return {ErrorKind::SystemError,
+              cat("rank ", rank, " of job '", jobName, "': its shared memory ", ownName,
+                  " was removed by another process while the job was being set up")};
+    return {};
   };
   // Maps rank q's segment when it is there and ready (else c is null);
   // `gone` when its owner closed it or died. A live segment of another
@@ -756,7 +754,8 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
           return notJoined(q, stalePid,
                            foreign ? "; the segment there belongs to another instance of the job"
                                    : "");
-        pause();
+        if (Failure f = pause())
+          return fail(f.kind, f.message);
       }
     }
   } else {
@@ -797,7 +796,8 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
                                " within ", formatSeconds(options.setupTimeoutSeconds),
                                " s (rank 0 is process ", zero->pid, ")"))
                     : notJoined(0, stalePid, "");
-      pause();
+      if (Failure f = pause())
+        return fail(f.kind, f.message);
     }
     st.ctl[0] = zero;
     // Then every other rank: the segment of its name that rank 0 admitted.
@@ -826,7 +826,8 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
                           " waited for rank ", q, " to join"));
         if (Clock::now() > deadline)
           return notJoined(q, stalePid, "");
-        pause();
+        if (Failure f = pause())
+          return fail(f.kind, f.message);
       }
     }
   }
@@ -850,7 +851,8 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
         return fail(ErrorKind::Timeout,
                     cat("rank ", q, " of job '", jobName, "' did not finish joining within ",
                         formatSeconds(options.setupTimeoutSeconds), " s"));
-      pause();
+      if (Failure f = pause())
+        return fail(f.kind, f.message);
     }
   }
 
@@ -874,9 +876,10 @@ ProcessGroup::~ProcessGroup() {
   me.closed.store(1, std::memory_order_release);
   st.ringPeers();
   st.cleanUpDeadPeers();
-  std::string name = controlName(st.job, st.rank);
-  if (segmentIs(name, st.own.device(), st.own.inode()))
-    unlinkSegment(name);
+  ShmOps::unlinkIfStale(controlName(st.job, st.rank),
+                        [&](const ShmMapping &, const struct stat &sb) {
+                          return sb.st_dev == st.own.device() && sb.st_ino == st.own.inode();
+                        });
 }
 
 std::vector<std::string> ProcessGroup::listJobSegments(const std::string &jobName) {
@@ -898,7 +901,7 @@ std::vector<std::string> ProcessGroup::listJobSegments(const std::string &jobNam
   return names;
 }
 
-size_t ProcessGroup::removeDeadSegments() {
+size_t ProcessGroup::removeDeadSegments(const std::string &exceptJob) {
   size_t removed = 0;
 #ifdef __linux__
   std::vector<std::string> names;
@@ -908,31 +911,30 @@ size_t ProcessGroup::removeDeadSegments() {
         names.push_back(e->d_name);
     closedir(d);
   }
-  for (const std::string &n : names) {
-    // Another user's segment does not open (mode 0600); one without our
-    // header is not ours to judge.
-    const std::string name = "/" + n;
-    ShmMapping m;
-    ShmOpenResult r;
-    if (!ShmOps::open(name, sizeof(uint64_t), m, r) || r != ShmOpenResult::Mapped)
-      continue;
+  const std::string skip = exceptJob.empty() ? std::string() : "coll-" + exceptJob + ".";
+  // Another user's segment does not open (mode 0600); one without our
+  // header is not ours to judge.
+  auto dead = [](const ShmMapping &m, const struct stat &) {
+    if (m.size() < sizeof(uint64_t))
+      return false;
     uint64_t magic = 0;
     std::memcpy(&magic, m.data(), sizeof magic);
-    bool dead = false;
     if (magic == controlMagic && m.size() >= sizeof(ControlBlock)) {
       const ControlBlock &c = *reinterpret_cast<const ControlBlock *>(m.data());
-      dead = c.version == controlVersion && c.ready.load(std::memory_order_acquire) &&
+      return c.version == controlVersion && c.ready.load(std::memory_order_acquire) &&
              ownerLongDead(c.pid, c.startTime, c.pidNamespace,
                            c.heartbeatNs.load(std::memory_order_relaxed));
-    } else if (magic == dataMagic && m.size() >= sizeof(DataHeader)) {
+    }
+    if (magic == dataMagic && m.size() >= sizeof(DataHeader)) {
       const DataHeader &h = *reinterpret_cast<const DataHeader *>(m.data());
-      dead = ownerLongDead(h.pid, h.startTime, h.pidNamespace, h.createdNs);
+      return ownerLongDead(h.pid, h.startTime, h.pidNamespace, h.createdNs);
     }
-    if (dead && segmentIs(name, m.device(), m.inode())) {
-      unlinkSegment(name);
+    return false;
+  };
+  for (const std::string &n : names)
+    if ((skip.empty() || n.compare(0, skip.size(), skip) != 0) &&
+        ShmOps::unlinkIfStale("/" + n, dead))
       ++removed;
-    }
-  }
 #endif
   return removed;
 }

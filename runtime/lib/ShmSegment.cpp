@@ -3,12 +3,14 @@
 #include "ShmSegment.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <signal.h>
 #include <sstream>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -51,7 +53,8 @@ void ShmMapping::reset() {
 }
 
 Status ShmOps::create(const std::string &name, size_t bytes, ShmMapping &out, ShmOpenResult &result,
-                      bool keepName) {
+                      bool keepName, const std::function<void(char *)> &writeHeader,
+                      size_t headerBytes) {
   out.reset();
   int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) {
@@ -63,10 +66,25 @@ Status ShmOps::create(const std::string &name, size_t bytes, ShmMapping &out, Sh
   }
   if (!keepName)
     shm_unlink(name.c_str());
+  int err = 0;
+  if (writeHeader) {
+    // The header first, at once: reserving the whole segment may take a
+    // while, and a segment without a header can only be judged by its age.
+    void *h = MAP_FAILED;
+    if (ftruncate(fd, off_t(headerBytes)) == 0)
+      h = mmap(nullptr, headerBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED) {
+      err = errno;
+      close(fd);
+      shm_unlink(name.c_str());
+      return Status::error("cannot size shared memory " + name + ": " + errnoText(err));
+    }
+    writeHeader(static_cast<char *>(h));
+    munmap(h, headerBytes);
+  }
   // Reserve the memory now: a segment only sized (ftruncate) gets its pages
   // at the first touch, and a touch beyond what /dev/shm holds is SIGBUS.
   // posix_fallocate returns its error instead of setting errno.
-  int err = 0;
   do
     err = posix_fallocate(fd, 0, off_t(bytes));
   while (err == EINTR);
@@ -138,6 +156,51 @@ Status ShmOps::open(const std::string &name, size_t minBytes, ShmMapping &out,
   out.ino = st.st_ino;
   result = ShmOpenResult::Mapped;
   return Status::success();
+}
+
+bool ShmOps::unlinkIfStale(
+    const std::string &name,
+    const std::function<bool(const ShmMapping &, const struct stat &)> &stale) {
+  int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0)
+    return false;
+  bool removed = false;
+  int rc;
+  do
+    rc = flock(fd, LOCK_EX);
+  while (rc != 0 && errno == EINTR);
+  struct stat st;
+  // Judged under the lock, and only while the name still names what we
+  // opened: a judge that held the lock before us may have unlinked it,
+  // and its owner may have made a new one since.
+  if (rc == 0 && fstat(fd, &st) == 0 && segmentIs(name, st.st_dev, st.st_ino)) {
+    ShmMapping m;
+    if (st.st_size > 0) {
+      void *p = mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) {
+        m.addr = p;
+        m.bytes = size_t(st.st_size);
+        m.dev = st.st_dev;
+        m.ino = st.st_ino;
+      }
+    }
+    if ((st.st_size == 0 || m.mapped()) && stale(m, st)) {
+      shm_unlink(name.c_str());
+      removed = true;
+    }
+  }
+  if (rc == 0)
+    flock(fd, LOCK_UN);
+  close(fd);
+  return removed;
+}
+
+int64_t segmentAgeNs(const struct stat &st) {
+  int64_t changed = int64_t(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
+  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  return now - changed;
 }
 
 void unlinkSegment(const std::string &name) {

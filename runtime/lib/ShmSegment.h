@@ -15,7 +15,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 namespace coll {
@@ -68,11 +70,28 @@ struct ShmOps {
   /// it), and maps it. With \p keepName false the name is unlinked as
   /// soon as the segment is open: memory nobody else opens, which no
   /// crash can leave behind.
+  ///
+  /// With \p writeHeader, the segment first holds \p headerBytes only, and
+  /// writeHeader fills them before the rest is reserved: a header that
+  /// others may read from the moment the name exists should be published
+  /// by writeHeader's last store (release), so that a reader that sees it
+  /// (acquire) sees the whole header.
   static Status create(const std::string &name, size_t bytes, ShmMapping &out,
-                       ShmOpenResult &result, bool keepName = true);
+                       ShmOpenResult &result, bool keepName = true,
+                       const std::function<void(char *)> &writeHeader = {}, size_t headerBytes = 0);
   /// Opens \p name and maps all of it when it holds at least \p minBytes.
   static Status open(const std::string &name, size_t minBytes, ShmMapping &out,
                      ShmOpenResult &result);
+  /// Unlinks \p name when \p stale says so, judging the segment the name
+  /// now names (mapped whole, or unmapped when empty) while holding an
+  /// exclusive flock on it and while the name still names it. Whoever
+  /// judges a segment and unlinks it goes through here, so that two
+  /// judges never act on different segments of one name: a segment judged
+  /// stale that its owner has meanwhile replaced is left alone. Returns
+  /// whether it unlinked the name.
+  static bool
+  unlinkIfStale(const std::string &name,
+                const std::function<bool(const ShmMapping &, const struct stat &)> &stale);
 };
 
 /// shm_unlink(\p name); a missing name is not an error.
@@ -80,6 +99,10 @@ void unlinkSegment(const std::string &name);
 
 /// Whether \p name now names the segment of device \p dev and inode \p ino.
 bool segmentIs(const std::string &name, dev_t dev, ino_t ino);
+
+/// How long ago (nanoseconds, wall clock) the segment of \p st changed
+/// status last (its creation, for a segment created and sized at once).
+int64_t segmentAgeNs(const struct stat &st);
 
 /// The start time of process \p pid (clock ticks since boot, from
 /// /proc/<pid>/stat), or 0 where unknown.

@@ -425,6 +425,35 @@ TEST(ProcessExecutorTest, ConcurrentCallsAreRefused) {
   EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>());
 }
 
+// A rank whose control segment another process unlinks while the job is
+// being set up (a cleanup that judged an older segment of that name) fails
+// at once, saying so, rather than wait for peers that can no longer find it.
+TEST(ProcessExecutorTest, OwnSegmentRemovedWhileJoining) {
+  const std::string name = uniqueJob("own-removed");
+  ProcessGroupOptions o;
+  o.setupTimeoutSeconds = 60;
+  ErrorKind kind = ErrorKind::None;
+  std::string message;
+  auto start = std::chrono::steady_clock::now();
+  std::thread rank0([&] {
+    auto g = ProcessGroup::create(name, 0, 2, o, &kind);
+    if (!g.ok())
+      message = g.message();
+  });
+  const std::string own = "coll-" + name + ".0";
+  while (ProcessGroup::listJobSegments(name) != std::vector<std::string>{own} &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  shm_unlink(("/" + own).c_str());
+  rank0.join();
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(kind, ErrorKind::SystemError) << message;
+  EXPECT_TRUE(contains(message, "its shared memory /" + own + " was removed by another process"))
+      << message;
+  EXPECT_LT(took, 10.0);
+  EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>());
+}
+
 // Every rank leaves the job and joins it again, under the same name, 40
 // times in a row: a rank never mistakes a segment of the previous round
 // for one of this round. Then the same without calls: a rank that leaves

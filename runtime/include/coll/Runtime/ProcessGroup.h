@@ -143,8 +143,10 @@ public:
 
   /// Unlinks the segments of any job on this host (and pid namespace) whose
   /// owners are dead and have been silent for 5 s: what jobs killed as a
-  /// whole left. create() calls it for rank 0. Returns how many it removed.
-  static size_t removeDeadSegments();
+  /// whole left, but those of job \p exceptJob (when not empty). create()
+  /// calls it for rank 0, sparing its own job, whose ranks replace their
+  /// stale segments themselves. Returns how many it removed.
+  static size_t removeDeadSegments(const std::string &exceptJob = "");
 
   struct State; ///< lib/ProcessGroup.cpp.
 
