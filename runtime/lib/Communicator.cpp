@@ -8,6 +8,11 @@
 // outcome per rank and wakes everybody. A round's outcomes stay valid until
 // the next round completes, which needs every rank to have come back.
 //
+// The round runs on the runner's own plan (equal to every other rank's once
+// they agree): a rank that gives up on a stuck round and frees its plan
+// breaks nothing. Its buffers stay in use until the round ends, which its
+// communicator waits for (next execute(), destructor).
+//
 // A bad argument does not keep a call out of the rendezvous: it arrives
 // with its error, so that the other ranks fail too rather than wait.
 //
@@ -105,13 +110,14 @@ struct World::State {
   /// time: the next needs every rank back).
   detail::RunControl control;
 
-  /// Checks and runs one complete round; returns every rank's outcome.
-  std::vector<Outcome> runRound(const std::vector<Call> &calls);
+  /// Checks and runs one complete round on \p runner's plan; returns every
+  /// rank's outcome.
+  std::vector<Outcome> runRound(const std::vector<Call> &calls, int runner);
   /// runRound(), with any exception an error of every rank.
   std::vector<Outcome> runRoundGuarded(const std::vector<Call> &calls, int runner);
 };
 
-std::vector<Outcome> World::State::runRound(const std::vector<Call> &round) {
+std::vector<Outcome> World::State::runRound(const std::vector<Call> &round, int runner) {
   const size_t n = round.size();
   std::vector<Outcome> out(n);
   auto failAll = [&](ErrorKind kind, const std::string &msg) {
@@ -158,7 +164,9 @@ std::vector<Outcome> World::State::runRound(const std::vector<Call> &round) {
                          redOpName(c.op)));
   }
 
-  const Plan &plan = *first.plan;
+  // The runner's plan: it stays valid while the round runs, the runner
+  // being in execute() with it; another rank may leave a stuck round.
+  const Plan &plan = *round[size_t(runner)].plan;
   if (Status s = validatePlan(plan); !s)
     return failAll(ErrorKind::InvalidPlan, "invalid plan: " + s.message());
   if (Result<uint32_t> chunks = planChunksPerUnit(plan.info); !chunks)
@@ -181,7 +189,7 @@ std::vector<Outcome> World::State::runRound(const std::vector<Call> &round) {
 
 std::vector<Outcome> World::State::runRoundGuarded(const std::vector<Call> &round, int runner) {
   try {
-    return runRound(round);
+    return runRound(round, runner);
   } catch (...) {
     std::string what = "an unknown exception";
     ErrorKind kind = ErrorKind::Internal;
@@ -246,7 +254,10 @@ Result<std::unique_ptr<Communicator>> World::communicator(int rank) {
 
 Communicator::~Communicator() {
   World::State &st = *world->state;
-  std::lock_guard<std::mutex> lock(st.mutex);
+  std::unique_lock<std::mutex> lock(st.mutex);
+  // A round this rank gave up on still runs on its buffers: the caller may
+  // free them once we return.
+  st.cv.wait(lock, [&] { return st.completed >= abandoned; });
   st.claimed[size_t(myRank)] = false;
 }
 
@@ -299,6 +310,11 @@ Status Communicator::execute(const Plan &plan, const void *sendbuf, void *recvbu
   if (st.calls[r].present)
     return finish(ErrorKind::InvalidArgument,
                   cat("rank ", myRank, " already has a call in progress on this communicator"));
+  if (st.completed < abandoned)
+    return finish(ErrorKind::Timeout,
+                  cat("rank ", myRank, ": round ", abandoned - 1,
+                      ", which an earlier call gave up on, is still running on this rank's "
+                      "buffers; call again once it has ended"));
   const uint64_t myRound = st.round;
   call.present = true;
   st.calls[r] = std::move(call);
@@ -350,11 +366,13 @@ Status Communicator::execute(const Plan &plan, const void *sendbuf, void *recvbu
         cancelled = true;
         cancelledAt = now;
       }
-      if (cancelled && now >= cancelledAt + noLife)
+      if (cancelled && now >= cancelledAt + noLife) {
+        abandoned = myRound + 1;
         return finish(ErrorKind::Timeout,
                       cat("rank ", myRank, ": the running round showed no sign of life for ",
                           detail::formatSeconds(std::chrono::duration<double>(noLife).count()),
                           " s, and did not stop in as long again when cancelled"));
+      }
       st.cv.wait_until(lock, cancelled ? cancelledAt + noLife : lastBeat + noLife);
       continue;
     }

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <functional>
 #include <gtest/gtest.h>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -309,6 +310,59 @@ TEST(Failures, WaitersLeaveAStuckRound) {
     }
   }
   EXPECT_EQ(waiters, 1);
+}
+
+// A rank that left a stuck round may free its plan at once (the round runs
+// on the runner's); its buffers stay in use until the round ends: until
+// then its calls fail at once, and its communicator's destructor waits.
+TEST(Failures, ARankThatLeftAStuckRoundWaitsForItsEnd) {
+  WorldOptions o;
+  o.rendezvousTimeoutSeconds = 30;
+  o.exec.timeoutSeconds = 0.25;
+  o.exec.faultInjection = [](FaultSite s, uint32_t) {
+    if (s == FaultSite::Worker)
+      std::this_thread::sleep_for(std::chrono::seconds(5));
+  };
+  auto world = World::create(2, o);
+  ASSERT_TRUE(world.ok()) << world.message();
+  std::vector<std::vector<float>> bufs(2, std::vector<float>(1000, 1.0f));
+  std::vector<RankOutcome> first(2), again(2);
+  std::vector<double> destroyed(2);
+  Clock::time_point start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      auto plan = std::make_unique<Plan>(ringAllReduce(2, 2));
+      auto comm = (*world)->communicator(r);
+      ASSERT_TRUE(comm.ok()) << comm.message();
+      float *b = bufs[size_t(r)].data();
+      Status s = (*comm)->execute(*plan, b, b, 1000, DataType::Float32, RedOp::Sum);
+      first[size_t(r)] = {s.ok(), (*comm)->lastErrorKind(), s.message(), secondsSince(start)};
+      plan.reset();
+      if (contains(s.message(), "showed no sign of life")) {
+        Plan other = ringAllReduce(2, 2);
+        s = (*comm)->execute(other, b, b, 1000, DataType::Float32, RedOp::Sum);
+        again[size_t(r)] = {s.ok(), (*comm)->lastErrorKind(), s.message(), secondsSince(start)};
+      }
+      comm = Status::error("destroyed");
+      destroyed[size_t(r)] = secondsSince(start);
+    });
+  for (std::thread &t : threads)
+    t.join();
+  int leavers = 0;
+  for (size_t r = 0; r < 2; ++r) {
+    if (!contains(first[r].message, "showed no sign of life"))
+      continue;
+    ++leavers;
+    EXPECT_LT(first[r].seconds, 4.5);
+    EXPECT_FALSE(again[r].ok);
+    EXPECT_EQ(again[r].kind, ErrorKind::Timeout);
+    EXPECT_TRUE(contains(again[r].message, "is still running on this rank's buffers"))
+        << again[r].message;
+    // The worker sleeps 5 s: the destructor waited for the round.
+    EXPECT_GE(destroyed[r], 4.9);
+  }
+  EXPECT_EQ(leavers, 1);
 }
 
 // One plan field can make a call of 4 KiB ask for 16 GiB.

@@ -111,6 +111,12 @@ public:
   /// argument on one rank fails that rank with ErrorKind::InvalidArgument
   /// and the others with the same message, prefixed by the rank. The error
   /// kind of the last call is lastErrorKind().
+  ///
+  /// A call that gives up on a running round that does not stop when
+  /// cancelled (ErrorKind::Timeout, "did not stop in as long again") leaves
+  /// it running on this rank's buffers: they must stay valid until the
+  /// round ends. Until then, execute() fails at once (ErrorKind::Timeout)
+  /// and the destructor waits for the round to end.
   Status execute(const Plan &plan, const void *sendbuf, void *recvbuf, size_t count, DataType type,
                  RedOp op);
 
@@ -123,6 +129,8 @@ private:
   Communicator(std::shared_ptr<World> world, int rank) : world(std::move(world)), myRank(rank) {}
   std::shared_ptr<World> world;
   int myRank;
+  /// The round a call gave up on while it still ran (none: 0), plus 1.
+  uint64_t abandoned = 0;
   ErrorKind lastKind = ErrorKind::None;
   std::string lastMessage;
   friend class World;
