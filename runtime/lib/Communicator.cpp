@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <exception>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <new>
 #include <sstream>
@@ -138,23 +139,31 @@ std::vector<Outcome> World::State::runRound(const std::vector<Call> &round, int 
   }
 
   // Agreement: the same plan (same object, or the same bytes), count, type
-  // and operator on every rank.
+  // and operator on every rank. Each plan object is checked once (checksum
+  // first, then the deep comparison), and the round beats after each:
+  // with many ranks and plan objects, this takes a while, and the waiters
+  // must not take it for a stuck round.
   const Call &first = round[0];
   uint64_t firstSum = 0;
   bool haveFirstSum = false;
+  std::map<const Plan *, uint64_t> agreed; ///< Plan objects equal to rank 0's.
   for (size_t r = 1; r < n; ++r) {
     const Call &c = round[r];
-    if (c.plan != first.plan) {
+    if (c.plan != first.plan && !agreed.count(c.plan)) {
       if (!haveFirstSum) {
         firstSum = checksumOf(*first.plan);
         haveFirstSum = true;
+        control.beatNow();
       }
       uint64_t sum = checksumOf(*c.plan);
+      control.beatNow();
       if (sum != firstSum || !(*c.plan == *first.plan))
         return failAll(ErrorKind::Mismatch,
                        cat("the ranks called with different plans: rank 0 with ",
                            describePlan(*first.plan, firstSum), ", rank ", r, " with ",
                            describePlan(*c.plan, sum)));
+      agreed.emplace(c.plan, sum);
+      control.beatNow();
     }
     if (c.count != first.count || c.type != first.type || c.op != first.op)
       return failAll(ErrorKind::Mismatch,
@@ -171,6 +180,7 @@ std::vector<Outcome> World::State::runRound(const std::vector<Call> &round, int 
     return failAll(ErrorKind::InvalidPlan, "invalid plan: " + s.message());
   if (Result<uint32_t> chunks = planChunksPerUnit(plan.info); !chunks)
     return failAll(ErrorKind::InvalidPlan, "invalid plan: " + chunks.message());
+  control.beatNow();
 
   std::vector<const void *> sendbufs(n);
   std::vector<void *> recvbufs(n);
