@@ -990,19 +990,45 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
   Status s = Status::success();
   try {
     s = executeCall(plan, sendbuf, recvbuf, count, type, op);
-  } catch (const std::exception &e) {
+  } catch (...) {
     // Out of memory, most likely: fail this rank, and tell the peers at
     // once rather than leave them waiting for the timeout.
-    bool oom = dynamic_cast<const std::bad_alloc *>(&e) != nullptr;
-    ErrorKind kind = oom ? ErrorKind::SystemError : ErrorKind::Internal;
-    std::string msg = cat("rank ", st.rank, ": ", oom ? "out of memory" : e.what(), " while ",
-                          st.phase, " (call ", st.seq, ")");
-    st.publishFailure(msg, st.rank);
-    st.broken = {kind, msg};
-    st.cleanUpDeadPeers();
-    lastKind = kind;
-    lastMessage = msg;
-    s = Status::error(msg);
+    ErrorKind kind = ErrorKind::SystemError;
+    std::string what = "out of memory";
+    try {
+      try {
+        throw;
+      } catch (const std::bad_alloc &) {
+      } catch (const std::exception &e) {
+        kind = ErrorKind::Internal;
+        what = e.what();
+      } catch (...) {
+        kind = ErrorKind::Internal;
+        what = "an unknown exception";
+      }
+      std::string msg =
+          cat("rank ", st.rank, ": ", what, " while ", st.phase, " (call ", st.seq, ")");
+      st.publishFailure(msg, st.rank);
+      st.broken = {kind, msg};
+      st.cleanUpDeadPeers();
+      lastKind = kind;
+      lastMessage = msg;
+      s = Status::error(msg);
+    } catch (...) {
+      // Not even the message fits: a fixed one for the peers, and this
+      // rank's group is unusable all the same.
+      static const char fixed[] = "out of memory while handling an error";
+      ControlBlock &c = st.me();
+      if (c.failing.exchange(1, std::memory_order_acq_rel) == 0) {
+        c.failureOrigin = st.rank;
+        std::memcpy(c.failure, fixed, sizeof fixed);
+        c.failed.store(1, std::memory_order_release);
+      }
+      st.ringPeers();
+      st.broken.kind = kind;
+      lastKind = kind;
+      s = Status::error(fixed);
+    }
   }
   if (errorKind)
     *errorKind = lastKind;
@@ -1429,18 +1455,41 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
     }
     ctl.bell.ring(); // Our other workers may sleep.
   };
+  // Without a message: for when building one fails for want of memory.
+  auto failKind = [&](ErrorKind kind) {
+    world.failed.store(true, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!error)
+        error.kind = kind;
+    }
+    ctl.bell.ring();
+  };
   auto work = [&](const std::vector<TbRun *> &tbs) {
     try {
       ShmPacer pacer(st, seq, tbs);
       WorkerResult r = runWorker(tbs, world, pacer, st.options.timeoutSeconds, /*single=*/false);
       if (!r.ok && !r.aborted)
         fail({pacer.kind == ErrorKind::None ? ErrorKind::Internal : pacer.kind, r.message});
-    } catch (const std::bad_alloc &) {
-      fail({ErrorKind::SystemError, cat("rank ", me, ": out of memory while running call ", seq,
-                                        " (", where(*tbs.front()), ")")});
-    } catch (const std::exception &e) {
-      fail({ErrorKind::Internal, cat("rank ", me, ": ", e.what(), " while running call ", seq, " (",
-                                     where(*tbs.front()), ")")});
+    } catch (...) {
+      // Building the message may throw in turn (out of memory again): no
+      // exception may leave a worker thread.
+      try {
+        try {
+          throw;
+        } catch (const std::bad_alloc &) {
+          fail({ErrorKind::SystemError, cat("rank ", me, ": out of memory while running call ", seq,
+                                            " (", where(*tbs.front()), ")")});
+        } catch (const std::exception &e) {
+          fail({ErrorKind::Internal, cat("rank ", me, ": ", e.what(), " while running call ", seq,
+                                         " (", where(*tbs.front()), ")")});
+        } catch (...) {
+          fail({ErrorKind::Internal, cat("rank ", me, ": an unknown exception while running call ",
+                                         seq, " (", where(*tbs.front()), ")")});
+        }
+      } catch (...) {
+        failKind(ErrorKind::SystemError);
+      }
     }
   };
   std::vector<std::thread> threads;
@@ -1452,10 +1501,20 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
 #endif
         work(workers[w]);
       });
-    } catch (const std::exception &e) {
-      // Workers already started must be joined: no exception may leave.
-      fail(
-          {ErrorKind::SystemError, cat("rank ", me, ": cannot start a worker thread: ", e.what())});
+    } catch (...) {
+      // std::system_error or std::bad_alloc: workers already started must
+      // be joined, so no exception may leave, not even one building the
+      // message.
+      try {
+        try {
+          throw;
+        } catch (const std::exception &e) {
+          fail({ErrorKind::SystemError,
+                cat("rank ", me, ": cannot start a worker thread: ", e.what())});
+        }
+      } catch (...) {
+        failKind(ErrorKind::SystemError);
+      }
       break;
     }
   }
@@ -1464,8 +1523,8 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
   for (std::thread &th : threads)
     th.join();
   if (world.failed.load(std::memory_order_relaxed)) {
-    if (!error)
-      error = {ErrorKind::Internal, "the run was aborted"};
+    if (error.message.empty())
+      error = {error ? error.kind : ErrorKind::Internal, cat("rank ", me, ": the run was aborted")};
     return endCall(error, true);
   }
   finishRank(info, me, binding, recvbuf, count, op, kernels);

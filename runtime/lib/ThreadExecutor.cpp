@@ -96,6 +96,14 @@ struct FirstError {
       message = std::move(m);
     }
   }
+  /// set() without a message (the run's error says "the run was aborted"),
+  /// for when building one fails: allocates nothing.
+  void setKind(WorldState &world, ErrorKind k) {
+    world.failed.store(true, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (kind == ErrorKind::None)
+      kind = k;
+  }
 };
 
 /// Runs the workers on threads; the first failure (in time) is the error.
@@ -141,16 +149,25 @@ Status runThreads(const std::vector<std::vector<TbRun *>> &workers, WorldState &
           if (!r.ok && !r.aborted)
             first.set(world, ErrorKind::Timeout, r.message + notStarted());
         } catch (...) {
-          auto [what, k] = currentException();
+          // Building the message may fail for want of memory in turn.
           try {
+            auto [what, k] = currentException();
             first.set(world, k, cat("rank ", rank, " failed in a worker thread: ", what));
           } catch (...) {
-            world.failed.store(true, std::memory_order_relaxed);
+            first.setKind(world, ErrorKind::SystemError);
           }
         }
       });
-    } catch (const std::system_error &e) {
-      first.set(world, ErrorKind::SystemError, cat("cannot start a worker thread: ", e.what()));
+    } catch (...) {
+      // std::system_error, or std::bad_alloc: the workers already started
+      // must be joined, so nothing may leave here, even when the message
+      // cannot be built.
+      try {
+        first.set(world, ErrorKind::SystemError,
+                  cat("cannot start a worker thread: ", currentException().first));
+      } catch (...) {
+        first.setKind(world, ErrorKind::SystemError);
+      }
       break;
     }
   }
