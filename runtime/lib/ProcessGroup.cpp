@@ -138,9 +138,11 @@ struct ControlBlock {
   char failure[1536] = {};    ///< Why the rank failed.
 };
 
-/// The head of a rank's data segment for one call.
+/// The head of a rank's data segment for one call. Written before the
+/// segment gets its full size, `magic` last (release): a reader that sees
+/// it (acquire) sees the rest.
 struct alignas(64) DataHeader {
-  uint64_t magic = 0;
+  std::atomic<uint64_t> magic{0};
   uint64_t nonce = 0; ///< The owner's ControlBlock::nonce.
   uint64_t seq = 0;
   uint64_t bytes = 0;
@@ -231,6 +233,27 @@ bool ownerLongDead(int64_t pid, uint64_t startTime, uint64_t ns, int64_t lastSee
   static const uint64_t ourNs = pidNamespaceId();
   return ns != 0 && ns == ourNs && nowNs() - lastSeenNs > deadSegmentGraceNs &&
          !processAlive(pid, startTime);
+}
+
+bool validJobName(const std::string &job);
+
+/// Whether \p n (without the leading '/') is a control or data segment's
+/// name: "coll-J.<rank>" or "coll-J.<rank>.<call>".
+bool segmentNamePattern(const std::string &n) {
+  if (n.compare(0, 5, "coll-") != 0)
+    return false;
+  size_t dot = n.find('.', 5);
+  if (dot == std::string::npos || !validJobName(n.substr(5, dot - 5)))
+    return false;
+  int numbers = 0;
+  for (size_t at = dot; at != std::string::npos && at < n.size(); ++numbers) {
+    size_t next = n.find('.', at + 1);
+    std::string part = n.substr(at + 1, next == std::string::npos ? next : next - at - 1);
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    at = next;
+  }
+  return numbers == 1 || numbers == 2;
 }
 
 bool validJobName(const std::string &job) {
@@ -912,28 +935,36 @@ size_t ProcessGroup::removeDeadSegments(const std::string &exceptJob) {
     closedir(d);
   }
   const std::string skip = exceptJob.empty() ? std::string() : "coll-" + exceptJob + ".";
-  // Another user's segment does not open (mode 0600); one without our
-  // header is not ours to judge.
-  auto dead = [](const ShmMapping &m, const struct stat &) {
-    if (m.size() < sizeof(uint64_t))
-      return false;
+  // Another user's segment does not open (mode 0600); one with a header
+  // that is not ours is not ours to judge. One of our names without a
+  // header yet (its owner was killed between creating it and writing it,
+  // which takes microseconds) is judged by its age.
+  auto dead = [](const std::string &n, const ShmMapping &m, const struct stat &sb) {
     uint64_t magic = 0;
-    std::memcpy(&magic, m.data(), sizeof magic);
-    if (magic == controlMagic && m.size() >= sizeof(ControlBlock)) {
+    if (m.size() >= sizeof(uint64_t))
+      magic = reinterpret_cast<const std::atomic<uint64_t> *>(m.data())->load(
+          std::memory_order_acquire);
+    if (magic == controlMagic) {
+      // Not ready yet: judged by its age, like a segment without a header.
       const ControlBlock &c = *reinterpret_cast<const ControlBlock *>(m.data());
-      return c.version == controlVersion && c.ready.load(std::memory_order_acquire) &&
-             ownerLongDead(c.pid, c.startTime, c.pidNamespace,
-                           c.heartbeatNs.load(std::memory_order_relaxed));
-    }
-    if (magic == dataMagic && m.size() >= sizeof(DataHeader)) {
+      if (m.size() < sizeof(ControlBlock) || c.version != controlVersion)
+        return false;
+      if (c.ready.load(std::memory_order_acquire))
+        return ownerLongDead(c.pid, c.startTime, c.pidNamespace,
+                             c.heartbeatNs.load(std::memory_order_relaxed));
+    } else if (magic == dataMagic) {
       const DataHeader &h = *reinterpret_cast<const DataHeader *>(m.data());
-      return ownerLongDead(h.pid, h.startTime, h.pidNamespace, h.createdNs);
+      return m.size() >= sizeof(DataHeader) &&
+             ownerLongDead(h.pid, h.startTime, h.pidNamespace, h.createdNs);
+    } else if (magic != 0) {
+      return false;
     }
-    return false;
+    return segmentNamePattern(n) && segmentAgeNs(sb) > deadSegmentGraceNs;
   };
   for (const std::string &n : names)
     if ((skip.empty() || n.compare(0, skip.size(), skip) != 0) &&
-        ShmOps::unlinkIfStale("/" + n, dead))
+        ShmOps::unlinkIfStale(
+            "/" + n, [&](const ShmMapping &m, const struct stat &sb) { return dead(n, m, sb); }))
       ++removed;
 #endif
   return removed;
@@ -1097,6 +1128,7 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
   uint64_t checksum = 0;
   ChunkLayout layout;
   DataLayout data;
+  std::vector<int32_t> senders; ///< The ranks that send to us, once each.
   ShmMapping ownData;
   const std::string ownDataName = dataName(st.job, me, seq);
   if (!arg) {
@@ -1115,12 +1147,36 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
         bad(ErrorKind::SystemError, memory.message());
       } else {
         data = std::move(*d);
+        for (const FifoEntry &e : data.fifos)
+          senders.push_back(e.peer);
+        std::sort(senders.begin(), senders.end());
+        senders.erase(std::unique(senders.begin(), senders.end()), senders.end());
+        // The header first, published by its magic: whoever finds the
+        // segment (another job's removeDeadSegments) can tell whose it is
+        // from the start, even while its memory is being reserved.
+        auto writeHeader = [&](char *p) {
+          DataHeader *h = new (p) DataHeader();
+          h->nonce = ctl.nonce;
+          h->seq = seq;
+          h->bytes = data.bytes;
+          h->rank = me;
+          h->numTbs = uint32_t(plan.ranks[me].threadblocks.size());
+          h->numFifos = uint32_t(data.fifos.size());
+          h->pid = ctl.pid;
+          h->startTime = ctl.startTime;
+          h->pidNamespace = ctl.pidNamespace;
+          h->createdNs = nowNs();
+          h->unmappedSenders.store(uint32_t(senders.size()), std::memory_order_relaxed);
+          h->magic.store(dataMagic, std::memory_order_release);
+        };
         ShmOpenResult r;
-        Status s = ShmOps::create(ownDataName, data.bytes, ownData, r);
+        Status s = ShmOps::create(ownDataName, data.bytes, ownData, r, /*keepName=*/true,
+                                  writeHeader, sizeof(DataHeader));
         if (s && r == ShmOpenResult::Exists) {
           // Left by an earlier job of this name (this rank's names are ours).
           unlinkSegment(ownDataName);
-          s = ShmOps::create(ownDataName, data.bytes, ownData, r);
+          s = ShmOps::create(ownDataName, data.bytes, ownData, r, /*keepName=*/true, writeHeader,
+                             sizeof(DataHeader));
           if (s && r == ShmOpenResult::Exists)
             s = Status::error(cat("shared memory ", ownDataName, " exists"));
         }
@@ -1142,31 +1198,14 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
     }
   } unlinker{ownDataName, ownData};
 
-  // Our data segment: header, FIFO table, counters (zero, as created).
+  // Our data segment: the header is written; the FIFO table and counters
+  // (zero, as created).
   if (ownData.mapped()) {
     char *base = ownData.data();
-    DataHeader *h = new (base) DataHeader();
-    h->magic = dataMagic;
-    h->nonce = ctl.nonce;
-    h->seq = seq;
-    h->bytes = data.bytes;
-    h->rank = me;
-    h->numTbs = uint32_t(plan.ranks[me].threadblocks.size());
-    h->numFifos = uint32_t(data.fifos.size());
-    h->pid = ctl.pid;
-    h->startTime = ctl.startTime;
-    h->pidNamespace = ctl.pidNamespace;
-    h->createdNs = nowNs();
-    std::vector<int32_t> senders;
-    for (const FifoEntry &e : data.fifos)
-      senders.push_back(e.peer);
-    std::sort(senders.begin(), senders.end());
-    senders.erase(std::unique(senders.begin(), senders.end()), senders.end());
-    h->unmappedSenders.store(uint32_t(senders.size()), std::memory_order_relaxed);
     if (!data.fifos.empty()) // A rank may receive nothing (a broadcast's root).
       std::memcpy(base + data.tableOffset, data.fifos.data(),
                   data.fifos.size() * sizeof(FifoEntry));
-    for (uint32_t b = 0; b < h->numTbs; ++b)
+    for (uint32_t b = 0; b < plan.ranks[me].threadblocks.size(); ++b)
       new (base + data.progressOffset + b * sizeof(PaddedCounter)) PaddedCounter();
     for (const FifoEntry &e : data.fifos) {
       new (base + e.countersOffset) PaddedCounter();

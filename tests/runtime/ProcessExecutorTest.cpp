@@ -425,6 +425,26 @@ TEST(ProcessExecutorTest, ConcurrentCallsAreRefused) {
   EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>());
 }
 
+// Segments of our names without a header (their processes killed between
+// creating them and writing it) are removed once older than 5 s; younger
+// ones, which may still be being created, stay.
+TEST(ProcessExecutorTest, HeaderlessSegmentsAreRemovedByAge) {
+  const std::string name = uniqueJob("headerless");
+  auto make = [](const std::string &shm, size_t bytes) {
+    int fd = shm_open(shm.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    ASSERT_GE(fd, 0) << shm;
+    ASSERT_EQ(ftruncate(fd, off_t(bytes)), 0);
+    close(fd);
+  };
+  make("/coll-" + name + ".1.1", 0);
+  make("/coll-" + name + ".2", 4096);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5500));
+  make("/coll-" + name + ".3.7", 4096);
+  ProcessGroup::removeDeadSegments();
+  EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>{"coll-" + name + ".3.7"});
+  shm_unlink(("/coll-" + name + ".3.7").c_str());
+}
+
 // A rank whose control segment another process unlinks while the job is
 // being set up (a cleanup that judged an older segment of that name) fails
 // at once, saying so, rather than wait for peers that can no longer find it.
