@@ -762,7 +762,14 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
         bool gone = false;
         if (Failure f = openPeer(q, c, gone))
           return fail(f.kind, f.message);
-        if (c && gone) {
+        if (c && gone && c->member.load(std::memory_order_acquire) == instance) {
+          // It asked to join us, then died or left: it will not come back.
+          // (Ours to clean up when it died, as the group goes.)
+          st.ctl[q] = c;
+          return fail(ErrorKind::Remote,
+                      cat("rank ", q, " (pid ", c->pid, ") of job '", jobName, "' ",
+                          c->closed.load() ? "left" : "died", " while joining"));
+        } else if (c && gone) {
           stalePid = c->pid; // Left by an earlier job: its owner will replace it.
         } else if (c) {
           uint64_t asked = instance;
@@ -837,6 +844,12 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
         if (c && c->member.load(std::memory_order_acquire) == admitted) {
           st.ctl[q] = c; // Even when gone: execute() reports it.
           break;
+        }
+        if (c && gone && c->member.load(std::memory_order_acquire) == zero->nonce) {
+          st.ctl[q] = c;
+          return fail(ErrorKind::Remote,
+                      cat("rank ", q, " (pid ", c->pid, ") of job '", jobName, "' ",
+                          c->closed.load() ? "left" : "died", " while joining"));
         }
         if (c && gone)
           stalePid = c->pid;

@@ -285,6 +285,33 @@ TEST(ProcessExecutorTest, MissingRankSetupTimeout) {
   EXPECT_EQ(ProcessGroup::listJobSegments(job.name), std::vector<std::string>());
 }
 
+// A rank that dies after asking to join: the others fail at once, naming
+// it, rather than wait for the setup timeout.
+TEST(ProcessExecutorTest, RankDyingWhileJoining) {
+  Job job(uniqueJob("die-joining"));
+  const std::vector<std::string> a = {"--hand-ring", "2", "--loop", "0", "--setup-timeout", "30"};
+  job.start(0, 3, a);
+  std::vector<std::string> dying = a;
+  dying.push_back("--die-after-ms");
+  dying.push_back("300");
+  job.start(2, 3, dying);
+  // Rank 0 admits rank 1 first: rank 2 dies while it still asks.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  job.start(1, 3, a);
+  ASSERT_TRUE(job.wait(60)) << job.outputs_();
+  // Started in the order rank 0, rank 2, rank 1.
+  const std::string died = "rank 2 (pid " + std::to_string(job.pid(1)) + ") of job '" + job.name +
+                           "' died while joining";
+  for (size_t i : {size_t(0), size_t(2)}) {
+    const RankExit &e = job.exit(i);
+    EXPECT_TRUE(e.exited && e.code == 4) << job.outputs_();
+    EXPECT_TRUE(contains(e.output, "remote error")) << e.output;
+    EXPECT_LT(e.seconds, 10.0) << job.outputs_();
+  }
+  EXPECT_TRUE(contains(job.exit(0).output, died)) << job.exit(0).output;
+  EXPECT_EQ(ProcessGroup::listJobSegments(job.name), std::vector<std::string>());
+}
+
 // Bad arguments of create(), in this process (no peers needed).
 TEST(ProcessExecutorTest, CreateRejectsBadArguments) {
   ErrorKind kind = ErrorKind::None;
