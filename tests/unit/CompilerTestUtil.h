@@ -6,11 +6,13 @@
 #ifndef COLL_TESTS_UNIT_COMPILERTESTUTIL_H
 #define COLL_TESTS_UNIT_COMPILERTESTUTIL_H
 
+#include "TestUtil.h"
 #include "coll/Compiler/Pipeline.h"
 #include "coll/Lang/Frontend.h"
 #include "coll/Runtime/PlanIO.h"
 
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -22,17 +24,8 @@ inline std::string stdlibPath(llvm::StringRef file) {
 }
 
 /// One front-end run over an in-memory source or a file, and the compiler
-/// runs made from it. Not copyable: the engine refers to the source manager.
-struct CompilerRun {
-  llvm::SourceMgr srcMgr;
-  std::string printed;
-  llvm::raw_string_ostream os{printed};
-  DiagnosticEngine diag{srcMgr, os};
-  std::unique_ptr<ast::Module> module;
-
-  CompilerRun(const CompilerRun &) = delete;
-  CompilerRun &operator=(const CompilerRun &) = delete;
-
+/// runs made from it.
+struct CompilerRun : DiagnosticRun {
   /// Parses and analyses \p source (named "test.coll").
   explicit CompilerRun(llvm::StringRef source) {
     diag.setErrorLimit(0);
@@ -77,22 +70,6 @@ struct CompilerRun {
     return t;
   }
 
-  /// Every diagnostic of \p kind, in order.
-  std::vector<const Diagnostic *> all(DiagKind kind) const {
-    std::vector<const Diagnostic *> out;
-    for (const Diagnostic &d : diag.diagnostics())
-      if (d.kind == kind)
-        out.push_back(&d);
-    return out;
-  }
-  std::vector<const Diagnostic *> errors() const { return all(DiagKind::Error); }
-  std::vector<const Diagnostic *> notes() const { return all(DiagKind::Note); }
-  /// What the engine printed so far.
-  std::string text() {
-    os.flush();
-    return printed;
-  }
-
   /// The TransferExpr of every top-level `copy(...);` / `reduce(...);`
   /// statement of the first algorithm's body, in source order.
   std::vector<const ast::TransferExpr *> topLevelTransfers() const {
@@ -114,6 +91,40 @@ private:
     os.flush();
   }
 };
+
+/// A program whose body holds one statement a line from line 2 on. The
+/// operations of hand-built traces and schedules borrow their source sites
+/// from it, so a diagnostic's line says which operation it blames.
+inline std::string sitesProgram(llvm::StringRef header, llvm::ArrayRef<const char *> statements) {
+  std::string s = header.str() + " {\n";
+  for (const char *statement : statements)
+    s += "  " + std::string(statement) + "\n";
+  return s + "}\n";
+}
+/// The source line of statement \p site of a sitesProgram().
+constexpr unsigned siteLine(uint32_t site) {
+  return site + 2;
+}
+
+/// A program that passes the front end but that the compiler rejects for
+/// \p nranks ranks with \p expected.
+struct RejectedProgram {
+  std::string name;
+  std::string source;
+  uint32_t nranks;
+  ExpectedDiagnostics expected;
+};
+inline void PrintTo(const RejectedProgram &c, std::ostream *os) {
+  *os << c.name;
+}
+
+/// Compiles \p c's program and checks that it fails with \p c's diagnostics.
+inline void expectRejected(const RejectedProgram &c) {
+  CompilerRun run(c.source);
+  ASSERT_TRUE(run.frontendOk()) << run.text();
+  EXPECT_FALSE(run.compile(c.nranks));
+  expectDiagnostics(run, c.expected);
+}
 
 /// The mnemonics of a threadblock's instructions, space-separated.
 inline std::string opcodeSequence(const Threadblock &tb) {
