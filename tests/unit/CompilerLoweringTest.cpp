@@ -17,7 +17,10 @@ using namespace coll;
 using namespace coll::compiler;
 using coll::test::CompilerRun;
 using coll::test::countOpcode;
+using coll::test::ExpectedDiagnostics;
 using coll::test::opcodeSequence;
+using coll::test::RejectedProgram;
+using coll::test::siteLine;
 
 namespace {
 
@@ -26,14 +29,29 @@ namespace {
 //===--------------------------------------------------------------------===//
 
 // Sites for the hand-built trace: one line per operation.
-const char *const SitesSource = "algorithm sites implements alltoall(chunks = 2) {\n" // line 1
-                                "  copy(input[0][2], to: output[1][0]);\n" // line 2: op 0
-                                "  copy(input[0][3], to: output[1][1]);\n" // line 3: op 1
-                                "  copy(input[1][0], to: output[0][2]);\n" // line 4: op 2
-                                "  copy(input[1][1], to: output[0][3]);\n" // line 5: op 3
-                                "}\n";
-constexpr unsigned lineOfOp(uint32_t op) {
-  return op + 2;
+const std::string SitesSource = coll::test::sitesProgram(
+    "algorithm sites implements alltoall(chunks = 2)", {
+                                                           "copy(input[0][2], to: output[1][0]);",
+                                                           "copy(input[0][3], to: output[1][1]);",
+                                                           "copy(input[1][0], to: output[0][2]);",
+                                                           "copy(input[1][1], to: output[0][3]);",
+                                                       });
+
+Step send(uint32_t op, uint32_t conn) {
+  Step st;
+  st.op = Opcode::Send;
+  st.traceOp = op;
+  st.sendConn = conn;
+  st.tb = 0;
+  return st;
+}
+Step recv(uint32_t op, uint32_t conn) {
+  Step st;
+  st.op = Opcode::Recv;
+  st.traceOp = op;
+  st.recvConn = conn;
+  st.tb = 0;
+  return st;
 }
 
 class DeadlockCheck : public ::testing::Test {
@@ -47,22 +65,6 @@ protected:
     ASSERT_EQ(trace.ops.size(), 4u);
   }
 
-  static Step send(uint32_t op, uint32_t conn) {
-    Step st;
-    st.op = Opcode::Send;
-    st.traceOp = op;
-    st.sendConn = conn;
-    st.tb = 0;
-    return st;
-  }
-  static Step recv(uint32_t op, uint32_t conn) {
-    Step st;
-    st.op = Opcode::Recv;
-    st.traceOp = op;
-    st.recvConn = conn;
-    st.tb = 0;
-    return st;
-  }
   static void oneThreadblock(RankSchedule &rs, uint32_t sendConn, uint32_t recvConn,
                              std::vector<Step> steps) {
     rs.steps = std::move(steps);
@@ -75,15 +77,15 @@ protected:
   }
 
   /// Two ranks, connection 0 is 0 -> 1 and connection 1 is 1 -> 0, one
-  /// threadblock each. Rank 0 sends ops 0, 1 then receives 2, 3; rank 1
-  /// does \p rank1 (its steps' ops and connections as given).
-  Schedule twoRanks(uint32_t depth, std::vector<Step> rank1) {
+  /// threadblock each, doing \p rank0 and \p rank1 (their steps' ops and
+  /// connections as given).
+  Schedule twoRanks(uint32_t depth, std::vector<Step> rank0, std::vector<Step> rank1) {
     Schedule s;
     s.trace = &trace;
     s.connectionDepth = depth;
     s.connections = {Connection{0, 1, 0, 0, 0}, Connection{1, 0, 0, 0, 0}};
     s.ranks.resize(2);
-    oneThreadblock(s.ranks[0], 0, 1, {send(0, 0), send(1, 0), recv(2, 1), recv(3, 1)});
+    oneThreadblock(s.ranks[0], 0, 1, std::move(rank0));
     oneThreadblock(s.ranks[1], 1, 0, std::move(rank1));
     return s;
   }
@@ -92,70 +94,85 @@ protected:
   Trace trace;
 };
 
-TEST_F(DeadlockCheck, BothRanksSendingTwiceFirstDeadlocksAtDepthOne) {
-  // Each rank fills its one slot, then waits for room the other never makes.
-  Schedule s = twoRanks(1, {send(2, 1), send(3, 1), recv(0, 0), recv(1, 0)});
-  EXPECT_FALSE(checkDeadlock(s, run.diag));
-  auto errors = run.errors();
-  ASSERT_EQ(errors.size(), 1u) << run.text();
-  EXPECT_EQ(errors[0]->message, "the plan can deadlock for N = 2 with 1 slot per connection: 2 "
-                                "steps wait for each other in a cycle");
-  EXPECT_EQ(errors[0]->line, lineOfOp(1));
-  auto notes = run.notes();
-  ASSERT_EQ(notes.size(), 2u) << run.text();
-  EXPECT_EQ(notes[0]->message,
-            "rank 0 threadblock 0 step 1 (s) waits for a free slot on its connection to rank 1");
-  EXPECT_EQ(notes[0]->line, lineOfOp(1));
-  EXPECT_EQ(notes[1]->message,
-            "rank 1 threadblock 0 step 1 (s) waits for a free slot on its connection to rank 0");
-  EXPECT_EQ(notes[1]->line, lineOfOp(3));
+/// A two-rank schedule (see DeadlockCheck::twoRanks), whether the checker
+/// passes it, and what it reports.
+struct TwoRankSchedule {
+  std::string name;
+  uint32_t depth;
+  std::vector<Step> rank0, rank1;
+  bool quiet;
+  bool runs;
+  /// No errors expected means no diagnostics at all.
+  ExpectedDiagnostics expected;
+};
+void PrintTo(const TwoRankSchedule &c, std::ostream *os) {
+  *os << c.name;
 }
 
-TEST_F(DeadlockCheck, QuietCheckReportsNothing) {
-  Schedule s = twoRanks(1, {send(2, 1), send(3, 1), recv(0, 0), recv(1, 0)});
-  EXPECT_FALSE(checkDeadlock(s, run.diag, /*quiet=*/true));
-  EXPECT_TRUE(run.diag.diagnostics().empty()) << run.text();
+class DeadlockCheckTwoRanks : public DeadlockCheck,
+                              public ::testing::WithParamInterface<TwoRankSchedule> {};
+
+TEST_P(DeadlockCheckTwoRanks, ChecksAsExpected) {
+  const TwoRankSchedule &c = GetParam();
+  Schedule s = twoRanks(c.depth, c.rank0, c.rank1);
+  EXPECT_EQ(checkDeadlock(s, run.diag, c.quiet), c.runs);
+  if (c.expected.errors.empty()) {
+    EXPECT_TRUE(run.diag.diagnostics().empty()) << run.text();
+  } else {
+    expectDiagnostics(run, c.expected);
+  }
 }
 
-TEST_F(DeadlockCheck, TheSameScheduleIsFineWithTwoSlots) {
-  Schedule s = twoRanks(2, {send(2, 1), send(3, 1), recv(0, 0), recv(1, 0)});
-  EXPECT_TRUE(checkDeadlock(s, run.diag));
-  EXPECT_TRUE(run.diag.diagnostics().empty()) << run.text();
-}
+// Rank 0 sends ops 0, 1 then receives 2, 3, unless a case says otherwise.
+const std::vector<Step> SendFirst0 = {send(0, 0), send(1, 0), recv(2, 1), recv(3, 1)};
+const std::vector<Step> SendFirst1 = {send(2, 1), send(3, 1), recv(0, 0), recv(1, 0)};
+const std::vector<Step> RecvFirst1 = {recv(0, 0), recv(1, 0), send(2, 1), send(3, 1)};
 
-TEST_F(DeadlockCheck, ReceivingFirstIsFineWithOneSlot) {
-  Schedule s = twoRanks(1, {recv(0, 0), recv(1, 0), send(2, 1), send(3, 1)});
-  EXPECT_TRUE(checkDeadlock(s, run.diag));
-  EXPECT_TRUE(run.diag.diagnostics().empty()) << run.text();
-}
-
-TEST_F(DeadlockCheck, BothRanksReceivingFirstDeadlocksAtAnyDepth) {
-  Schedule s = twoRanks(64, {recv(0, 0), recv(1, 0), send(2, 1), send(3, 1)});
-  // Rank 0 receives first too.
-  RankSchedule &r0 = s.ranks[0];
-  oneThreadblock(r0, 0, 1, {recv(2, 1), recv(3, 1), send(0, 0), send(1, 0)});
-  EXPECT_FALSE(checkDeadlock(s, run.diag));
-  auto errors = run.errors();
-  ASSERT_EQ(errors.size(), 1u) << run.text();
-  EXPECT_EQ(errors[0]->message, "the plan can deadlock for N = 2 with 64 slots per connection: 2 "
-                                "steps wait for each other in a cycle");
-  auto notes = run.notes();
-  ASSERT_EQ(notes.size(), 2u) << run.text();
-  EXPECT_EQ(notes[0]->message, "rank 0 threadblock 0 step 0 (r) waits for data from rank 1");
-  EXPECT_EQ(notes[0]->line, lineOfOp(2));
-  EXPECT_EQ(notes[1]->message, "rank 1 threadblock 0 step 0 (r) waits for data from rank 0");
-  EXPECT_EQ(notes[1]->line, lineOfOp(0));
-}
-
-TEST_F(DeadlockCheck, MessagesReceivedOutOfOrderAreAnInternalError) {
-  Schedule s = twoRanks(2, {recv(1, 0), recv(0, 0), send(2, 1), send(3, 1)});
-  EXPECT_FALSE(checkDeadlock(s, run.diag));
-  auto errors = run.errors();
-  ASSERT_EQ(errors.size(), 1u) << run.text();
-  EXPECT_EQ(errors[0]->message,
-            "internal error: connection rank 0 -> rank 1 delivers messages out of order");
-  EXPECT_EQ(errors[0]->line, lineOfOp(1));
-}
+INSTANTIATE_TEST_SUITE_P(
+    DeadlockCheck, DeadlockCheckTwoRanks,
+    ::testing::Values(
+        // Each rank fills its one slot, then waits for room the other never makes.
+        TwoRankSchedule{
+            "BothRanksSendingTwiceFirstDeadlocksAtDepthOne", 1, SendFirst0, SendFirst1,
+            /*quiet=*/false, /*runs=*/false,
+            ExpectedDiagnostics()
+                .error("the plan can deadlock for N = 2 with 1 slot per connection: 2 steps wait "
+                       "for each other in a cycle",
+                       siteLine(1))
+                .note("rank 0 threadblock 0 step 1 (s) waits for a free slot on its connection "
+                      "to rank 1",
+                      siteLine(1))
+                .note("rank 1 threadblock 0 step 1 (s) waits for a free slot on its connection "
+                      "to rank 0",
+                      siteLine(3))},
+        TwoRankSchedule{"QuietCheckReportsNothing", 1, SendFirst0, SendFirst1, /*quiet=*/true,
+                        /*runs=*/false, ExpectedDiagnostics()},
+        TwoRankSchedule{"TheSameScheduleIsFineWithTwoSlots", 2, SendFirst0, SendFirst1,
+                        /*quiet=*/false, /*runs=*/true, ExpectedDiagnostics()},
+        TwoRankSchedule{"ReceivingFirstIsFineWithOneSlot", 1, SendFirst0, RecvFirst1,
+                        /*quiet=*/false, /*runs=*/true, ExpectedDiagnostics()},
+        TwoRankSchedule{
+            "BothRanksReceivingFirstDeadlocksAtAnyDepth",
+            64,
+            {recv(2, 1), recv(3, 1), send(0, 0), send(1, 0)},
+            RecvFirst1,
+            /*quiet=*/false,
+            /*runs=*/false,
+            ExpectedDiagnostics()
+                .error("the plan can deadlock for N = 2 with 64 slots per connection: 2 steps "
+                       "wait for each other in a cycle")
+                .note("rank 0 threadblock 0 step 0 (r) waits for data from rank 1", siteLine(2))
+                .note("rank 1 threadblock 0 step 0 (r) waits for data from rank 0", siteLine(0))},
+        TwoRankSchedule{"MessagesReceivedOutOfOrderAreAnInternalError",
+                        2,
+                        SendFirst0,
+                        {recv(1, 0), recv(0, 0), send(2, 1), send(3, 1)},
+                        /*quiet=*/false,
+                        /*runs=*/false,
+                        ExpectedDiagnostics().error("internal error: connection rank 0 -> rank 1 "
+                                                    "delivers messages out of order",
+                                                    siteLine(1))}),
+    coll::test::CaseName());
 
 TEST_F(DeadlockCheck, DependenciesThatWaitForEachOtherDeadlock) {
   // Rank 0: two threadblocks of one local step each, each waiting for the
@@ -177,16 +194,13 @@ TEST_F(DeadlockCheck, DependenciesThatWaitForEachOtherDeadlock) {
     rs.tbs.push_back(tb);
   }
   EXPECT_FALSE(checkDeadlock(s, run.diag));
-  auto errors = run.errors();
-  ASSERT_EQ(errors.size(), 1u) << run.text();
-  EXPECT_EQ(errors[0]->message, "the plan can deadlock for N = 2 with 4 slots per connection: 2 "
-                                "steps wait for each other in a cycle");
-  auto notes = run.notes();
-  ASSERT_EQ(notes.size(), 2u) << run.text();
-  EXPECT_EQ(notes[0]->message,
-            "rank 0 threadblock 0 step 0 (cpy) waits for threadblock 1 to finish step 0");
-  EXPECT_EQ(notes[1]->message,
-            "rank 0 threadblock 1 step 0 (cpy) waits for threadblock 0 to finish step 0");
+  expectDiagnostics(
+      run,
+      ExpectedDiagnostics()
+          .error("the plan can deadlock for N = 2 with 4 slots per connection: 2 steps wait for "
+                 "each other in a cycle")
+          .note("rank 0 threadblock 0 step 0 (cpy) waits for threadblock 1 to finish step 0")
+          .note("rank 0 threadblock 1 step 0 (cpy) waits for threadblock 0 to finish step 0"));
 
   // Without the cycle it runs.
   s.ranks[0].tbs[1].depList.clear();
@@ -194,13 +208,25 @@ TEST_F(DeadlockCheck, DependenciesThatWaitForEachOtherDeadlock) {
   EXPECT_TRUE(checkDeadlock(s, run.diag, /*quiet=*/true));
 }
 
-TEST(DeadlockCompiled, CompiledRingPassesAndReorderedRingIsCaught) {
-  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
-  ASSERT_TRUE(lib->frontendOk()) << lib->text();
+/// The library ring allreduce, through the front end.
+class LibraryRing : public ::testing::Test {
+protected:
+  void SetUp() override { ASSERT_TRUE(lib->frontendOk()) << lib->text(); }
+
+  std::unique_ptr<CompilerRun> lib = CompilerRun::fromStdlib("ring_allreduce.coll");
+};
+
+PipelineOptions options(uint32_t connectionDepth, PipelineOptions::Fuse fuse) {
   PipelineOptions opts;
-  opts.fuse = PipelineOptions::Fuse::Never;
-  opts.connectionDepth = 1;
-  auto c = lib->compile(3, opts);
+  opts.connectionDepth = connectionDepth;
+  opts.fuse = fuse;
+  return opts;
+}
+
+using DeadlockCompiled = LibraryRing;
+
+TEST_F(DeadlockCompiled, CompiledRingPassesAndReorderedRingIsCaught) {
+  auto c = lib->compile(3, options(1, PipelineOptions::Fuse::Never));
   ASSERT_TRUE(c) << lib->text();
   EXPECT_TRUE(checkDeadlock(c->schedule, lib->diag));
   EXPECT_TRUE(lib->diag.diagnostics().empty()) << lib->text();
@@ -216,18 +242,14 @@ TEST(DeadlockCompiled, CompiledRingPassesAndReorderedRingIsCaught) {
     EXPECT_TRUE(tb.depList.empty());
   }
   EXPECT_FALSE(checkDeadlock(s, lib->diag));
-  auto errors = lib->errors();
-  ASSERT_EQ(errors.size(), 1u) << lib->text();
-  EXPECT_EQ(errors[0]->message, "the plan can deadlock for N = 3 with 1 slot per connection: 3 "
-                                "steps wait for each other in a cycle");
-  auto notes = lib->notes();
-  ASSERT_EQ(notes.size(), 3u) << lib->text();
-  EXPECT_EQ(notes[0]->message,
-            "rank 0 threadblock 0 step 1 (s) waits for a free slot on its connection to rank 1");
-  EXPECT_EQ(notes[1]->message,
-            "rank 1 threadblock 0 step 1 (s) waits for a free slot on its connection to rank 2");
-  EXPECT_EQ(notes[2]->message,
-            "rank 2 threadblock 0 step 1 (s) waits for a free slot on its connection to rank 0");
+  ExpectedDiagnostics expected;
+  expected.error("the plan can deadlock for N = 3 with 1 slot per connection: 3 steps wait for "
+                 "each other in a cycle");
+  for (uint32_t r = 0; r < 3; ++r)
+    expected.note("rank " + std::to_string(r) +
+                  " threadblock 0 step 1 (s) waits for a free slot on its connection to rank " +
+                  std::to_string((r + 1) % 3));
+  expectDiagnostics(*lib, expected);
 }
 
 //===--------------------------------------------------------------------===//
@@ -244,9 +266,9 @@ unsigned stdlibLine(llvm::StringRef file, llvm::StringRef needle) {
   return 0;
 }
 
-TEST(RingFusion, FourRanksGiveOneFusedThreadblockPerRank) {
-  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
-  ASSERT_TRUE(lib->frontendOk()) << lib->text();
+using RingFusion = LibraryRing;
+
+TEST_F(RingFusion, FourRanksGiveOneFusedThreadblockPerRank) {
   auto c = lib->compile(4);
   ASSERT_TRUE(c) << lib->text();
   EXPECT_TRUE(c->complete);
@@ -268,34 +290,24 @@ TEST(RingFusion, FourRanksGiveOneFusedThreadblockPerRank) {
   EXPECT_TRUE(validatePlan(c->plan).ok());
 }
 
-TEST(RingFusion, DepthOneWithFusionForcedIsRejected) {
-  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
-  ASSERT_TRUE(lib->frontendOk()) << lib->text();
-  PipelineOptions opts;
-  opts.connectionDepth = 1;
-  opts.fuse = PipelineOptions::Fuse::Always;
-  EXPECT_FALSE(lib->compile(3, opts));
+TEST_F(RingFusion, DepthOneWithFusionForcedIsRejected) {
+  EXPECT_FALSE(lib->compile(3, options(1, PipelineOptions::Fuse::Always)));
   auto errors = lib->errors();
-  ASSERT_EQ(errors.size(), 1u) << lib->text();
+  ASSERT_FALSE(errors.empty()) << lib->text();
   EXPECT_NE(errors[0]->message.find("can deadlock"), std::string::npos) << errors[0]->message;
-  EXPECT_EQ(errors[0]->message, "the plan can deadlock for N = 3 with 1 slot per connection: 3 "
-                                "steps wait for each other in a cycle");
-  EXPECT_EQ(errors[0]->line, stdlibLine("ring_allreduce.coll", "acc = reduce("));
-  auto notes = lib->notes();
-  ASSERT_EQ(notes.size(), 3u) << lib->text();
+  ExpectedDiagnostics expected;
+  expected.error("the plan can deadlock for N = 3 with 1 slot per connection: 3 steps wait for "
+                 "each other in a cycle",
+                 stdlibLine("ring_allreduce.coll", "acc = reduce("));
   for (uint32_t r = 0; r < 3; ++r)
-    EXPECT_EQ(notes[r]->message, "rank " + std::to_string(r) +
-                                     " threadblock 0 step 1 (rrs) waits for a free slot on its "
-                                     "connection to rank " +
-                                     std::to_string((r + 1) % 3));
+    expected.note("rank " + std::to_string(r) +
+                  " threadblock 0 step 1 (rrs) waits for a free slot on its connection to rank " +
+                  std::to_string((r + 1) % 3));
+  expectDiagnostics(*lib, expected);
 }
 
-TEST(RingFusion, DepthOneWithAutoFusionFallsBackToUnfused) {
-  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
-  ASSERT_TRUE(lib->frontendOk()) << lib->text();
-  PipelineOptions opts;
-  opts.connectionDepth = 1;
-  auto c = lib->compile(3, opts);
+TEST_F(RingFusion, DepthOneWithAutoFusionFallsBackToUnfused) {
+  auto c = lib->compile(3, options(1, PipelineOptions::Fuse::Auto));
   ASSERT_TRUE(c) << lib->text();
   EXPECT_TRUE(lib->diag.diagnostics().empty()) << lib->text();
   EXPECT_EQ(c->plan.info.connectionDepth, 1u);
@@ -313,25 +325,15 @@ TEST(RingFusion, DepthOneWithAutoFusionFallsBackToUnfused) {
   EXPECT_TRUE(validatePlan(c->plan).ok());
 }
 
-TEST(RingFusion, DepthOneWithoutFusionGivesTheSamePlanAsTheFallback) {
-  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
-  ASSERT_TRUE(lib->frontendOk()) << lib->text();
-  PipelineOptions opts;
-  opts.connectionDepth = 1;
-  auto fallback = lib->compile(3, opts);
-  opts.fuse = PipelineOptions::Fuse::Never;
-  auto never = lib->compile(3, opts);
+TEST_F(RingFusion, DepthOneWithoutFusionGivesTheSamePlanAsTheFallback) {
+  auto fallback = lib->compile(3, options(1, PipelineOptions::Fuse::Auto));
+  auto never = lib->compile(3, options(1, PipelineOptions::Fuse::Never));
   ASSERT_TRUE(fallback && never) << lib->text();
   EXPECT_TRUE(fallback->plan == never->plan);
 }
 
-TEST(RingFusion, DepthFourFusesForThreeRanks) {
-  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
-  ASSERT_TRUE(lib->frontendOk()) << lib->text();
-  PipelineOptions opts;
-  opts.connectionDepth = 4;
-  opts.fuse = PipelineOptions::Fuse::Always;
-  auto c = lib->compile(3, opts);
+TEST_F(RingFusion, DepthFourFusesForThreeRanks) {
+  auto c = lib->compile(3, options(4, PipelineOptions::Fuse::Always));
   ASSERT_TRUE(c) << lib->text();
   EXPECT_EQ(c->plan.info.connectionDepth, 4u);
   for (const RankPlan &rp : c->plan.ranks) {
@@ -342,18 +344,13 @@ TEST(RingFusion, DepthFourFusesForThreeRanks) {
   EXPECT_EQ(countOpcode(c->plan, Opcode::RecvReduceCopySend), 3u);
   EXPECT_EQ(countOpcode(c->plan, Opcode::RecvCopySend), 3u);
   // Auto makes the same choice.
-  opts.fuse = PipelineOptions::Fuse::Auto;
-  auto autoFused = lib->compile(3, opts);
+  auto autoFused = lib->compile(3, options(4, PipelineOptions::Fuse::Auto));
   ASSERT_TRUE(autoFused) << lib->text();
   EXPECT_TRUE(autoFused->plan == c->plan);
 }
 
-TEST(RingFusion, NeverFusingGivesOnlyPlainSteps) {
-  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
-  ASSERT_TRUE(lib->frontendOk()) << lib->text();
-  PipelineOptions opts;
-  opts.fuse = PipelineOptions::Fuse::Never;
-  auto c = lib->compile(4, opts);
+TEST_F(RingFusion, NeverFusingGivesOnlyPlainSteps) {
+  auto c = lib->compile(4, options(4, PipelineOptions::Fuse::Never));
   ASSERT_TRUE(c) << lib->text();
   // Per rank: 2 (N - 1) sends, N - 1 rrc and N - 1 r.
   EXPECT_EQ(countOpcode(c->plan, Opcode::Send), 24u);
@@ -366,22 +363,29 @@ TEST(RingFusion, NeverFusingGivesOnlyPlainSteps) {
 // Scratch allocation
 //===--------------------------------------------------------------------===//
 
+// Rank 1 passes the value through tmp[0], tmp[1], tmp[2] in turn.
+const char *const ChainSource = "algorithm chain implements broadcast(root = 0) {\n"
+                                "  scratch tmp[3];\n"
+                                "  copy(input[0][0], to: output[0][0]);\n"
+                                "  copy(input[0][0], to: tmp[1][0]);\n"
+                                "  copy(tmp[1][0], to: tmp[1][1]);\n"
+                                "  copy(tmp[1][1], to: tmp[1][2]);\n"
+                                "  copy(tmp[1][2], to: output[1][0]);\n"
+                                "}\n";
+
+/// Allocation on its own: local chains would fuse the staging away.
+PipelineOptions withoutFusion() {
+  PipelineOptions opts;
+  opts.fuse = PipelineOptions::Fuse::Never;
+  return opts;
+}
+
 TEST(ScratchAllocation, DisjointLifetimesShareChunks) {
   // Rank 1 passes the value through tmp[0], tmp[1], tmp[2] in turn: tmp[0]
   // is dead once tmp[1] is written, so tmp[2] can take its place.
-  CompilerRun run("algorithm chain implements broadcast(root = 0) {\n"
-                  "  scratch tmp[3];\n"
-                  "  copy(input[0][0], to: output[0][0]);\n"
-                  "  copy(input[0][0], to: tmp[1][0]);\n"
-                  "  copy(tmp[1][0], to: tmp[1][1]);\n"
-                  "  copy(tmp[1][1], to: tmp[1][2]);\n"
-                  "  copy(tmp[1][2], to: output[1][0]);\n"
-                  "}\n");
+  CompilerRun run(ChainSource);
   ASSERT_TRUE(run.frontendOk()) << run.text();
-  // Allocation on its own: local chains would fuse the staging away.
-  PipelineOptions noFusion;
-  noFusion.fuse = PipelineOptions::Fuse::Never;
-  auto c = run.compile(2, noFusion);
+  auto c = run.compile(2, withoutFusion());
   ASSERT_TRUE(c) << run.text();
   ASSERT_EQ(c->trace->scratchChunks, std::vector<uint32_t>{3});
   const Plan &plan = c->plan;
@@ -406,14 +410,7 @@ TEST(ScratchAllocation, DisjointLifetimesShareChunks) {
 TEST(Fusion, LocalChainsThroughDeadStagingCollapse) {
   // The same relay through three staging chunks: with fusion, the receive
   // writes the output directly and no scratch is left.
-  CompilerRun run("algorithm chain implements broadcast(root = 0) {\n"
-                  "  scratch tmp[3];\n"
-                  "  copy(input[0][0], to: output[0][0]);\n"
-                  "  copy(input[0][0], to: tmp[1][0]);\n"
-                  "  copy(tmp[1][0], to: tmp[1][1]);\n"
-                  "  copy(tmp[1][1], to: tmp[1][2]);\n"
-                  "  copy(tmp[1][2], to: output[1][0]);\n"
-                  "}\n");
+  CompilerRun run(ChainSource);
   ASSERT_TRUE(run.frontendOk()) << run.text();
   auto c = run.compile(2);
   ASSERT_TRUE(c) << run.text();
@@ -452,10 +449,7 @@ TEST(ScratchAllocation, TwoBuffersWithDisjointLifetimesShareOneChunk) {
                   "  copy(b[1][0], to: output[1][0]);\n"
                   "}\n");
   ASSERT_TRUE(run.frontendOk()) << run.text();
-  // Allocation on its own: local chains would fuse the staging away.
-  PipelineOptions noFusion;
-  noFusion.fuse = PipelineOptions::Fuse::Never;
-  auto c = run.compile(2, noFusion);
+  auto c = run.compile(2, withoutFusion());
   ASSERT_TRUE(c) << run.text();
   EXPECT_EQ(c->plan.ranks[1].scratchChunks, 1u);
   EXPECT_TRUE(validatePlan(c->plan).ok());
@@ -506,10 +500,7 @@ TEST(ScratchAllocation, RangeStepsKeepTheProgramLayout) {
                   "  copy(b[1][0 .. 2], to: output[1][0 .. 2]);\n"
                   "}\n");
   ASSERT_TRUE(run.frontendOk()) << run.text();
-  // Allocation on its own: local chains would fuse the staging away.
-  PipelineOptions noFusion;
-  noFusion.fuse = PipelineOptions::Fuse::Never;
-  auto c = run.compile(2, noFusion);
+  auto c = run.compile(2, withoutFusion());
   ASSERT_TRUE(c) << run.text();
   EXPECT_EQ(c->plan.ranks[1].scratchChunks, 4u);
   EXPECT_TRUE(validatePlan(c->plan).ok());
@@ -646,91 +637,80 @@ TEST(Instances, LibraryRingWithInstances) {
 // Threadblock hints
 //===--------------------------------------------------------------------===//
 
-TEST(ThreadblockHints, OneThreadblockCannotSendOnTwoConnections) {
-  CompilerRun run("algorithm direct implements allgather() {\n"
-                  "  for r in 0 .. N {\n"
-                  "    copy(input[r][0], to: output[r][r]);\n"
-                  "  }\n"
-                  "  copy(input[0][0], to: output[1][0], sendtb: 0);\n"
-                  "  copy(input[0][0], to: output[2][0], sendtb: 0);\n"
-                  "  copy(input[1][0], to: output[0][1]);\n"
-                  "  copy(input[1][0], to: output[2][1]);\n"
-                  "  copy(input[2][0], to: output[0][2]);\n"
-                  "  copy(input[2][0], to: output[1][2]);\n"
-                  "}\n");
-  ASSERT_TRUE(run.frontendOk()) << run.text();
-  EXPECT_FALSE(run.compile(3));
-  auto errors = run.errors();
-  ASSERT_EQ(errors.size(), 1u) << run.text();
-  EXPECT_EQ(errors[0]->message, "threadblock 0 of rank 0 would send on two connections, rank 0 "
-                                "-> rank 1 (channel 0) and rank 0 -> rank 2 (channel 0); a "
-                                "threadblock owns at most one of each");
-  EXPECT_EQ(errors[0]->line, 6u);
-  auto notes = run.notes();
-  ASSERT_EQ(notes.size(), 1u) << run.text();
-  EXPECT_EQ(notes[0]->message, "the other connection is used here");
-  EXPECT_EQ(notes[0]->line, 5u);
+class ThreadblockHintErrors : public ::testing::TestWithParam<RejectedProgram> {};
+
+TEST_P(ThreadblockHintErrors, AreReportedAtTheHint) {
+  expectRejected(GetParam());
 }
 
-TEST(ThreadblockHints, OneThreadblockCannotReceiveOnTwoConnections) {
-  CompilerRun run("algorithm direct implements allgather() {\n"
-                  "  for r in 0 .. N {\n"
-                  "    copy(input[r][0], to: output[r][r]);\n"
-                  "  }\n"
-                  "  copy(input[1][0], to: output[0][1], recvtb: 3);\n"
-                  "  copy(input[2][0], to: output[0][2], recvtb: 3);\n"
-                  "  copy(input[0][0], to: output[1][0]);\n"
-                  "  copy(input[0][0], to: output[2][0]);\n"
-                  "  copy(input[1][0], to: output[2][1]);\n"
-                  "  copy(input[2][0], to: output[1][2]);\n"
-                  "}\n");
-  ASSERT_TRUE(run.frontendOk()) << run.text();
-  EXPECT_FALSE(run.compile(3));
-  auto errors = run.errors();
-  ASSERT_EQ(errors.size(), 1u) << run.text();
-  EXPECT_EQ(errors[0]->message, "threadblock 3 of rank 0 would receive on two connections, rank "
-                                "1 -> rank 0 (channel 0) and rank 2 -> rank 0 (channel 0); a "
-                                "threadblock owns at most one of each");
-  EXPECT_EQ(errors[0]->line, 6u);
-}
-
-TEST(ThreadblockHints, OneConnectionCannotBelongToTwoThreadblocks) {
-  CompilerRun run("algorithm two implements allgather(chunks = 2) {\n"
-                  "  for r in 0 .. 2 {\n"
-                  "    copy(input[r][0 .. 2], to: output[r][2 * r .. 2 * r + 2]);\n"
-                  "  }\n"
-                  "  copy(input[0][0], to: output[1][0], sendtb: 0);\n"
-                  "  copy(input[0][1], to: output[1][1], sendtb: 1);\n"
-                  "  copy(input[1][0 .. 2], to: output[0][2 .. 4]);\n"
-                  "}\n");
-  ASSERT_TRUE(run.frontendOk()) << run.text();
-  EXPECT_FALSE(run.compile(2));
-  auto errors = run.errors();
-  ASSERT_EQ(errors.size(), 1u) << run.text();
-  EXPECT_EQ(errors[0]->message, "connection rank 0 -> rank 1 (channel 0) would belong to two "
-                                "threadblocks; a connection belongs to one");
-  EXPECT_EQ(errors[0]->line, 6u);
-  auto notes = run.notes();
-  ASSERT_EQ(notes.size(), 1u) << run.text();
-  EXPECT_EQ(notes[0]->message, "its other threadblock is chosen here");
-  EXPECT_EQ(notes[0]->line, 5u);
-}
-
-TEST(ThreadblockHints, OneThreadblockCannotUseTwoChannels) {
-  CompilerRun run("algorithm a implements allgather() {\n"
-                  "  copy(input[0][0], to: output[0][0]);\n"
-                  "  copy(input[1][0], to: output[1][1]);\n"
-                  "  copy(input[0][0], to: output[1][0], channel: 0, tb: 0);\n"
-                  "  copy(input[1][0], to: output[0][1], channel: 1, tb: 0);\n"
-                  "}\n");
-  ASSERT_TRUE(run.frontendOk()) << run.text();
-  EXPECT_FALSE(run.compile(2));
-  auto errors = run.errors();
-  ASSERT_EQ(errors.size(), 1u) << run.text();
-  EXPECT_EQ(errors[0]->message, "threadblock 0 of rank 0 would use channels 0 and 1; a "
-                                "threadblock's connections share one channel");
-  EXPECT_EQ(errors[0]->line, 5u);
-}
+INSTANTIATE_TEST_SUITE_P(
+    ThreadblockHints, ThreadblockHintErrors,
+    ::testing::Values(
+        RejectedProgram{"OneThreadblockCannotSendOnTwoConnections",
+                        "algorithm direct implements allgather() {\n"
+                        "  for r in 0 .. N {\n"
+                        "    copy(input[r][0], to: output[r][r]);\n"
+                        "  }\n"
+                        "  copy(input[0][0], to: output[1][0], sendtb: 0);\n"
+                        "  copy(input[0][0], to: output[2][0], sendtb: 0);\n"
+                        "  copy(input[1][0], to: output[0][1]);\n"
+                        "  copy(input[1][0], to: output[2][1]);\n"
+                        "  copy(input[2][0], to: output[0][2]);\n"
+                        "  copy(input[2][0], to: output[1][2]);\n"
+                        "}\n",
+                        3,
+                        ExpectedDiagnostics()
+                            .error("threadblock 0 of rank 0 would send on two connections, rank "
+                                   "0 -> rank 1 (channel 0) and rank 0 -> rank 2 (channel 0); a "
+                                   "threadblock owns at most one of each",
+                                   6)
+                            .note("the other connection is used here", 5)},
+        RejectedProgram{"OneThreadblockCannotReceiveOnTwoConnections",
+                        "algorithm direct implements allgather() {\n"
+                        "  for r in 0 .. N {\n"
+                        "    copy(input[r][0], to: output[r][r]);\n"
+                        "  }\n"
+                        "  copy(input[1][0], to: output[0][1], recvtb: 3);\n"
+                        "  copy(input[2][0], to: output[0][2], recvtb: 3);\n"
+                        "  copy(input[0][0], to: output[1][0]);\n"
+                        "  copy(input[0][0], to: output[2][0]);\n"
+                        "  copy(input[1][0], to: output[2][1]);\n"
+                        "  copy(input[2][0], to: output[1][2]);\n"
+                        "}\n",
+                        3,
+                        ExpectedDiagnostics().error(
+                            "threadblock 3 of rank 0 would receive on two connections, rank 1 -> "
+                            "rank 0 (channel 0) and rank 2 -> rank 0 (channel 0); a threadblock "
+                            "owns at most one of each",
+                            6)},
+        RejectedProgram{"OneConnectionCannotBelongToTwoThreadblocks",
+                        "algorithm two implements allgather(chunks = 2) {\n"
+                        "  for r in 0 .. 2 {\n"
+                        "    copy(input[r][0 .. 2], to: output[r][2 * r .. 2 * r + 2]);\n"
+                        "  }\n"
+                        "  copy(input[0][0], to: output[1][0], sendtb: 0);\n"
+                        "  copy(input[0][1], to: output[1][1], sendtb: 1);\n"
+                        "  copy(input[1][0 .. 2], to: output[0][2 .. 4]);\n"
+                        "}\n",
+                        2,
+                        ExpectedDiagnostics()
+                            .error("connection rank 0 -> rank 1 (channel 0) would belong to two "
+                                   "threadblocks; a connection belongs to one",
+                                   6)
+                            .note("its other threadblock is chosen here", 5)},
+        RejectedProgram{"OneThreadblockCannotUseTwoChannels",
+                        "algorithm a implements allgather() {\n"
+                        "  copy(input[0][0], to: output[0][0]);\n"
+                        "  copy(input[1][0], to: output[1][1]);\n"
+                        "  copy(input[0][0], to: output[1][0], channel: 0, tb: 0);\n"
+                        "  copy(input[1][0], to: output[0][1], channel: 1, tb: 0);\n"
+                        "}\n",
+                        2,
+                        ExpectedDiagnostics().error(
+                            "threadblock 0 of rank 0 would use channels 0 and 1; a threadblock's "
+                            "connections share one channel",
+                            5)}),
+    coll::test::CaseName());
 
 TEST(ThreadblockHints, HintedGroupingIsKept) {
   // Sends on threadblock 0, receives on threadblock 1: unlike the automatic
