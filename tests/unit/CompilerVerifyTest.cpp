@@ -8,27 +8,29 @@
 
 #include "CompilerTestUtil.h"
 
+#include <functional>
 #include <gtest/gtest.h>
 
 using namespace coll;
 using namespace coll::compiler;
 using coll::test::CompilerRun;
+using coll::test::ExpectedDiagnostics;
+using coll::test::siteLine;
 
 namespace {
 
 // The operations of hand-built traces borrow their source sites from this
 // program, so a diagnostic's line says which operation it blames.
-const char *const SitesSource = "algorithm sites implements allreduce() {\n"   // line 1
-                                "  copy(input[0][0], to: output[0][0]);\n"     // line 2: site 0
-                                "  reduce(input[0][0], into: output[0][0]);\n" // line 3: site 1
-                                "  copy(input[0][0], to: output[0][0]);\n"     // line 4: site 2
-                                "  reduce(input[0][0], into: output[0][0]);\n" // line 5: site 3
-                                "}\n";
+const std::string SitesSource =
+    coll::test::sitesProgram("algorithm sites implements allreduce()",
+                             {
+                                 "copy(input[0][0], to: output[0][0]);",     // site 0
+                                 "reduce(input[0][0], into: output[0][0]);", // site 1
+                                 "copy(input[0][0], to: output[0][0]);",     // site 2
+                                 "reduce(input[0][0], into: output[0][0]);", // site 3
+                             });
 enum : uint32_t { CopySite = 0, ReduceSite = 1, OtherCopySite = 2, OtherReduceSite = 3 };
-/// The source line of each site, and of the algorithm's name.
-constexpr unsigned lineOf(uint32_t site) {
-  return site + 2;
-}
+/// The source line of the algorithm's name.
 constexpr unsigned AlgorithmLine = 1, AlgorithmNameColumn = 11;
 
 SlotRange in(uint32_t rank, uint32_t index, uint32_t count = 1) {
@@ -40,6 +42,31 @@ SlotRange out(uint32_t rank, uint32_t index, uint32_t count = 1) {
 SlotRange tmp(uint32_t rank, uint32_t index) {
   return SlotRange{rank, FirstScratchBuffer, index, 1};
 }
+
+/// Gives \p t one scratch buffer `tmp` of \p chunks chunks.
+void addScratch(Trace &t, uint32_t chunks) {
+  t.scratchChunks.push_back(chunks);
+  t.scratchNames.push_back("tmp");
+}
+/// Appends a copy or a reduce from \p src to \p dst, blamed on \p site.
+void transfer(Trace &t, OpKind kind, SlotRange src, SlotRange dst, uint32_t site) {
+  ChunkOp op;
+  op.kind = kind;
+  op.src = src;
+  op.dst = dst;
+  op.site = site;
+  t.ops.push_back(op);
+}
+void copy(Trace &t, SlotRange src, SlotRange dst, uint32_t site = CopySite) {
+  transfer(t, OpKind::Copy, src, dst, site);
+}
+void reduce(Trace &t, SlotRange src, SlotRange dst, uint32_t site = ReduceSite) {
+  transfer(t, OpKind::Reduce, src, dst, site);
+}
+
+/// Makes an empty trace of a built-in collective (VerifyTrace::trace).
+using MakeTrace =
+    std::function<Trace(llvm::StringRef collective, uint32_t n, uint32_t chunks, bool inplace)>;
 
 class VerifyTrace : public ::testing::Test {
 protected:
@@ -64,27 +91,6 @@ protected:
     t.sites = run.topLevelTransfers();
     return t;
   }
-  /// Gives \p t one scratch buffer `tmp` of \p chunks chunks.
-  static void addScratch(Trace &t, uint32_t chunks) {
-    t.scratchChunks.push_back(chunks);
-    t.scratchNames.push_back("tmp");
-  }
-  static void copy(Trace &t, SlotRange src, SlotRange dst, uint32_t site = CopySite) {
-    ChunkOp op;
-    op.kind = OpKind::Copy;
-    op.src = src;
-    op.dst = dst;
-    op.site = site;
-    t.ops.push_back(op);
-  }
-  static void reduce(Trace &t, SlotRange src, SlotRange dst, uint32_t site = ReduceSite) {
-    ChunkOp op;
-    op.kind = OpKind::Reduce;
-    op.src = src;
-    op.dst = dst;
-    op.site = site;
-    t.ops.push_back(op);
-  }
 
   /// The in-place ring allreduce of stdlib/ring_allreduce.coll, by hand.
   Trace ringAllreduce(uint32_t n) {
@@ -107,13 +113,6 @@ protected:
     auto r = compiler::verify(t, run.diag);
     run.text();
     return r;
-  }
-  /// The only error; fails the test when there is not exactly one.
-  const Diagnostic &onlyError() {
-    auto errors = run.errors();
-    EXPECT_EQ(errors.size(), 1u) << run.text();
-    static const Diagnostic none{DiagKind::Error, {}, "<no error>", 0, 0};
-    return errors.empty() ? none : *errors[0];
   }
 
   CompilerRun run{SitesSource};
@@ -203,25 +202,6 @@ TEST_F(VerifyTrace, DirectAlltoallIsCorrect) {
   EXPECT_EQ(r->reductions, 0u);
 }
 
-TEST_F(VerifyTrace, AlltoallWithTransposedBlocksIsWrong) {
-  // out[r][j] = in[r][j] instead of in[j][r]: rank 0 is right by accident,
-  // output[0][1] is the first wrong chunk.
-  const uint32_t n = 3;
-  Trace t = trace("alltoall", n, 1);
-  for (uint32_t r = 0; r < n; ++r)
-    for (uint32_t j = 0; j < n; ++j)
-      copy(t, in(r, j), out(r, j), r == 0 && j == 1 ? OtherCopySite : CopySite);
-  EXPECT_FALSE(verify(t));
-  const Diagnostic &e = onlyError();
-  EXPECT_EQ(e.message, "output[0][1] ends holding in[0][1] for N = 3; it should hold in[1][0]");
-  EXPECT_EQ(e.line, lineOf(OtherCopySite));
-  auto notes = run.notes();
-  ASSERT_EQ(notes.size(), 1u) << run.text();
-  // Six of the nine slots are wrong: all but the diagonal.
-  EXPECT_EQ(notes[0]->message, "5 more output chunks are wrong");
-  EXPECT_EQ(notes[0]->line, AlgorithmLine);
-}
-
 TEST_F(VerifyTrace, ReduceChecksOnlyTheRoot) {
   Trace t = trace("reduce", 3, 1);
   t.root = 1;
@@ -241,204 +221,252 @@ TEST_F(VerifyTrace, ReduceChecksOnlyTheRoot) {
 // Wrong programs
 //===--------------------------------------------------------------------===//
 
-TEST_F(VerifyTrace, WrongSlotNamesRankIndexAndBothValues) {
-  // Direct allgather where rank 2 gets rank 0's block in place of rank 1's.
-  const uint32_t n = 3;
-  Trace t = trace("allgather", n, 1);
-  for (uint32_t r = 0; r < n; ++r)
-    for (uint32_t j = 0; j < n; ++j) {
-      if (r == 2 && j == 1)
-        copy(t, in(0, 0), out(2, 1), OtherCopySite);
-      else
-        copy(t, in(j, 0), out(r, j));
-    }
-  EXPECT_FALSE(verify(t));
-  const Diagnostic &e = onlyError();
-  EXPECT_EQ(e.message, "output[2][1] ends holding in[0][0] for N = 3; it should hold in[1][0]");
-  EXPECT_EQ(e.line, lineOf(OtherCopySite));
-  EXPECT_EQ(e.column, 3u);
-  EXPECT_TRUE(run.notes().empty()) << run.text();
-  EXPECT_NE(run.text().find("test.coll:4:3: error: output[2][1] ends holding in[0][0]"),
-            std::string::npos)
-      << run.text();
+/// A hand-built trace the verifier rejects, and what it reports.
+struct WrongTrace {
+  std::string name;
+  /// Builds the trace from an empty one that \p trace makes.
+  Trace (*build)(const MakeTrace &trace);
+  ExpectedDiagnostics expected;
+  /// A piece of what the engine printed, or "" for no check.
+  std::string printed;
+};
+void PrintTo(const WrongTrace &c, std::ostream *os) {
+  *os << c.name;
 }
 
-TEST_F(VerifyTrace, IncompleteReductionListsWhatIsMissingAndWhatIsExtra) {
-  // Chain allreduce, 2 chunks: rank 1's chunk 0 adds in[2][1] where in[2][0]
-  // belongs; everything else is right.
-  const uint32_t n = 3, c = 2;
-  Trace t = trace("allreduce", n, c);
-  for (uint32_t r = 0; r < n; ++r)
-    for (uint32_t i = 0; i < c; ++i) {
-      copy(t, in(0, i), out(r, i));
-      reduce(t, in(1, i), out(r, i));
-      if (r == 1 && i == 0)
-        reduce(t, in(2, 1), out(r, i), OtherReduceSite);
-      else
-        reduce(t, in(2, i), out(r, i));
-    }
-  EXPECT_FALSE(verify(t));
-  const Diagnostic &e = onlyError();
-  EXPECT_EQ(e.message, "output[1][0] ends holding in[2][1] + (in[1][0] + in[0][0]) for N = 3; it "
-                       "should hold the reduction of in[0][0] + in[1][0] + in[2][0]; missing "
-                       "in[2][0]; not expected: in[2][1]");
-  EXPECT_EQ(e.line, lineOf(OtherReduceSite));
-  EXPECT_TRUE(run.notes().empty()) << run.text();
-}
+class VerifyWrongTrace : public VerifyTrace, public ::testing::WithParamInterface<WrongTrace> {};
 
-TEST_F(VerifyTrace, PartialReductionNamesTheMissingContribution) {
-  const uint32_t n = 3;
-  Trace t = trace("allreduce", n, 1);
-  for (uint32_t r = 0; r < n; ++r) {
-    copy(t, in(0, 0), out(r, 0));
-    reduce(t, in(1, 0), out(r, 0), r == 1 ? OtherReduceSite : ReduceSite);
-    if (r != 1)
-      reduce(t, in(2, 0), out(r, 0));
+TEST_P(VerifyWrongTrace, IsReportedAtTheOperationToBlame) {
+  const WrongTrace &c = GetParam();
+  Trace t = c.build([this](llvm::StringRef collective, uint32_t n, uint32_t chunks, bool inplace) {
+    return trace(collective, n, chunks, inplace);
+  });
+  EXPECT_FALSE(verify(t));
+  expectDiagnostics(run, c.expected);
+  if (!c.printed.empty()) {
+    EXPECT_NE(run.text().find(c.printed), std::string::npos) << run.text();
   }
-  EXPECT_FALSE(verify(t));
-  const Diagnostic &e = onlyError();
-  EXPECT_EQ(e.message, "output[1][0] ends holding in[1][0] + in[0][0] for N = 3; it should hold "
-                       "the reduction of in[0][0] + in[1][0] + in[2][0]; missing in[2][0]");
-  EXPECT_EQ(e.line, lineOf(OtherReduceSite));
 }
 
-TEST_F(VerifyTrace, ContributionCountedTwiceBlamesTheReduceThatRepeatedIt) {
-  const uint32_t n = 2;
-  Trace t = trace("allreduce", n, 1);
-  addScratch(t, 1);
-  // Rank 0 builds in1 + (in0 + in1) in scratch, then copies it out.
-  copy(t, in(1, 0), tmp(0, 0));
-  reduce(t, in(0, 0), tmp(0, 0));
-  reduce(t, in(1, 0), tmp(0, 0), OtherReduceSite); // in[1][0] again
-  copy(t, tmp(0, 0), out(0, 0), OtherCopySite);
-  // Rank 1 is right.
-  copy(t, in(0, 0), out(1, 0));
-  reduce(t, in(1, 0), out(1, 0));
-  EXPECT_FALSE(verify(t));
-  const Diagnostic &e = onlyError();
-  EXPECT_EQ(e.message, "contribution in[1][0] is counted twice for N = 2");
-  EXPECT_EQ(e.line, lineOf(OtherReduceSite));
-  auto notes = run.notes();
-  ASSERT_EQ(notes.size(), 1u) << run.text();
-  EXPECT_EQ(notes[0]->message, "output[0][0] ends holding in[1][0] + (in[0][0] + in[1][0]); it "
-                               "should hold the reduction of in[0][0] + in[1][0]");
-  EXPECT_EQ(notes[0]->line, lineOf(OtherCopySite)); // the last write of the slot
-}
-
-TEST_F(VerifyTrace, CopyFromAnEmptySlotIsRejected) {
-  const uint32_t n = 2;
-  Trace t = trace("allgather", n, 1);
-  copy(t, in(0, 0), out(0, 0));
-  copy(t, out(1, 0), out(0, 1), OtherCopySite); // nothing is in output[1][0] yet
-  copy(t, in(0, 0), out(1, 0));
-  EXPECT_FALSE(verify(t));
-  const Diagnostic &e = onlyError();
-  EXPECT_EQ(e.message, "copy reads output[1][0], which holds nothing at this point for N = 2");
-  EXPECT_EQ(e.line, lineOf(OtherCopySite));
-  EXPECT_TRUE(run.notes().empty());
-}
-
-TEST_F(VerifyTrace, ReadOfUninitialisedScratchNamesTheScratchBuffer) {
-  Trace t = trace("broadcast", 2, 1);
-  addScratch(t, 2);
-  copy(t, in(0, 0), tmp(1, 0));
-  reduce(t, tmp(1, 1), out(1, 0), OtherReduceSite);
-  EXPECT_FALSE(verify(t));
-  EXPECT_EQ(onlyError().message,
-            "reduce reads tmp[1][1], which holds nothing at this point for N = 2");
-  EXPECT_EQ(onlyError().line, lineOf(OtherReduceSite));
-}
-
-TEST_F(VerifyTrace, ReduceIntoAnEmptySlotIsRejected) {
-  Trace t = trace("allreduce", 2, 1);
-  copy(t, in(1, 0), out(0, 0));
-  reduce(t, in(0, 0), out(1, 0), OtherReduceSite); // output[1][0] holds nothing
-  EXPECT_FALSE(verify(t));
-  const Diagnostic &e = onlyError();
-  EXPECT_EQ(e.message, "reduce into output[1][0], which holds nothing at this point for N = 2");
-  EXPECT_EQ(e.line, lineOf(OtherReduceSite));
-}
-
-TEST_F(VerifyTrace, OverwritingAPartialSumBeforeItIsReadIsRejected) {
-  const uint32_t n = 2;
-  Trace t = trace("allreduce", n, 1);
-  copy(t, in(1, 0), out(0, 0));
-  reduce(t, in(0, 0), out(0, 0)); // rank 0: in0 + in1, right
-  copy(t, in(0, 0), out(1, 0));
-  reduce(t, in(1, 0), out(1, 0));              // rank 1: in1 + in0 ...
-  copy(t, in(1, 0), out(1, 0), OtherCopySite); // ... destroyed unread
-  EXPECT_FALSE(verify(t));
-  const Diagnostic &e = onlyError();
-  EXPECT_EQ(e.message, "copy overwrites output[1][0], which holds in[1][0] + in[0][0], before "
-                       "anything reads it for N = 2; the result needs it");
-  EXPECT_EQ(e.line, lineOf(OtherCopySite));
-  auto notes = run.notes();
-  ASSERT_EQ(notes.size(), 1u) << run.text();
-  EXPECT_EQ(notes[0]->message,
-            "output[1][0] ends holding in[1][0]; it should hold the reduction of in[0][0] + "
-            "in[1][0]");
-  EXPECT_EQ(notes[0]->line, lineOf(OtherCopySite));
-}
-
-TEST_F(VerifyTrace, InPlaceOverwriteOfAnUnreadInputIsRejected) {
-  // In place, input is output: copying rank 1's chunk over rank 0's before
-  // anything read rank 0's loses in[0][0]; both ranks then hold in[1][0].
-  Trace t = trace("allreduce", 2, 1, /*inplace=*/true);
-  copy(t, in(1, 0), in(0, 0), OtherCopySite);
-  copy(t, in(0, 0), in(1, 0));
-  EXPECT_FALSE(verify(t));
-  const Diagnostic &e = onlyError();
-  EXPECT_EQ(e.message, "copy overwrites input[0][0], which holds in[0][0], before anything reads "
-                       "it for N = 2; the result needs it");
-  EXPECT_EQ(e.line, lineOf(OtherCopySite));
-  auto notes = run.notes();
-  ASSERT_EQ(notes.size(), 2u) << run.text();
-  EXPECT_EQ(notes[0]->message,
-            "output[0][0] ends holding in[1][0]; it should hold the reduction of in[0][0] + "
-            "in[1][0]");
-  EXPECT_EQ(notes[0]->line, lineOf(OtherCopySite));
-  EXPECT_EQ(notes[1]->message, "1 more output chunk is wrong");
-  EXPECT_EQ(notes[1]->line, AlgorithmLine);
-}
-
-TEST_F(VerifyTrace, OutputNeverWrittenPointsAtTheAlgorithm) {
-  Trace t = trace("allgather", 2, 1);
-  copy(t, in(0, 0), out(0, 0));
-  copy(t, in(1, 0), out(0, 1));
-  copy(t, in(1, 0), out(1, 1)); // output[1][0] is never written
-  EXPECT_FALSE(verify(t));
-  const Diagnostic &e = onlyError();
-  EXPECT_EQ(e.message, "output[1][0] is never written for N = 2; it should hold in[0][0]");
-  EXPECT_EQ(e.line, AlgorithmLine);
-  EXPECT_EQ(e.column, AlgorithmNameColumn);
-  EXPECT_TRUE(run.notes().empty()) << run.text();
-}
-
-TEST_F(VerifyTrace, EmptyAllreduceCountsTheOtherWrongChunks) {
-  Trace t = trace("allreduce", 3, 1);
-  EXPECT_FALSE(verify(t));
-  const Diagnostic &e = onlyError();
-  EXPECT_EQ(e.message, "output[0][0] is never written for N = 3; it should hold the reduction "
-                       "of in[0][0] + in[1][0] + in[2][0]");
-  EXPECT_EQ(e.line, AlgorithmLine);
-  auto notes = run.notes();
-  ASSERT_EQ(notes.size(), 1u) << run.text();
-  EXPECT_EQ(notes[0]->message, "2 more output chunks are wrong");
-}
-
-TEST_F(VerifyTrace, LargeReductionsAreSummarised) {
-  // Eight ranks, rank 0's output never written: the expected reduction is
-  // too long to print in full.
-  Trace t = trace("allreduce", 8, 1);
-  for (uint32_t r = 1; r < 8; ++r) {
-    copy(t, in(0, 0), out(r, 0));
-    for (uint32_t j = 1; j < 8; ++j)
-      reduce(t, in(j, 0), out(r, 0));
-  }
-  EXPECT_FALSE(verify(t));
-  EXPECT_EQ(onlyError().message, "output[0][0] is never written for N = 8; it should hold the "
-                                 "reduction of 8 chunks (in[0][0] ... in[7][0])");
-}
+INSTANTIATE_TEST_SUITE_P(
+    VerifyTrace, VerifyWrongTrace,
+    ::testing::Values(
+        WrongTrace{"AlltoallWithTransposedBlocksIsWrong",
+                   [](const MakeTrace &trace) {
+                     // out[r][j] = in[r][j] instead of in[j][r]: rank 0 is right by
+                     // accident, output[0][1] is the first wrong chunk.
+                     const uint32_t n = 3;
+                     Trace t = trace("alltoall", n, 1, false);
+                     for (uint32_t r = 0; r < n; ++r)
+                       for (uint32_t j = 0; j < n; ++j)
+                         copy(t, in(r, j), out(r, j), r == 0 && j == 1 ? OtherCopySite : CopySite);
+                     return t;
+                   },
+                   ExpectedDiagnostics()
+                       .error("output[0][1] ends holding in[0][1] for N = 3; it should hold "
+                              "in[1][0]",
+                              siteLine(OtherCopySite))
+                       // Six of the nine slots are wrong: all but the diagonal.
+                       .note("5 more output chunks are wrong", AlgorithmLine),
+                   ""},
+        WrongTrace{"WrongSlotNamesRankIndexAndBothValues",
+                   [](const MakeTrace &trace) {
+                     // Direct allgather where rank 2 gets rank 0's block in place of
+                     // rank 1's.
+                     const uint32_t n = 3;
+                     Trace t = trace("allgather", n, 1, false);
+                     for (uint32_t r = 0; r < n; ++r)
+                       for (uint32_t j = 0; j < n; ++j) {
+                         if (r == 2 && j == 1)
+                           copy(t, in(0, 0), out(2, 1), OtherCopySite);
+                         else
+                           copy(t, in(j, 0), out(r, j));
+                       }
+                     return t;
+                   },
+                   ExpectedDiagnostics()
+                       .error("output[2][1] ends holding in[0][0] for N = 3; it should hold "
+                              "in[1][0]",
+                              siteLine(OtherCopySite), 3)
+                       .noNotes(),
+                   "test.coll:4:3: error: output[2][1] ends holding in[0][0]"},
+        WrongTrace{"IncompleteReductionListsWhatIsMissingAndWhatIsExtra",
+                   [](const MakeTrace &trace) {
+                     // Chain allreduce, 2 chunks: rank 1's chunk 0 adds in[2][1] where
+                     // in[2][0] belongs; everything else is right.
+                     const uint32_t n = 3, c = 2;
+                     Trace t = trace("allreduce", n, c, false);
+                     for (uint32_t r = 0; r < n; ++r)
+                       for (uint32_t i = 0; i < c; ++i) {
+                         copy(t, in(0, i), out(r, i));
+                         reduce(t, in(1, i), out(r, i));
+                         if (r == 1 && i == 0)
+                           reduce(t, in(2, 1), out(r, i), OtherReduceSite);
+                         else
+                           reduce(t, in(2, i), out(r, i));
+                       }
+                     return t;
+                   },
+                   ExpectedDiagnostics()
+                       .error("output[1][0] ends holding in[2][1] + (in[1][0] + in[0][0]) for N "
+                              "= 3; it should hold the reduction of in[0][0] + in[1][0] + "
+                              "in[2][0]; missing in[2][0]; not expected: in[2][1]",
+                              siteLine(OtherReduceSite))
+                       .noNotes(),
+                   ""},
+        WrongTrace{"PartialReductionNamesTheMissingContribution",
+                   [](const MakeTrace &trace) {
+                     const uint32_t n = 3;
+                     Trace t = trace("allreduce", n, 1, false);
+                     for (uint32_t r = 0; r < n; ++r) {
+                       copy(t, in(0, 0), out(r, 0));
+                       reduce(t, in(1, 0), out(r, 0), r == 1 ? OtherReduceSite : ReduceSite);
+                       if (r != 1)
+                         reduce(t, in(2, 0), out(r, 0));
+                     }
+                     return t;
+                   },
+                   ExpectedDiagnostics().error(
+                       "output[1][0] ends holding in[1][0] + in[0][0] for N = 3; it should hold "
+                       "the reduction of in[0][0] + in[1][0] + in[2][0]; missing in[2][0]",
+                       siteLine(OtherReduceSite)),
+                   ""},
+        WrongTrace{"ContributionCountedTwiceBlamesTheReduceThatRepeatedIt",
+                   [](const MakeTrace &trace) {
+                     const uint32_t n = 2;
+                     Trace t = trace("allreduce", n, 1, false);
+                     addScratch(t, 1);
+                     // Rank 0 builds in1 + (in0 + in1) in scratch, then copies it out.
+                     copy(t, in(1, 0), tmp(0, 0));
+                     reduce(t, in(0, 0), tmp(0, 0));
+                     reduce(t, in(1, 0), tmp(0, 0), OtherReduceSite); // in[1][0] again
+                     copy(t, tmp(0, 0), out(0, 0), OtherCopySite);
+                     // Rank 1 is right.
+                     copy(t, in(0, 0), out(1, 0));
+                     reduce(t, in(1, 0), out(1, 0));
+                     return t;
+                   },
+                   ExpectedDiagnostics()
+                       .error("contribution in[1][0] is counted twice for N = 2",
+                              siteLine(OtherReduceSite))
+                       .note("output[0][0] ends holding in[1][0] + (in[0][0] + in[1][0]); it "
+                             "should hold the reduction of in[0][0] + in[1][0]",
+                             siteLine(OtherCopySite)), // the last write of the slot
+                   ""},
+        WrongTrace{"CopyFromAnEmptySlotIsRejected",
+                   [](const MakeTrace &trace) {
+                     const uint32_t n = 2;
+                     Trace t = trace("allgather", n, 1, false);
+                     copy(t, in(0, 0), out(0, 0));
+                     copy(t, out(1, 0), out(0, 1), OtherCopySite); // nothing is in output[1][0]
+                     copy(t, in(0, 0), out(1, 0));
+                     return t;
+                   },
+                   ExpectedDiagnostics()
+                       .error("copy reads output[1][0], which holds nothing at this point for N "
+                              "= 2",
+                              siteLine(OtherCopySite))
+                       .noNotes(),
+                   ""},
+        WrongTrace{"ReadOfUninitialisedScratchNamesTheScratchBuffer",
+                   [](const MakeTrace &trace) {
+                     Trace t = trace("broadcast", 2, 1, false);
+                     addScratch(t, 2);
+                     copy(t, in(0, 0), tmp(1, 0));
+                     reduce(t, tmp(1, 1), out(1, 0), OtherReduceSite);
+                     return t;
+                   },
+                   ExpectedDiagnostics().error(
+                       "reduce reads tmp[1][1], which holds nothing at this point for N = 2",
+                       siteLine(OtherReduceSite)),
+                   ""},
+        WrongTrace{"ReduceIntoAnEmptySlotIsRejected",
+                   [](const MakeTrace &trace) {
+                     Trace t = trace("allreduce", 2, 1, false);
+                     copy(t, in(1, 0), out(0, 0));
+                     reduce(t, in(0, 0), out(1, 0), OtherReduceSite); // output[1][0] is empty
+                     return t;
+                   },
+                   ExpectedDiagnostics().error(
+                       "reduce into output[1][0], which holds nothing at this point for N = 2",
+                       siteLine(OtherReduceSite)),
+                   ""},
+        WrongTrace{"OverwritingAPartialSumBeforeItIsReadIsRejected",
+                   [](const MakeTrace &trace) {
+                     const uint32_t n = 2;
+                     Trace t = trace("allreduce", n, 1, false);
+                     copy(t, in(1, 0), out(0, 0));
+                     reduce(t, in(0, 0), out(0, 0)); // rank 0: in0 + in1, right
+                     copy(t, in(0, 0), out(1, 0));
+                     reduce(t, in(1, 0), out(1, 0));              // rank 1: in1 + in0 ...
+                     copy(t, in(1, 0), out(1, 0), OtherCopySite); // ... destroyed unread
+                     return t;
+                   },
+                   ExpectedDiagnostics()
+                       .error("copy overwrites output[1][0], which holds in[1][0] + in[0][0], "
+                              "before anything reads it for N = 2; the result needs it",
+                              siteLine(OtherCopySite))
+                       .note("output[1][0] ends holding in[1][0]; it should hold the reduction "
+                             "of in[0][0] + in[1][0]",
+                             siteLine(OtherCopySite)),
+                   ""},
+        WrongTrace{"InPlaceOverwriteOfAnUnreadInputIsRejected",
+                   [](const MakeTrace &trace) {
+                     // In place, input is output: copying rank 1's chunk over rank 0's
+                     // before anything read rank 0's loses in[0][0]; both ranks then
+                     // hold in[1][0].
+                     Trace t = trace("allreduce", 2, 1, /*inplace=*/true);
+                     copy(t, in(1, 0), in(0, 0), OtherCopySite);
+                     copy(t, in(0, 0), in(1, 0));
+                     return t;
+                   },
+                   ExpectedDiagnostics()
+                       .error("copy overwrites input[0][0], which holds in[0][0], before "
+                              "anything reads it for N = 2; the result needs it",
+                              siteLine(OtherCopySite))
+                       .note("output[0][0] ends holding in[1][0]; it should hold the reduction "
+                             "of in[0][0] + in[1][0]",
+                             siteLine(OtherCopySite))
+                       .note("1 more output chunk is wrong", AlgorithmLine),
+                   ""},
+        WrongTrace{"OutputNeverWrittenPointsAtTheAlgorithm",
+                   [](const MakeTrace &trace) {
+                     Trace t = trace("allgather", 2, 1, false);
+                     copy(t, in(0, 0), out(0, 0));
+                     copy(t, in(1, 0), out(0, 1));
+                     copy(t, in(1, 0), out(1, 1)); // output[1][0] is never written
+                     return t;
+                   },
+                   ExpectedDiagnostics()
+                       .error("output[1][0] is never written for N = 2; it should hold in[0][0]",
+                              AlgorithmLine, AlgorithmNameColumn)
+                       .noNotes(),
+                   ""},
+        WrongTrace{"EmptyAllreduceCountsTheOtherWrongChunks",
+                   [](const MakeTrace &trace) { return trace("allreduce", 3, 1, false); },
+                   ExpectedDiagnostics()
+                       .error("output[0][0] is never written for N = 3; it should hold the "
+                              "reduction of in[0][0] + in[1][0] + in[2][0]",
+                              AlgorithmLine)
+                       .note("2 more output chunks are wrong"),
+                   ""},
+        WrongTrace{"LargeReductionsAreSummarised",
+                   [](const MakeTrace &trace) {
+                     // Eight ranks, rank 0's output never written: the expected
+                     // reduction is too long to print in full.
+                     Trace t = trace("allreduce", 8, 1, false);
+                     for (uint32_t r = 1; r < 8; ++r) {
+                       copy(t, in(0, 0), out(r, 0));
+                       for (uint32_t j = 1; j < 8; ++j)
+                         reduce(t, in(j, 0), out(r, 0));
+                     }
+                     return t;
+                   },
+                   ExpectedDiagnostics().error("output[0][0] is never written for N = 8; it "
+                                               "should hold the reduction of 8 chunks (in[0][0] "
+                                               "... in[7][0])"),
+                   ""}),
+    coll::test::CaseName());
 
 //===--------------------------------------------------------------------===//
 // Bitwise identity
@@ -532,28 +560,27 @@ TEST(VerifyProgram, ExchangeReducedTheOtherWayIsNotBitwiseIdentical) {
 }
 
 TEST(VerifyProgram, WrongProgramIsReportedAtItsSourceLine) {
-  // A ring allreduce that stops one reduce short.
-  CompilerRun run("algorithm short_ring implements allreduce(chunks = N) with inplace = true {\n"
-                  "  for c in 0 .. N {\n"
-                  "    let acc = input[c][c];\n"
-                  "    for s in 1 .. N - 1 {\n"
-                  "      acc = reduce(acc, into: input[(c + s) % N][c]);\n"
-                  "    }\n"
-                  "    for s in 0 .. N - 1 {\n"
-                  "      acc = copy(acc, to: input[(c + s) % N][c]);\n"
-                  "    }\n"
-                  "  }\n"
-                  "}\n");
-  ASSERT_TRUE(run.frontendOk()) << run.text();
-  EXPECT_FALSE(run.compile(3));
-  auto errors = run.errors();
-  ASSERT_EQ(errors.size(), 1u) << run.text();
-  // Chunk 0 is reduced on ranks 0 and 1 only, and that partial sum is
-  // copied back to rank 0 by the copy lap: in[2][0] is never combined.
-  EXPECT_EQ(errors[0]->message, "output[0][0] ends holding in[0][0] + in[1][0] for N = 3; it "
-                                "should hold the reduction of in[0][0] + in[1][0] + in[2][0]; "
-                                "missing in[2][0]");
-  EXPECT_EQ(errors[0]->line, 8u);
+  // A ring allreduce that stops one reduce short. Chunk 0 is reduced on
+  // ranks 0 and 1 only, and that partial sum is copied back to rank 0 by the
+  // copy lap: in[2][0] is never combined.
+  coll::test::expectRejected(coll::test::RejectedProgram{
+      "short_ring",
+      "algorithm short_ring implements allreduce(chunks = N) with inplace = true {\n"
+      "  for c in 0 .. N {\n"
+      "    let acc = input[c][c];\n"
+      "    for s in 1 .. N - 1 {\n"
+      "      acc = reduce(acc, into: input[(c + s) % N][c]);\n"
+      "    }\n"
+      "    for s in 0 .. N - 1 {\n"
+      "      acc = copy(acc, to: input[(c + s) % N][c]);\n"
+      "    }\n"
+      "  }\n"
+      "}\n",
+      3,
+      ExpectedDiagnostics().error("output[0][0] ends holding in[0][0] + in[1][0] for N = 3; it "
+                                  "should hold the reduction of in[0][0] + in[1][0] + in[2][0]; "
+                                  "missing in[2][0]",
+                                  8)});
 }
 
 } // namespace
