@@ -286,6 +286,9 @@ struct ProcessGroup::State {
   std::vector<bool> cleaned;       ///< Dead peers whose names were unlinked.
   uint64_t seq = 0;                ///< Calls made.
   Failure broken;                  ///< A run failed: the group is unusable.
+  /// Guards allocations and allocationsMade: allocate() and deallocate()
+  /// may run on one thread while execute() runs on another.
+  std::mutex allocationsMutex;
   std::map<char *, ShmMapping> allocations;
   uint64_t allocationsMade = 0;
   std::atomic<bool> inCall{false}; ///< An execute() runs.
@@ -990,7 +993,12 @@ void *ProcessGroup::allocate(size_t bytes, std::string *error) {
       *error = "the size is 0";
     return nullptr;
   }
-  std::string name = allocName(st.job, st.rank, ++st.allocationsMade);
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(st.allocationsMutex);
+    id = ++st.allocationsMade;
+  }
+  std::string name = allocName(st.job, st.rank, id);
   ShmMapping m;
   ShmOpenResult r;
   unlinkSegment(name);
@@ -1004,13 +1012,21 @@ void *ProcessGroup::allocate(size_t bytes, std::string *error) {
     return nullptr;
   }
   char *p = m.data();
+  std::lock_guard<std::mutex> lock(st.allocationsMutex);
   st.allocations.emplace(p, std::move(m));
   return p;
 }
 
 void ProcessGroup::deallocate(void *ptr) {
-  if (ptr)
-    state->allocations.erase(static_cast<char *>(ptr));
+  if (!ptr)
+    return;
+  ShmMapping gone; // Unmapped after the lock is released.
+  std::lock_guard<std::mutex> lock(state->allocationsMutex);
+  auto it = state->allocations.find(static_cast<char *>(ptr));
+  if (it != state->allocations.end()) {
+    gone = std::move(it->second);
+    state->allocations.erase(it);
+  }
 }
 
 Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbuf, size_t count,
@@ -1125,11 +1141,15 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
     const BufferElements e = collectiveBufferElements(info.collective, n, count);
     auto size = [](const ShmMapping &m) { return uint64_t(m.size()); };
     const uint64_t es = kernels.elementSize;
-    for (const std::string &over :
-         {allocationOverrun("send", sendbuf, e.input * es, st.allocations, size),
-          allocationOverrun("receive", recvbuf, e.output * es, st.allocations, size)})
-      if (!over.empty())
-        bad(ErrorKind::InvalidArgument, over);
+    std::string sendOver, recvOver;
+    {
+      std::lock_guard<std::mutex> lock(st.allocationsMutex);
+      sendOver = allocationOverrun("send", sendbuf, e.input * es, st.allocations, size);
+      recvOver = allocationOverrun("receive", recvbuf, e.output * es, st.allocations, size);
+    }
+    for (const std::string *over : {&sendOver, &recvOver})
+      if (!over->empty())
+        bad(ErrorKind::InvalidArgument, *over);
   }
   Result<uint32_t> chunks = 1u;
   if (!arg) {

@@ -13,6 +13,7 @@
 #include "ProcessJob.h"
 #include "coll/Runtime/ProcessGroup.h"
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -345,6 +346,36 @@ TEST(ProcessExecutorTest, OneRankInProcess) {
   ASSERT_NE(p, nullptr);
   static_cast<char *>(p)[(1 << 20) - 1] = 1;
   (*g)->deallocate(p);
+  g = Status::error("destroyed");
+  EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>());
+}
+
+// allocate() and deallocate() on one thread while execute() checks its
+// buffers against the allocations on another (the pattern of a program that
+// allocates while a communication thread runs calls).
+TEST(ProcessExecutorTest, AllocateWhileExecuting) {
+  const std::string name = uniqueJob("alloc-exec");
+  auto g = ProcessGroup::create(name, 0, 1);
+  ASSERT_TRUE(g.ok()) << g.message();
+  ProcessGroup &group = **g;
+  Plan plan = makePlan("local_copy", CollectiveKind::AllReduce, 1, 1, 1, 2);
+  float *buf = static_cast<float *>(group.allocate(1024 * sizeof(float)));
+  ASSERT_NE(buf, nullptr);
+  std::atomic<bool> done{false};
+  std::thread allocator([&] {
+    while (!done.load()) {
+      void *p = group.allocate(4096);
+      EXPECT_NE(p, nullptr);
+      group.deallocate(p);
+    }
+  });
+  for (int i = 0; i < 300; ++i) {
+    Status s = group.execute(plan, buf, buf, 1024, DataType::Float32, RedOp::Sum);
+    EXPECT_TRUE(s.ok()) << s.message();
+  }
+  done = true;
+  allocator.join();
+  group.deallocate(buf);
   g = Status::error("destroyed");
   EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>());
 }
