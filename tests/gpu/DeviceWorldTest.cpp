@@ -296,6 +296,103 @@ TEST(DeviceWorld, HandWrittenRing) {
   }
 }
 
+/// One rank: an in-place plan without threadblocks (a launch of no CTA
+/// at all: only the staging copy of an out-of-place call and Avg's division
+/// by 1 run) and an out-of-place plan of one copy.
+TEST(DeviceWorld, OneRankPlans) {
+  REQUIRE_GPU();
+  Arena arena;
+  ASSERT_TRUE(arena.init(1ull << 30));
+  Plan empty = makePlan("one_rank_nothing", CollectiveKind::AllReduce, 1, 1, 1, 2);
+  empty.info.inplace = true;
+  Plan copy = makePlan("one_rank_copy", CollectiveKind::AllReduce, 1, 1, 1, 2);
+  Threadblock tb;
+  add(tb, step(Opcode::Copy, I, 0, O, 0, 1));
+  copy.ranks[0].threadblocks = {tb};
+  for (const Plan *plan : {&empty, &copy}) {
+    DeviceOptions o;
+    o.traceSteps = 16;
+    auto world = DeviceWorld::create(*plan, o);
+    ASSERT_TRUE(world.ok()) << plan->info.name << ": " << world.message();
+    EXPECT_EQ((*world)->numBlocks(), plan->ranks[0].threadblocks.size());
+    arena.newExecutor();
+    for (uint64_t count : {0ull, 1ull, 7ull, 1000ull, 1048579ull})
+      for (DataType type : {DataType::Float32, DataType::Int8, DataType::BFloat16})
+        for (RedOp op : {RedOp::Sum, RedOp::Avg})
+          for (bool inPlace : {false, true}) {
+            bool skipped = false;
+            EXPECT_EQ(checkRun(**world, *plan, arena, type, op, count, inPlace, skipped), "")
+                << plan->info.name << " count " << count << " " << dataTypeName(type) << " "
+                << redOpName(op) << (inPlace ? " in place" : "");
+          }
+    DeviceTrace trace;
+    ASSERT_TRUE((*world)->trace(trace)) << plan->info.name;
+    EXPECT_EQ(trace.ctaBeginUs.size(), plan->ranks[0].threadblocks.size());
+  }
+}
+
+/// Ranks 0 and 1 run the hand-written ring; ranks 2 and 3 have no
+/// threadblocks. Their buffers are bound but nothing runs for them.
+TEST(DeviceWorld, RanksWithoutThreadblocks) {
+  REQUIRE_GPU();
+  Plan plan = ringAllReduce(2, 2);
+  plan.info.nranks = 4;
+  plan.ranks.resize(4);
+  auto world = DeviceWorld::create(plan);
+  ASSERT_TRUE(world.ok()) << world.message();
+  EXPECT_EQ((*world)->numBlocks(), 2u);
+  for (uint64_t count : {1ull, 7ull, 1000ull, 100003ull}) {
+    std::vector<std::vector<float>> inputs(4, std::vector<float>(count));
+    std::vector<const void *> send(4);
+    std::vector<void *> recv(4);
+    for (uint32_t r = 0; r < 4; ++r) {
+      for (uint64_t i = 0; i < count; ++i)
+        inputs[r][i] = float(r * 1000 + i % 997);
+      void *in = nullptr, *out = nullptr;
+      ASSERT_EQ(cudaMalloc(&in, count * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&out, count * 4), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(in, inputs[r].data(), count * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      send[r] = in;
+      recv[r] = out;
+    }
+    Status s = (*world)->run(send, recv, count, DataType::Float32, RedOp::Sum);
+    EXPECT_TRUE(s) << "count " << count << ": " << s.message();
+    for (uint32_t r = 0; s && r < 2; ++r) {
+      std::vector<float> got = download<float>(recv[r], count);
+      uint64_t wrong = 0;
+      for (uint64_t i = 0; i < count; ++i)
+        wrong += got[i] != inputs[0][i] + inputs[1][i];
+      EXPECT_EQ(wrong, 0u) << "rank " << r << " count " << count;
+    }
+    for (uint32_t r = 0; r < 4; ++r) {
+      cudaFree(const_cast<void *>(send[r]));
+      cudaFree(recv[r]);
+    }
+  }
+}
+
+/// A launch that needs more memory than DeviceOptions::memoryLimitBytes
+/// fails before it allocates, naming the largest part; the world stays
+/// usable.
+TEST(DeviceWorld, MemoryLimit) {
+  REQUIRE_GPU();
+  Plan plan = ringAllReduce(2, 2);
+  DeviceOptions o;
+  o.memoryLimitBytes = 1000;
+  auto world = DeviceWorld::create(plan, o);
+  ASSERT_TRUE(world.ok()) << world.message();
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(cudaMalloc(&a, 1 << 20), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, 1 << 20), cudaSuccess);
+  Status s = (*world)->run({a, b}, {a, b}, 1 << 16, DataType::Float32, RedOp::Sum);
+  EXPECT_NE(s.message().find("more than the memory limit of 1000 bytes"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("DeviceOptions::memoryLimitBytes"), std::string::npos) << s.message();
+  EXPECT_TRUE((*world)->run({a, b}, {a, b}, 10, DataType::Float32, RedOp::Sum));
+  cudaFree(a);
+  cudaFree(b);
+}
+
 TEST(DeviceWorld, SmallSlicesPipelineThroughTheFifo) {
   REQUIRE_GPU();
   Arena arena;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Compiles the plans the GPU tests run: every stdlib program and every
-# algorithm of tests/runtime/Inputs/collectives.coll, for N = 2..8.
+# algorithm of tests/runtime/Inputs/collectives.coll, for N = 2..8, and a
+# one-rank plan (tests/runtime/Inputs/star_allreduce.coll at N = 1).
 #
 #   tests/gpu/make-plans.sh COLLC OUTDIR
 #
@@ -31,4 +32,6 @@ for n in 2 3 4 5 6 7 8; do
     compile "$algo" "$n" "$root/tests/runtime/Inputs/collectives.coll" --algorithm="$algo" -D root=1
   done
 done
+# One rank: the plan has no threadblocks (the executors launch no CTA).
+compile star_allreduce 1 "$root/tests/runtime/Inputs/star_allreduce.coll"
 echo "$(ls "$out"/*.bin | wc -l) plans in $out"
