@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -445,168 +446,286 @@ Threadblock &tbOf(Plan &p, uint32_t rank, uint32_t tb) {
   return p.ranks[rank].threadblocks[tb];
 }
 
-TEST(ValidateTest, Opcodes) {
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 1, 0).steps[2].op = static_cast<Opcode>(42); }),
-            "rank 1 threadblock 0 step 2: unknown opcode 42");
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 1, 0).steps[2].op = static_cast<Opcode>(9); }),
-            "rank 1 threadblock 0 step 2: unknown opcode 9");
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 0, 0).steps[0].count = 0; }),
-            "rank 0 threadblock 0 step 0: count is 0, must be at least 1");
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              Instruction nop = step(Opcode::Nop, 3);
-              tbOf(p, 0, 1).steps.push_back(nop);
-            }),
-            "rank 0 threadblock 1 step 2: opcode nop has count 3; unused fields must be zero");
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 0, 0).steps[0].dstOff = 1; }),
-            "rank 0 threadblock 0 step 0: opcode s has no destination, but its destination "
-            "fields are set (buffer kind 0, offset 1); unused fields must be zero");
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 2, 0).steps[4].srcBuf = BufferKind::Scratch; }),
-            "rank 2 threadblock 0 step 4: opcode rcs has no source, but its source fields are "
-            "set (buffer kind 2, offset 0); unused fields must be zero");
-  EXPECT_EQ(
-      validateEdited([](Plan &p) { tbOf(p, 0, 0).steps[0].srcBuf = static_cast<BufferKind>(3); }),
-      "rank 0 threadblock 0 step 0: unknown source buffer kind 3");
-  EXPECT_EQ(
-      validateEdited([](Plan &p) { tbOf(p, 0, 1).steps[1].dstBuf = static_cast<BufferKind>(200); }),
-      "rank 0 threadblock 1 step 1: unknown destination buffer kind 200");
+/// A change to the ring plan and the validator's message for it ("ok" for
+/// a change that keeps the plan valid).
+struct PlanEdit {
+  const char *name;
+  void (*edit)(Plan &);
+  std::string expected;
+};
+void PrintTo(const PlanEdit &c, std::ostream *os) {
+  *os << c.name;
+}
+struct PlanEditName {
+  std::string operator()(const ::testing::TestParamInfo<PlanEdit> &info) const {
+    return info.param.name;
+  }
+};
+
+class ValidateEditedPlan : public ::testing::TestWithParam<PlanEdit> {};
+
+TEST_P(ValidateEditedPlan, GivesItsMessage) {
+  EXPECT_EQ(validateEdited(GetParam().edit), GetParam().expected);
 }
 
-TEST(ValidateTest, BufferRanges) {
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 3, 0).steps[0].srcOff = 4; }),
-            "rank 3 threadblock 0 step 0: source offset 4 + count 1 exceeds input buffer (4 "
-            "chunks)");
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              p.info.inputChunks = 16;
-              tbOf(p, 3, 0).steps[0].srcOff = 15;
-              tbOf(p, 3, 0).steps[0].count = 2;
-            }),
-            "rank 3 threadblock 0 step 0: source offset 15 + count 2 exceeds input buffer (16 "
-            "chunks)");
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 2, 1).steps[1].dstOff = 9; }),
-            "rank 2 threadblock 1 step 1: destination offset 9 + count 1 exceeds output buffer "
-            "(4 chunks)");
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 0, 1).steps[0].dstOff = 1; }),
-            "rank 0 threadblock 1 step 0: destination offset 1 + count 1 exceeds scratch "
-            "buffer (1 chunk)");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.ranks[1].scratchChunks = 0; }),
-            "rank 1 threadblock 1 step 0: destination offset 0 + count 1 exceeds scratch "
-            "buffer (0 chunks)");
-  // offset + count wraps around in 32 bits; it must still be caught.
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              tbOf(p, 0, 0).steps[0].srcOff = 1;
-              tbOf(p, 0, 0).steps[0].count = 0xffffffffu;
-            }),
-            "rank 0 threadblock 0 step 0: source offset 1 + count 4294967295 exceeds input "
-            "buffer (4 chunks)");
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              tbOf(p, 0, 1).steps[1].dstOff = 0xffffffffu;
-              tbOf(p, 0, 1).steps[1].srcOff = 0;
-            }),
-            "rank 0 threadblock 1 step 1: destination offset 4294967295 + count 1 exceeds "
-            "output buffer (4 chunks)");
-}
+const PlanEdit PlanEdits[] = {
+    // Opcodes and unused fields.
+    PlanEdit{"UnknownOpcode42",
+             [](Plan &p) { tbOf(p, 1, 0).steps[2].op = static_cast<Opcode>(42); },
+             "rank 1 threadblock 0 step 2: unknown opcode 42"},
+    PlanEdit{"UnknownOpcode9",
+             [](Plan &p) { tbOf(p, 1, 0).steps[2].op = static_cast<Opcode>(9); },
+             "rank 1 threadblock 0 step 2: unknown opcode 9"},
+    PlanEdit{"ZeroCount", [](Plan &p) { tbOf(p, 0, 0).steps[0].count = 0; },
+             "rank 0 threadblock 0 step 0: count is 0, must be at least 1"},
+    PlanEdit{"NopWithCount",
+             [](Plan &p) {
+               Instruction nop = step(Opcode::Nop, 3);
+               tbOf(p, 0, 1).steps.push_back(nop);
+             },
+             "rank 0 threadblock 1 step 2: opcode nop has count 3; unused fields must be zero"},
+    PlanEdit{"SendWithDestinationSet", [](Plan &p) { tbOf(p, 0, 0).steps[0].dstOff = 1; },
+             "rank 0 threadblock 0 step 0: opcode s has no destination, but its destination "
+             "fields are set (buffer kind 0, offset 1); unused fields must be zero"},
+    PlanEdit{"RecvCopySendWithSourceSet",
+             [](Plan &p) { tbOf(p, 2, 0).steps[4].srcBuf = BufferKind::Scratch; },
+             "rank 2 threadblock 0 step 4: opcode rcs has no source, but its source fields are "
+             "set (buffer kind 2, offset 0); unused fields must be zero"},
+    PlanEdit{"UnknownSourceBuffer",
+             [](Plan &p) { tbOf(p, 0, 0).steps[0].srcBuf = static_cast<BufferKind>(3); },
+             "rank 0 threadblock 0 step 0: unknown source buffer kind 3"},
+    PlanEdit{"UnknownDestinationBuffer",
+             [](Plan &p) { tbOf(p, 0, 1).steps[1].dstBuf = static_cast<BufferKind>(200); },
+             "rank 0 threadblock 1 step 1: unknown destination buffer kind 200"},
+    // Buffer ranges.
+    PlanEdit{"SourcePastInput", [](Plan &p) { tbOf(p, 3, 0).steps[0].srcOff = 4; },
+             "rank 3 threadblock 0 step 0: source offset 4 + count 1 exceeds input buffer (4 "
+             "chunks)"},
+    PlanEdit{"SourceRangePastInput",
+             [](Plan &p) {
+               p.info.inputChunks = 16;
+               tbOf(p, 3, 0).steps[0].srcOff = 15;
+               tbOf(p, 3, 0).steps[0].count = 2;
+             },
+             "rank 3 threadblock 0 step 0: source offset 15 + count 2 exceeds input buffer (16 "
+             "chunks)"},
+    PlanEdit{
+        "DestinationPastOutput", [](Plan &p) { tbOf(p, 2, 1).steps[1].dstOff = 9; },
+        "rank 2 threadblock 1 step 1: destination offset 9 + count 1 exceeds output buffer "
+        "(4 chunks)"},
+    PlanEdit{"DestinationPastScratch", [](Plan &p) { tbOf(p, 0, 1).steps[0].dstOff = 1; },
+             "rank 0 threadblock 1 step 0: destination offset 1 + count 1 exceeds scratch "
+             "buffer (1 chunk)"},
+    PlanEdit{"NoScratch", [](Plan &p) { p.ranks[1].scratchChunks = 0; },
+             "rank 1 threadblock 1 step 0: destination offset 0 + count 1 exceeds scratch "
+             "buffer (0 chunks)"},
+    // offset + count wraps around in 32 bits; it must still be caught.
+    PlanEdit{"SourceCountWraps",
+             [](Plan &p) {
+               tbOf(p, 0, 0).steps[0].srcOff = 1;
+               tbOf(p, 0, 0).steps[0].count = 0xffffffffu;
+             },
+             "rank 0 threadblock 0 step 0: source offset 1 + count 4294967295 exceeds input "
+             "buffer (4 chunks)"},
+    PlanEdit{"DestinationOffsetWraps",
+             [](Plan &p) {
+               tbOf(p, 0, 1).steps[1].dstOff = 0xffffffffu;
+               tbOf(p, 0, 1).steps[1].srcOff = 0;
+             },
+             "rank 0 threadblock 1 step 1: destination offset 4294967295 + count 1 exceeds "
+             "output buffer (4 chunks)"},
+    // Peers.
+    PlanEdit{"SendPeerNotARank", [](Plan &p) { tbOf(p, 0, 0).sendPeer = 4; },
+             "rank 0 threadblock 0: send peer 4 is not a rank (nranks 4)"},
+    PlanEdit{"ReceivePeerNotARank", [](Plan &p) { tbOf(p, 2, 0).recvPeer = -2; },
+             "rank 2 threadblock 0: receive peer -2 is not a rank (nranks 4)"},
+    PlanEdit{"ReceiveFromOwnRank", [](Plan &p) { tbOf(p, 1, 0).recvPeer = 1; },
+             "rank 1 threadblock 0: receive peer 1 is the threadblock's own rank"},
+    PlanEdit{"SendToOwnRank", [](Plan &p) { tbOf(p, 3, 0).sendPeer = 3; },
+             "rank 3 threadblock 0: send peer 3 is the threadblock's own rank"},
+    // Steps that use a connection the threadblock does not have.
+    PlanEdit{
+        "SendWithoutSendPeer",
+        [](Plan &p) {
+          Instruction &in = tbOf(p, 0, 1).steps[0];
+          in = withSrc(step(Opcode::Send), BufferKind::Input, 0);
+          in.depCount = 1;
+        },
+        "rank 0 threadblock 1 step 0: opcode s sends, but the threadblock has no send peer"},
+    PlanEdit{"ReceiveWithoutReceivePeer",
+             [](Plan &p) {
+               tbOf(p, 0, 1).steps[1] = withDst(step(Opcode::Recv), BufferKind::Output, 0);
+             },
+             "rank 0 threadblock 1 step 1: opcode r receives, but the threadblock has no "
+             "receive peer"},
+    // A peer without steps that use it is fine, even with no other end.
+    PlanEdit{"UnusedPeersAreFine",
+             [](Plan &p) {
+               tbOf(p, 0, 1).sendPeer = 2;
+               tbOf(p, 0, 1).recvPeer = 2;
+             },
+             "ok"},
+    // Channels and connection owners.
+    PlanEdit{"ChannelBeyondLimit", [](Plan &p) { tbOf(p, 0, 0).channel = 32; },
+             "rank 0 threadblock 0: channel 32 is beyond the limit maxChannels (32)"},
+    PlanEdit{"TwoSendersOnOneConnection", [](Plan &p) { tbOf(p, 0, 1).sendPeer = 1; },
+             "rank 0: threadblocks 0 and 1 both send to rank 1 on channel 0"},
+    PlanEdit{"TwoReceiversOnOneConnection", [](Plan &p) { tbOf(p, 2, 1).recvPeer = 1; },
+             "rank 2: threadblocks 0 and 1 both receive from rank 1 on channel 0"},
+    // The same peer on another channel is another connection.
+    PlanEdit{"SamePeerOnAnotherChannelIsFine",
+             [](Plan &p) {
+               tbOf(p, 0, 1).sendPeer = 1;
+               tbOf(p, 0, 1).channel = 1;
+             },
+             "ok"},
+    // Dependencies.
+    PlanEdit{
+        "ThreadblockOutOfRange", [](Plan &p) { tbOf(p, 0, 1).deps[0].tb = 2; },
+        "rank 0 threadblock 1 step 0 dependency 0: threadblock 2 is out of range (the rank "
+        "has 2 threadblocks)"},
+    PlanEdit{"StepOutOfRange", [](Plan &p) { tbOf(p, 1, 1).deps[1].step = 7; },
+             "rank 1 threadblock 1 step 1 dependency 0: step 7 is out of range (threadblock 0 "
+             "has 7 steps)"},
+    PlanEdit{"WaitForOwnThreadblock",
+             [](Plan &p) {
+               tbOf(p, 0, 1).deps[0] = {1, 1};
+             },
+             "rank 0 threadblock 1 step 0 dependency 0: waits for its own threadblock (its "
+             "steps already run in order)"},
+    PlanEdit{"DependencyCountPastRecords", [](Plan &p) { tbOf(p, 0, 0).steps[1].depCount = 2; },
+             "rank 0 threadblock 0 step 1: dependencies 0 + count 2 exceed the threadblock's 1 "
+             "dependency record"},
+    PlanEdit{"DependencyBeginWraps",
+             [](Plan &p) { tbOf(p, 0, 0).steps[1].depBegin = 0xffffffffu; },
+             "rank 0 threadblock 0 step 1: dependencies 4294967295 + count 1 exceed the "
+             "threadblock's 1 dependency record"},
+    PlanEdit{"TooManyDependencies",
+             [](Plan &p) {
+               Threadblock &tb = tbOf(p, 0, 0);
+               tb.deps.assign(PlanLimits::maxDepsPerStep + 1, Dependency{1, 0});
+               tb.steps[1].depCount = PlanLimits::maxDepsPerStep + 1;
+             },
+             "rank 0 threadblock 0 step 1: 1025 dependencies exceed the limit maxDepsPerStep "
+             "(1024)"},
+    // Duplicate dependencies and unreferenced records are harmless.
+    PlanEdit{"DuplicateAndUnusedRecordsAreFine",
+             [](Plan &p) {
+               addDeps(tbOf(p, 0, 0), 2, {{1, 0}, {1, 0}});
+               tbOf(p, 0, 0).deps.push_back({1, 1});
+             },
+             "ok"},
+    // Dependency cycles.
+    // tb0 step 1 waits for tb1 step 0, which now waits for tb0 step 1.
+    PlanEdit{
+        "TwoThreadblocks",
+        [](Plan &p) {
+          tbOf(p, 0, 1).deps[0] = {0, 1};
+        },
+        "rank 0: dependency cycle (each step waits for the next): tb0:1 -> tb1:0 -> tb0:1"},
+    // A longer one: tb0 step 3 waits for tb1 step 1, which waits for tb0's
+    // last step, which (through tb0's own order) waits for step 3.
+    PlanEdit{"ThroughOwnOrder",
+             [](Plan &p) {
+               addDeps(tbOf(p, 2, 0), 3, {{1, 1}});
+             },
+             "rank 2: dependency cycle (each step waits for the next): tb0:6 -> tb0:3 -> tb1:1 "
+             "-> tb0:6"},
+    // Three threadblocks in a ring of waits.
+    PlanEdit{"ThreeThreadblocks",
+             [](Plan &p) {
+               RankPlan &rp = p.ranks[1];
+               Threadblock extra;
+               extra.steps.push_back(step(Opcode::Nop, 0));
+               addDeps(extra, 0, {{1, 1}});
+               rp.threadblocks.push_back(extra);
+               addDeps(rp.threadblocks[0], 0, {{2, 0}});
+             },
+             "rank 1: dependency cycle (each step waits for the next): tb0:0 -> tb2:0 -> tb1:1 "
+             "-> tb1:0 -> tb0:0"},
+    // Connections across ranks.
+    // Rank 1 receives one message fewer than rank 0 sends.
+    PlanEdit{
+        "FewerReceivesThanSends",
+        [](Plan &p) {
+          tbOf(p, 1, 0).steps[6] =
+              withDst(withSrc(step(Opcode::Copy), BufferKind::Input, 0), BufferKind::Output, 1);
+        },
+        "connection rank 0 -> rank 1 channel 0: rank 0 threadblock 0 sends 6 messages, but "
+        "rank 1 threadblock 0 receives 5"},
+    // Message sizes differ.
+    PlanEdit{"LargerMessageSent", [](Plan &p) { tbOf(p, 2, 0).steps[0].count = 2; },
+             "connection rank 2 -> rank 3 channel 0: message 0 is 2 chunks from rank 2 "
+             "threadblock 0 step 0, but rank 3 threadblock 0 step 1 receives 1 chunk"},
+    PlanEdit{"LargerMessageReceived",
+             [](Plan &p) {
+               tbOf(p, 3, 0).steps[6].count = 2;
+               tbOf(p, 3, 0).steps[6].dstOff = 0;
+             },
+             "connection rank 2 -> rank 3 channel 0: message 5 is 1 chunk from rank 2 "
+             "threadblock 0 step 5, but rank 3 threadblock 0 step 6 receives 2 chunks"},
+    // A send with no receiving threadblock.
+    PlanEdit{"SendWithoutReceiver", [](Plan &p) { tbOf(p, 1, 0).channel = 1; },
+             "rank 0 threadblock 0 sends to rank 1 on channel 0, but no threadblock of rank 1 "
+             "receives from rank 0 on channel 0"},
+    // A receive with no sending threadblock.
+    PlanEdit{
+        "ReceiveWithoutSender", [](Plan &p) { tbOf(p, 3, 0).recvPeer = 1; },
+        "rank 3 threadblock 0 receives from rank 1 on channel 0, but no threadblock of rank "
+        "1 sends to rank 3 on channel 0"},
+    // Plan info and limits.
+    PlanEdit{"UnknownCollective",
+             [](Plan &p) { p.info.collective = static_cast<CollectiveKind>(9); },
+             "unknown collective 9"},
+    PlanEdit{"UnknownProtocol", [](Plan &p) { p.info.protocol = static_cast<ProtocolKind>(3); },
+             "unknown protocol 3"},
+    PlanEdit{"ZeroRanks", [](Plan &p) { p.info.nranks = 0; },
+             "nranks is 0, must be at least 1"},
+    PlanEdit{"TooManyRanks", [](Plan &p) { p.info.nranks = PlanLimits::maxRanks + 1; },
+             "nranks 65537 exceeds the limit maxRanks (65536)"},
+    PlanEdit{"MoreRanksThanThePlanHolds", [](Plan &p) { p.info.nranks = 5; },
+             "plan holds 4 ranks, but nranks is 5"},
+    PlanEdit{"RootNotARank", [](Plan &p) { p.info.root = 4; },
+             "root 4 is not a rank (nranks 4)"},
+    PlanEdit{"TooManyInputChunks",
+             [](Plan &p) { p.info.inputChunks = PlanLimits::maxChunks + 1; },
+             "inputChunks 268435457 exceeds the limit maxChunks (268435456)"},
+    PlanEdit{"TooManyOutputChunks", [](Plan &p) { p.info.outputChunks = 0xffffffffu; },
+             "outputChunks 4294967295 exceeds the limit maxChunks (268435456)"},
+    PlanEdit{"TooManyScratchChunks",
+             [](Plan &p) { p.ranks[3].scratchChunks = PlanLimits::maxChunks + 1; },
+             "rank 3: scratchChunks 268435457 exceeds the limit maxChunks (268435456)"},
+    PlanEdit{"ZeroConnectionDepth", [](Plan &p) { p.info.connectionDepth = 0; },
+             "connectionDepth is 0, must be at least 1"},
+    PlanEdit{"ConnectionDepthOverLimit", [](Plan &p) { p.info.connectionDepth = 65; },
+             "connectionDepth 65 exceeds the limit maxConnectionDepth (64)"},
+    PlanEdit{"ZeroInstances", [](Plan &p) { p.info.instances = 0; },
+             "instances is 0, must be at least 1"},
+    PlanEdit{"TooManyInstances", [](Plan &p) { p.info.instances = 33; },
+             "instances 33 exceeds the limit maxInstances (32)"},
+    PlanEdit{"NameTooLong", [](Plan &p) { p.info.name.assign(1025, 'x'); },
+             "name length 1025 exceeds the limit maxNameBytes (1024)"},
+    PlanEdit{"LongestNameIsFine", [](Plan &p) { p.info.name.assign(1024, 'x'); }, "ok"},
+    PlanEdit{
+        "TooManyThreadblocks",
+        [](Plan &p) { p.ranks[1].threadblocks.resize(PlanLimits::maxThreadblocksPerRank + 1); },
+        "rank 1: 1025 threadblocks exceed the limit maxThreadblocksPerRank (1024)"},
+    PlanEdit{"LoadedRankNotARank",
+             [](Plan &p) {
+               p.loadedRank = 4;
+               p.ranks.resize(1);
+             },
+             "loaded rank 4 is not a rank (nranks 4)"},
+    PlanEdit{"LoadedRankWithAllRanks", [](Plan &p) { p.loadedRank = 1; },
+             "plan loaded for rank 1 holds 4 ranks, expected 1"},
+    PlanEdit{"NegativeLoadedRank", [](Plan &p) { p.loadedRank = -7; },
+             "loaded rank -7 is not a rank (nranks 4)"},
+};
 
-TEST(ValidateTest, Peers) {
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 0, 0).sendPeer = 4; }),
-            "rank 0 threadblock 0: send peer 4 is not a rank (nranks 4)");
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 2, 0).recvPeer = -2; }),
-            "rank 2 threadblock 0: receive peer -2 is not a rank (nranks 4)");
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 1, 0).recvPeer = 1; }),
-            "rank 1 threadblock 0: receive peer 1 is the threadblock's own rank");
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 3, 0).sendPeer = 3; }),
-            "rank 3 threadblock 0: send peer 3 is the threadblock's own rank");
-  // Steps that use a connection the threadblock does not have.
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              Instruction &in = tbOf(p, 0, 1).steps[0];
-              in = withSrc(step(Opcode::Send), BufferKind::Input, 0);
-              in.depCount = 1;
-            }),
-            "rank 0 threadblock 1 step 0: opcode s sends, but the threadblock has no send peer");
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              tbOf(p, 0, 1).steps[1] = withDst(step(Opcode::Recv), BufferKind::Output, 0);
-            }),
-            "rank 0 threadblock 1 step 1: opcode r receives, but the threadblock has no "
-            "receive peer");
-  // A peer without steps that use it is fine, even with no other end.
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              tbOf(p, 0, 1).sendPeer = 2;
-              tbOf(p, 0, 1).recvPeer = 2;
-            }),
-            "ok");
-}
+INSTANTIATE_TEST_SUITE_P(ValidateTest, ValidateEditedPlan, ::testing::ValuesIn(PlanEdits),
+                         PlanEditName());
 
-TEST(ValidateTest, ChannelsAndConnectionOwners) {
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 0, 0).channel = 32; }),
-            "rank 0 threadblock 0: channel 32 is beyond the limit maxChannels (32)");
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 0, 1).sendPeer = 1; }),
-            "rank 0: threadblocks 0 and 1 both send to rank 1 on channel 0");
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 2, 1).recvPeer = 1; }),
-            "rank 2: threadblocks 0 and 1 both receive from rank 1 on channel 0");
-  // The same peer on another channel is another connection.
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              tbOf(p, 0, 1).sendPeer = 1;
-              tbOf(p, 0, 1).channel = 1;
-            }),
-            "ok");
-}
-
-TEST(ValidateTest, Dependencies) {
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 0, 1).deps[0].tb = 2; }),
-            "rank 0 threadblock 1 step 0 dependency 0: threadblock 2 is out of range (the rank "
-            "has 2 threadblocks)");
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 1, 1).deps[1].step = 7; }),
-            "rank 1 threadblock 1 step 1 dependency 0: step 7 is out of range (threadblock 0 "
-            "has 7 steps)");
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              tbOf(p, 0, 1).deps[0] = {1, 1};
-            }),
-            "rank 0 threadblock 1 step 0 dependency 0: waits for its own threadblock (its "
-            "steps already run in order)");
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 0, 0).steps[1].depCount = 2; }),
-            "rank 0 threadblock 0 step 1: dependencies 0 + count 2 exceed the threadblock's 1 "
-            "dependency record");
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 0, 0).steps[1].depBegin = 0xffffffffu; }),
-            "rank 0 threadblock 0 step 1: dependencies 4294967295 + count 1 exceed the "
-            "threadblock's 1 dependency record");
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              Threadblock &tb = tbOf(p, 0, 0);
-              tb.deps.assign(PlanLimits::maxDepsPerStep + 1, Dependency{1, 0});
-              tb.steps[1].depCount = PlanLimits::maxDepsPerStep + 1;
-            }),
-            "rank 0 threadblock 0 step 1: 1025 dependencies exceed the limit maxDepsPerStep "
-            "(1024)");
-  // Duplicate dependencies and unreferenced records are harmless.
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              addDeps(tbOf(p, 0, 0), 2, {{1, 0}, {1, 0}});
-              tbOf(p, 0, 0).deps.push_back({1, 1});
-            }),
-            "ok");
-}
-
-TEST(ValidateTest, DependencyCycles) {
-  // tb0 step 1 waits for tb1 step 0, which now waits for tb0 step 1.
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              tbOf(p, 0, 1).deps[0] = {0, 1};
-            }),
-            "rank 0: dependency cycle (each step waits for the next): tb0:1 -> tb1:0 -> tb0:1");
-  // A longer one: tb0 step 3 waits for tb1 step 1, which waits for tb0's
-  // last step, which (through tb0's own order) waits for step 3.
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              addDeps(tbOf(p, 2, 0), 3, {{1, 1}});
-            }),
-            "rank 2: dependency cycle (each step waits for the next): tb0:6 -> tb0:3 -> tb1:1 "
-            "-> tb0:6");
-  // Three threadblocks in a ring of waits.
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              RankPlan &rp = p.ranks[1];
-              Threadblock extra;
-              extra.steps.push_back(step(Opcode::Nop, 0));
-              addDeps(extra, 0, {{1, 1}});
-              rp.threadblocks.push_back(extra);
-              addDeps(rp.threadblocks[0], 0, {{2, 0}});
-            }),
-            "rank 1: dependency cycle (each step waits for the next): tb0:0 -> tb2:0 -> tb1:1 "
-            "-> tb1:0 -> tb0:0");
+TEST(ValidateTest, LongDependencyChains) {
   // A long acyclic chain across threadblocks is fine (and not recursive).
   Plan plan;
   plan.info.nranks = 1;
@@ -629,32 +748,7 @@ TEST(ValidateTest, DependencyCycles) {
   EXPECT_LT(msg.size(), 1000u);
 }
 
-TEST(ValidateTest, ConnectionsAcrossRanks) {
-  // Rank 1 receives one message fewer than rank 0 sends.
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              tbOf(p, 1, 0).steps[6] =
-                  withDst(withSrc(step(Opcode::Copy), BufferKind::Input, 0), BufferKind::Output, 1);
-            }),
-            "connection rank 0 -> rank 1 channel 0: rank 0 threadblock 0 sends 6 messages, but "
-            "rank 1 threadblock 0 receives 5");
-  // Message sizes differ.
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 2, 0).steps[0].count = 2; }),
-            "connection rank 2 -> rank 3 channel 0: message 0 is 2 chunks from rank 2 "
-            "threadblock 0 step 0, but rank 3 threadblock 0 step 1 receives 1 chunk");
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              tbOf(p, 3, 0).steps[6].count = 2;
-              tbOf(p, 3, 0).steps[6].dstOff = 0;
-            }),
-            "connection rank 2 -> rank 3 channel 0: message 5 is 1 chunk from rank 2 "
-            "threadblock 0 step 5, but rank 3 threadblock 0 step 6 receives 2 chunks");
-  // A send with no receiving threadblock.
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 1, 0).channel = 1; }),
-            "rank 0 threadblock 0 sends to rank 1 on channel 0, but no threadblock of rank 1 "
-            "receives from rank 0 on channel 0");
-  // A receive with no sending threadblock.
-  EXPECT_EQ(validateEdited([](Plan &p) { tbOf(p, 3, 0).recvPeer = 1; }),
-            "rank 3 threadblock 0 receives from rank 1 on channel 0, but no threadblock of rank "
-            "1 sends to rank 3 on channel 0");
+TEST(ValidateTest, SingleRankPlanSkipsCrossRankChecks) {
   // A single-rank plan skips the cross-rank checks.
   Plan plan = makeRingPlan();
   tbOf(plan, 2, 0).steps[0].count = 2;
@@ -663,49 +757,6 @@ TEST(ValidateTest, ConnectionsAcrossRanks) {
   one.loadedRank = 2;
   one.ranks.push_back(plan.ranks[2]);
   EXPECT_EQ(validateMessage(one), "ok");
-}
-
-TEST(ValidateTest, InfoAndLimits) {
-  EXPECT_EQ(validateEdited([](Plan &p) { p.info.collective = static_cast<CollectiveKind>(9); }),
-            "unknown collective 9");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.info.protocol = static_cast<ProtocolKind>(3); }),
-            "unknown protocol 3");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.info.nranks = 0; }), "nranks is 0, must be at least 1");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.info.nranks = PlanLimits::maxRanks + 1; }),
-            "nranks 65537 exceeds the limit maxRanks (65536)");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.info.nranks = 5; }),
-            "plan holds 4 ranks, but nranks is 5");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.info.root = 4; }), "root 4 is not a rank (nranks 4)");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.info.inputChunks = PlanLimits::maxChunks + 1; }),
-            "inputChunks 268435457 exceeds the limit maxChunks (268435456)");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.info.outputChunks = 0xffffffffu; }),
-            "outputChunks 4294967295 exceeds the limit maxChunks (268435456)");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.ranks[3].scratchChunks = PlanLimits::maxChunks + 1; }),
-            "rank 3: scratchChunks 268435457 exceeds the limit maxChunks (268435456)");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.info.connectionDepth = 0; }),
-            "connectionDepth is 0, must be at least 1");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.info.connectionDepth = 65; }),
-            "connectionDepth 65 exceeds the limit maxConnectionDepth (64)");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.info.instances = 0; }),
-            "instances is 0, must be at least 1");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.info.instances = 33; }),
-            "instances 33 exceeds the limit maxInstances (32)");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.info.name.assign(1025, 'x'); }),
-            "name length 1025 exceeds the limit maxNameBytes (1024)");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.info.name.assign(1024, 'x'); }), "ok");
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              p.ranks[1].threadblocks.resize(PlanLimits::maxThreadblocksPerRank + 1);
-            }),
-            "rank 1: 1025 threadblocks exceed the limit maxThreadblocksPerRank (1024)");
-  EXPECT_EQ(validateEdited([](Plan &p) {
-              p.loadedRank = 4;
-              p.ranks.resize(1);
-            }),
-            "loaded rank 4 is not a rank (nranks 4)");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.loadedRank = 1; }),
-            "plan loaded for rank 1 holds 4 ranks, expected 1");
-  EXPECT_EQ(validateEdited([](Plan &p) { p.loadedRank = -7; }),
-            "loaded rank -7 is not a rank (nranks 4)");
 }
 
 //===----------------------------------------------------------------------===//
@@ -720,197 +771,235 @@ struct FieldCase {
   uint64_t value;
   std::string expected;
 };
-
-void runFieldCases(const std::vector<uint8_t> &good, const std::vector<FieldCase> &cases,
-                   bool fixup) {
-  for (const FieldCase &c : cases) {
-    std::vector<uint8_t> bytes = good;
-    if (c.width == 1)
-      bytes.at(c.pos) = uint8_t(c.value);
-    else if (c.width == 4)
-      putU32(bytes, c.pos, uint32_t(c.value));
-    else
-      putU64(bytes, c.pos, c.value);
-    if (fixup)
-      fixChecksum(bytes);
-    largestAllocation = 0;
-    Result<Plan> p = parseExact(bytes.data(), bytes.size());
-    EXPECT_LT(largestAllocation.load(), 1u << 20) << c.field;
-    ASSERT_FALSE(p.ok()) << c.field << " = " << c.value;
-    EXPECT_EQ(p.message(), c.expected) << c.field << " = " << c.value;
-  }
+void PrintTo(const FieldCase &c, std::ostream *os) {
+  *os << c.field << " = " << c.value;
 }
 
-TEST(PlanLoaderTest, CorruptHeaderFields) {
-  std::vector<uint8_t> good = serializePlan(makeRingPlan());
+/// Names a case after its field and value: "rank 0 offset" = 147 is
+/// rank0Offset_147.
+struct FieldCaseName {
+  std::string operator()(const ::testing::TestParamInfo<FieldCase> &info) const {
+    std::string name;
+    bool upper = false;
+    for (const char *p = info.param.field; *p; ++p) {
+      if (!std::isalnum(static_cast<unsigned char>(*p))) {
+        upper = !name.empty();
+        continue;
+      }
+      name += upper ? char(std::toupper(static_cast<unsigned char>(*p))) : *p;
+      upper = false;
+    }
+    return name + "_" + std::to_string(info.param.value);
+  }
+};
+
+/// The bytes of the 4-rank ring plan that the cases corrupt.
+const std::vector<uint8_t> &ringBytes() {
+  static const std::vector<uint8_t> bytes = serializePlan(makeRingPlan());
+  return bytes;
+}
+
+/// Writes \p c's value over the ring plan's bytes, fixes the checksum up when
+/// \p fixup (so that the field is what fails), and checks the loader's
+/// message.
+void checkFieldCase(const FieldCase &c, bool fixup) {
+  std::vector<uint8_t> bytes = ringBytes();
+  if (c.width == 1)
+    bytes.at(c.pos) = uint8_t(c.value);
+  else if (c.width == 4)
+    putU32(bytes, c.pos, uint32_t(c.value));
+  else
+    putU64(bytes, c.pos, c.value);
+  if (fixup)
+    fixChecksum(bytes);
+  largestAllocation = 0;
+  Result<Plan> p = parseExact(bytes.data(), bytes.size());
+  EXPECT_LT(largestAllocation.load(), 1u << 20) << c.field;
+  ASSERT_FALSE(p.ok()) << c.field << " = " << c.value;
+  EXPECT_EQ(p.message(), c.expected) << c.field << " = " << c.value;
+}
+
+TEST(PlanLoaderTest, RingPlanLayout) {
+  // The positions the info and table cases write to.
+  ASSERT_EQ(rankCountPos(ringBytes()), 78u);
+  ASSERT_EQ(tablePos(ringBytes()), 82u);
+}
+
+/// Header fields, with the checksum left as it was.
+std::vector<FieldCase> headerCases() {
+  const std::vector<uint8_t> &good = ringBytes();
   uint64_t body = good.size() - 32;
   uint64_t sum = getU64(good, 24);
   std::ostringstream mismatch;
   mismatch << "checksum mismatch: header says 0x" << std::hex << std::setw(16) << std::setfill('0')
            << (sum ^ 1) << ", body hashes to 0x" << std::setw(16) << sum;
-  runFieldCases(
-      good,
-      {
-          {"magic[0]", 0, 1, 'c', "bad magic (not a plan file)"},
-          {"magic[7]", 7, 1, 0, "bad magic (not a plan file)"},
-          {"version", 8, 4, 7,
-           "unsupported format version 7 (this runtime reads version 1): the plan was written "
-           "by a future version"},
-          {"version", 8, 4, 0, "unsupported format version 0 (this runtime reads version 1)"},
-          {"header size", 12, 4, 40, "header size 40 does not match format version 1 (32 bytes)"},
-          {"body size", 16, 8, body + 1,
-           "truncated: body needs " + std::to_string(body + 1) + " bytes, " + std::to_string(body) +
-               " remain"},
-          {"body size", 16, 8, ~0ull,
-           "truncated: body needs 18446744073709551615 bytes, " + std::to_string(body) + " remain"},
-          {"body size", 16, 8, body - 1,
-           "1 trailing byte after the body (header says " + std::to_string(body - 1) + " bytes)"},
-          {"checksum", 24, 8, sum ^ 1, mismatch.str()},
-      },
-      /*fixup=*/false);
+  return {
+      {"magic[0]", 0, 1, 'c', "bad magic (not a plan file)"},
+      {"magic[7]", 7, 1, 0, "bad magic (not a plan file)"},
+      {"version", 8, 4, 7,
+       "unsupported format version 7 (this runtime reads version 1): the plan was written "
+       "by a future version"},
+      {"version", 8, 4, 0, "unsupported format version 0 (this runtime reads version 1)"},
+      {"header size", 12, 4, 40, "header size 40 does not match format version 1 (32 bytes)"},
+      {"body size", 16, 8, body + 1,
+       "truncated: body needs " + std::to_string(body + 1) + " bytes, " + std::to_string(body) +
+           " remain"},
+      {"body size", 16, 8, ~0ull,
+       "truncated: body needs 18446744073709551615 bytes, " + std::to_string(body) + " remain"},
+      {"body size", 16, 8, body - 1,
+       "1 trailing byte after the body (header says " + std::to_string(body - 1) + " bytes)"},
+      {"checksum", 24, 8, sum ^ 1, mismatch.str()},
+  };
 }
 
-TEST(PlanLoaderTest, CorruptInfoAndTableFields) {
-  std::vector<uint8_t> good = serializePlan(makeRingPlan());
+/// The plan info and the rank table, with the checksum fixed up.
+std::vector<FieldCase> infoAndTableCases() {
+  const std::vector<uint8_t> &good = ringBytes();
   size_t rc = rankCountPos(good), table = tablePos(good);
-  ASSERT_EQ(rc, 78u);
-  ASSERT_EQ(table, 82u);
   uint64_t total = good.size();
-  runFieldCases(
-      good,
-      {
-          {"collective", 32, 1, 9, "unknown collective 9"},
-          {"protocol", 33, 1, 3, "unknown protocol 3"},
-          {"flags", 34, 1, 2, "unknown info flags 0x2 (version 1 defines only 0x1, in-place)"},
-          {"flags", 34, 1, 0x81, "unknown info flags 0x80 (version 1 defines only 0x1, in-place)"},
-          {"reserved", 35, 1, 1, "reserved info byte is 1, must be 0"},
-          {"nranks", 36, 4, 0, "nranks is 0, must be at least 1"},
-          {"nranks", 36, 4, 70000, "nranks 70000 exceeds the limit maxRanks (65536)"},
-          {"nranks", 36, 4, 3, "rank table has 4 entries, but nranks is 3"},
-          {"root", 40, 4, 4, "root 4 is not a rank (nranks 4)"},
-          {"inputChunks", 44, 4, 2,
-           "rank 0 threadblock 0 step 1: source offset 3 + count 1 exceeds input buffer (2 "
-           "chunks)"},
-          {"inputChunks", 44, 4, (1u << 28) + 1,
-           "inputChunks 268435457 exceeds the limit maxChunks (268435456)"},
-          {"outputChunks", 48, 4, 0,
-           "rank 0 threadblock 1 step 1: destination offset 0 + count 1 exceeds output buffer "
-           "(0 chunks)"},
-          {"connectionDepth", 52, 4, 0, "connectionDepth is 0, must be at least 1"},
-          {"connectionDepth", 52, 4, 65,
-           "connectionDepth 65 exceeds the limit maxConnectionDepth (64)"},
-          {"instances", 56, 4, 0, "instances is 0, must be at least 1"},
-          {"instances", 56, 4, 1000, "instances 1000 exceeds the limit maxInstances (32)"},
-          {"name length", 60, 4, 0xffffffff,
-           "name length 4294967295 exceeds the limit maxNameBytes (1024)"},
-          {"name length", 60, 4, 1025, "name length 1025 exceeds the limit maxNameBytes (1024)"},
-          {"rank count", rc, 4, 3, "rank table has 3 entries, but nranks is 4"},
-          {"rank count", rc, 4, 1, "rank table has 1 entry, but nranks is 4"},
-          {"rank count", rc, 4, 0xffffffff,
-           "rank table has 4294967295 entries, over the limit maxRanks (65536)"},
-          {"rank count", rc, 4, 65536,
-           "truncated: rank table (65536 ranks) needs 1048576 bytes, " +
-               std::to_string(total - rc - 4) + " remain"},
-          {"rank 0 offset", table, 8, 147,
-           "rank 0 section offset 147, expected 146 (sections follow the rank table in rank "
-           "order)"},
-          {"rank 0 offset", table, 8, ~0ull,
-           "rank 0 section offset 18446744073709551615, expected 146 (sections follow the rank "
-           "table in rank order)"},
-          {"rank 0 size", table + 8, 8, 289,
-           "rank 1 section offset 434, expected 435 (sections follow the rank table in rank "
-           "order)"},
-          {"rank 0 size", table + 8, 8, ~0ull,
-           "truncated: rank 0 section needs 18446744073709551615 bytes, 1152 remain"},
-          {"rank 3 size", table + 56, 8, 287, "1 byte after the last rank section"},
-          {"rank 3 size", table + 56, 8, 289,
-           "truncated: rank 3 section needs 289 bytes, 288 remain"},
-      },
-      /*fixup=*/true);
+  return {
+      {"collective", 32, 1, 9, "unknown collective 9"},
+      {"protocol", 33, 1, 3, "unknown protocol 3"},
+      {"flags", 34, 1, 2, "unknown info flags 0x2 (version 1 defines only 0x1, in-place)"},
+      {"flags", 34, 1, 0x81, "unknown info flags 0x80 (version 1 defines only 0x1, in-place)"},
+      {"reserved", 35, 1, 1, "reserved info byte is 1, must be 0"},
+      {"nranks", 36, 4, 0, "nranks is 0, must be at least 1"},
+      {"nranks", 36, 4, 70000, "nranks 70000 exceeds the limit maxRanks (65536)"},
+      {"nranks", 36, 4, 3, "rank table has 4 entries, but nranks is 3"},
+      {"root", 40, 4, 4, "root 4 is not a rank (nranks 4)"},
+      {"inputChunks", 44, 4, 2,
+       "rank 0 threadblock 0 step 1: source offset 3 + count 1 exceeds input buffer (2 "
+       "chunks)"},
+      {"inputChunks", 44, 4, (1u << 28) + 1,
+       "inputChunks 268435457 exceeds the limit maxChunks (268435456)"},
+      {"outputChunks", 48, 4, 0,
+       "rank 0 threadblock 1 step 1: destination offset 0 + count 1 exceeds output buffer "
+       "(0 chunks)"},
+      {"connectionDepth", 52, 4, 0, "connectionDepth is 0, must be at least 1"},
+      {"connectionDepth", 52, 4, 65,
+       "connectionDepth 65 exceeds the limit maxConnectionDepth (64)"},
+      {"instances", 56, 4, 0, "instances is 0, must be at least 1"},
+      {"instances", 56, 4, 1000, "instances 1000 exceeds the limit maxInstances (32)"},
+      {"name length", 60, 4, 0xffffffff,
+       "name length 4294967295 exceeds the limit maxNameBytes (1024)"},
+      {"name length", 60, 4, 1025, "name length 1025 exceeds the limit maxNameBytes (1024)"},
+      {"rank count", rc, 4, 3, "rank table has 3 entries, but nranks is 4"},
+      {"rank count", rc, 4, 1, "rank table has 1 entry, but nranks is 4"},
+      {"rank count", rc, 4, 0xffffffff,
+       "rank table has 4294967295 entries, over the limit maxRanks (65536)"},
+      {"rank count", rc, 4, 65536,
+       "truncated: rank table (65536 ranks) needs 1048576 bytes, " +
+           std::to_string(total - rc - 4) + " remain"},
+      {"rank 0 offset", table, 8, 147,
+       "rank 0 section offset 147, expected 146 (sections follow the rank table in rank "
+       "order)"},
+      {"rank 0 offset", table, 8, ~0ull,
+       "rank 0 section offset 18446744073709551615, expected 146 (sections follow the rank "
+       "table in rank order)"},
+      {"rank 0 size", table + 8, 8, 289,
+       "rank 1 section offset 434, expected 435 (sections follow the rank table in rank "
+       "order)"},
+      {"rank 0 size", table + 8, 8, ~0ull,
+       "truncated: rank 0 section needs 18446744073709551615 bytes, 1152 remain"},
+      {"rank 3 size", table + 56, 8, 287, "1 byte after the last rank section"},
+      {"rank 3 size", table + 56, 8, 289, "truncated: rank 3 section needs 289 bytes, 288 remain"},
+  };
 }
 
-TEST(PlanLoaderTest, CorruptRankFields) {
-  std::vector<uint8_t> good = serializePlan(makeRingPlan());
+/// Rank 0's section, with the checksum fixed up.
+std::vector<FieldCase> rankCases() {
+  const std::vector<uint8_t> &good = ringBytes();
   size_t sec = rankSection(good, 0);
   size_t tb0 = sec + 8, step0 = tb0 + 20, step1 = step0 + 24, deps0 = step0 + 7 * 24;
   size_t tb1 = deps0 + 8, deps1 = tb1 + 20 + 2 * 24;
-  runFieldCases(
-      good,
-      {
-          {"scratchChunks", sec, 4, (1u << 28) + 1,
-           "rank 0: scratchChunks 268435457 exceeds the limit maxChunks (268435456)"},
-          {"scratchChunks", sec, 4, 0,
-           "rank 0 threadblock 1 step 0: destination offset 0 + count 1 exceeds scratch buffer "
-           "(0 chunks)"},
-          {"threadblock count", sec + 4, 4, 1025,
-           "rank 0: 1025 threadblocks exceed the limit maxThreadblocksPerRank (1024)"},
-          {"threadblock count", sec + 4, 4, 0xffffffff,
-           "rank 0: 4294967295 threadblocks exceed the limit maxThreadblocksPerRank (1024)"},
-          {"threadblock count", sec + 4, 4, 1024,
-           "truncated: rank 0 section (1024 threadblocks) needs 20480 bytes, 280 remain"},
-          {"threadblock count", sec + 4, 4, 3,
-           "truncated: rank 0 threadblock 2 needs 20 bytes, 0 remain"},
-          {"threadblock count", sec + 4, 4, 1,
-           "rank 0 section has 84 unused bytes after its last threadblock"},
-          {"sendPeer", tb0, 4, 4, "rank 0 threadblock 0: send peer 4 is not a rank (nranks 4)"},
-          {"sendPeer", tb0, 4, uint32_t(-5),
-           "rank 0 threadblock 0: send peer -5 is not a rank (nranks 4)"},
-          {"sendPeer", tb0, 4, 0,
-           "rank 0 threadblock 0: send peer 0 is the threadblock's own rank"},
-          {"sendPeer", tb0, 4, uint32_t(-1),
-           "rank 0 threadblock 0 step 0: opcode s sends, but the threadblock has no send peer"},
-          {"recvPeer", tb0 + 4, 4, 2,
-           "rank 0 threadblock 0 receives from rank 2 on channel 0, but no threadblock of rank 2 "
-           "sends to rank 0 on channel 0"},
-          {"channel", tb0 + 8, 4, 32,
-           "rank 0 threadblock 0: channel 32 is beyond the limit maxChannels (32)"},
-          {"step count", tb0 + 12, 4, 0xffffffff,
-           "rank 0 threadblock 0: 4294967295 steps exceed the limit maxStepsPerThreadblock "
-           "(16777216)"},
-          {"step count", tb0 + 12, 4, 1u << 24,
-           "truncated: rank 0 threadblock 0 steps (16777216) needs 402653184 bytes, 260 remain"},
-          {"dep count", tb0 + 16, 4, 0xffffffff,
-           "truncated: rank 0 threadblock 0 dependencies (4294967295) needs 34359738360 bytes, "
-           "92 remain"},
-          {"opcode", step0, 1, 9, "rank 0 threadblock 0 step 0: unknown opcode 9"},
-          {"opcode", step0, 1, 255, "rank 0 threadblock 0 step 0: unknown opcode 255"},
-          {"srcBuf", step0 + 1, 1, 3, "rank 0 threadblock 0 step 0: unknown source buffer kind 3"},
-          {"dstBuf", step0 + 2, 1, 1,
-           "rank 0 threadblock 0 step 0: opcode s has no destination, but its destination "
-           "fields are set (buffer kind 1, offset 0); unused fields must be zero"},
-          {"reserved", step0 + 3, 1, 1,
-           "rank 0 threadblock 0 step 0: reserved byte is 1, must be 0"},
-          {"srcOff", step0 + 4, 4, 17,
-           "rank 0 threadblock 0 step 0: source offset 17 + count 1 exceeds input buffer (4 "
-           "chunks)"},
-          {"srcOff", step0 + 4, 4, 0xffffffff,
-           "rank 0 threadblock 0 step 0: source offset 4294967295 + count 1 exceeds input "
-           "buffer (4 chunks)"},
-          {"count", step0 + 12, 4, 0,
-           "rank 0 threadblock 0 step 0: count is 0, must be at least 1"},
-          {"count", step0 + 12, 4, 2,
-           "connection rank 0 -> rank 1 channel 0: message 0 is 2 chunks from rank 0 "
-           "threadblock 0 step 0, but rank 1 threadblock 0 step 1 receives 1 chunk"},
-          {"depBegin", step1 + 16, 4, 1,
-           "rank 0 threadblock 0 step 1: dependencies 1 + count 1 exceed the threadblock's 1 "
-           "dependency record"},
-          {"depCount", step1 + 20, 4, 1025,
-           "rank 0 threadblock 0 step 1: 1025 dependencies exceed the limit maxDepsPerStep "
-           "(1024)"},
-          {"dep tb", deps0, 4, 5,
-           "rank 0 threadblock 0 step 1 dependency 0: threadblock 5 is out of range (the rank "
-           "has 2 threadblocks)"},
-          {"dep tb", deps0, 4, 0,
-           "rank 0 threadblock 0 step 1 dependency 0: waits for its own threadblock (its steps "
-           "already run in order)"},
-          {"dep step", deps0 + 4, 4, 2,
-           "rank 0 threadblock 0 step 1 dependency 0: step 2 is out of range (threadblock 1 has "
-           "2 steps)"},
-          {"dep step", deps1 + 4, 4, 1,
-           "rank 0: dependency cycle (each step waits for the next): tb0:1 -> tb1:0 -> tb0:1"},
-      },
-      /*fixup=*/true);
+  return {
+      {"scratchChunks", sec, 4, (1u << 28) + 1,
+       "rank 0: scratchChunks 268435457 exceeds the limit maxChunks (268435456)"},
+      {"scratchChunks", sec, 4, 0,
+       "rank 0 threadblock 1 step 0: destination offset 0 + count 1 exceeds scratch buffer "
+       "(0 chunks)"},
+      {"threadblock count", sec + 4, 4, 1025,
+       "rank 0: 1025 threadblocks exceed the limit maxThreadblocksPerRank (1024)"},
+      {"threadblock count", sec + 4, 4, 0xffffffff,
+       "rank 0: 4294967295 threadblocks exceed the limit maxThreadblocksPerRank (1024)"},
+      {"threadblock count", sec + 4, 4, 1024,
+       "truncated: rank 0 section (1024 threadblocks) needs 20480 bytes, 280 remain"},
+      {"threadblock count", sec + 4, 4, 3,
+       "truncated: rank 0 threadblock 2 needs 20 bytes, 0 remain"},
+      {"threadblock count", sec + 4, 4, 1,
+       "rank 0 section has 84 unused bytes after its last threadblock"},
+      {"sendPeer", tb0, 4, 4, "rank 0 threadblock 0: send peer 4 is not a rank (nranks 4)"},
+      {"sendPeer", tb0, 4, uint32_t(-5),
+       "rank 0 threadblock 0: send peer -5 is not a rank (nranks 4)"},
+      {"sendPeer", tb0, 4, 0, "rank 0 threadblock 0: send peer 0 is the threadblock's own rank"},
+      {"sendPeer", tb0, 4, uint32_t(-1),
+       "rank 0 threadblock 0 step 0: opcode s sends, but the threadblock has no send peer"},
+      {"recvPeer", tb0 + 4, 4, 2,
+       "rank 0 threadblock 0 receives from rank 2 on channel 0, but no threadblock of rank 2 "
+       "sends to rank 0 on channel 0"},
+      {"channel", tb0 + 8, 4, 32,
+       "rank 0 threadblock 0: channel 32 is beyond the limit maxChannels (32)"},
+      {"step count", tb0 + 12, 4, 0xffffffff,
+       "rank 0 threadblock 0: 4294967295 steps exceed the limit maxStepsPerThreadblock "
+       "(16777216)"},
+      {"step count", tb0 + 12, 4, 1u << 24,
+       "truncated: rank 0 threadblock 0 steps (16777216) needs 402653184 bytes, 260 remain"},
+      {"dep count", tb0 + 16, 4, 0xffffffff,
+       "truncated: rank 0 threadblock 0 dependencies (4294967295) needs 34359738360 bytes, "
+       "92 remain"},
+      {"opcode", step0, 1, 9, "rank 0 threadblock 0 step 0: unknown opcode 9"},
+      {"opcode", step0, 1, 255, "rank 0 threadblock 0 step 0: unknown opcode 255"},
+      {"srcBuf", step0 + 1, 1, 3, "rank 0 threadblock 0 step 0: unknown source buffer kind 3"},
+      {"dstBuf", step0 + 2, 1, 1,
+       "rank 0 threadblock 0 step 0: opcode s has no destination, but its destination "
+       "fields are set (buffer kind 1, offset 0); unused fields must be zero"},
+      {"reserved", step0 + 3, 1, 1, "rank 0 threadblock 0 step 0: reserved byte is 1, must be 0"},
+      {"srcOff", step0 + 4, 4, 17,
+       "rank 0 threadblock 0 step 0: source offset 17 + count 1 exceeds input buffer (4 "
+       "chunks)"},
+      {"srcOff", step0 + 4, 4, 0xffffffff,
+       "rank 0 threadblock 0 step 0: source offset 4294967295 + count 1 exceeds input "
+       "buffer (4 chunks)"},
+      {"count", step0 + 12, 4, 0, "rank 0 threadblock 0 step 0: count is 0, must be at least 1"},
+      {"count", step0 + 12, 4, 2,
+       "connection rank 0 -> rank 1 channel 0: message 0 is 2 chunks from rank 0 "
+       "threadblock 0 step 0, but rank 1 threadblock 0 step 1 receives 1 chunk"},
+      {"depBegin", step1 + 16, 4, 1,
+       "rank 0 threadblock 0 step 1: dependencies 1 + count 1 exceed the threadblock's 1 "
+       "dependency record"},
+      {"depCount", step1 + 20, 4, 1025,
+       "rank 0 threadblock 0 step 1: 1025 dependencies exceed the limit maxDepsPerStep "
+       "(1024)"},
+      {"dep tb", deps0, 4, 5,
+       "rank 0 threadblock 0 step 1 dependency 0: threadblock 5 is out of range (the rank "
+       "has 2 threadblocks)"},
+      {"dep tb", deps0, 4, 0,
+       "rank 0 threadblock 0 step 1 dependency 0: waits for its own threadblock (its steps "
+       "already run in order)"},
+      {"dep step", deps0 + 4, 4, 2,
+       "rank 0 threadblock 0 step 1 dependency 0: step 2 is out of range (threadblock 1 has "
+       "2 steps)"},
+      {"dep step", deps1 + 4, 4, 1,
+       "rank 0: dependency cycle (each step waits for the next): tb0:1 -> tb1:0 -> tb0:1"},
+  };
 }
+
+class CorruptHeaderField : public ::testing::TestWithParam<FieldCase> {};
+class CorruptBodyField : public ::testing::TestWithParam<FieldCase> {};
+
+TEST_P(CorruptHeaderField, IsRejected) {
+  checkFieldCase(GetParam(), /*fixup=*/false);
+}
+TEST_P(CorruptBodyField, IsRejected) {
+  checkFieldCase(GetParam(), /*fixup=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(PlanLoaderHeader, CorruptHeaderField, ::testing::ValuesIn(headerCases()),
+                         FieldCaseName());
+INSTANTIATE_TEST_SUITE_P(PlanLoaderInfoAndTable, CorruptBodyField,
+                         ::testing::ValuesIn(infoAndTableCases()), FieldCaseName());
+INSTANTIATE_TEST_SUITE_P(PlanLoaderRank, CorruptBodyField, ::testing::ValuesIn(rankCases()),
+                         FieldCaseName());
 
 TEST(PlanLoaderTest, EveryByteFlipped) {
   Plan plan = makeRingPlan(3);
