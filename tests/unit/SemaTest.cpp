@@ -104,11 +104,16 @@ TEST(Sema, UserCollective) {
 }
 
 struct ErrorCase {
+  const char *name;
   const char *source;
   const char *error;
   unsigned line;
   unsigned column;
 };
+
+void PrintTo(const ErrorCase &c, std::ostream *os) {
+  *os << c.name;
+}
 
 class SemaErrors : public ::testing::TestWithParam<ErrorCase> {};
 
@@ -126,92 +131,110 @@ TEST_P(SemaErrors, ReportsAtTheRightPlace) {
 INSTANTIATE_TEST_SUITE_P(
     All, SemaErrors,
     ::testing::Values(
-        ErrorCase{"algorithm x implements allreduce() { let y = z; }",
+        ErrorCase{"UndeclaredIdentifier", "algorithm x implements allreduce() { let y = z; }",
                   "use of undeclared identifier 'z'", 1, 46},
-        ErrorCase{"algorithm x implements allreduce() { let y = 1; let y = 2; }",
+        ErrorCase{"LetRedeclared", "algorithm x implements allreduce() { let y = 1; let y = 2; }",
                   "'y' is already declared", 1, 53},
-        ErrorCase{"algorithm x implements allreduce() { for i in 0 .. N { for i in 0 .. 2 { } } }",
+        ErrorCase{"LoopVariableRedeclared",
+                  "algorithm x implements allreduce() { for i in 0 .. N { for i in 0 .. 2 { } } }",
                   "'i' is already declared", 1, 60},
-        ErrorCase{"algorithm x implements allreduce() { let N = 1; }",
+        ErrorCase{"NCannotBeRedeclared", "algorithm x implements allreduce() { let N = 1; }",
                   "'N' is the number of ranks and cannot be redeclared", 1, 42},
-        ErrorCase{"algorithm x implements allreduce() { N = 1; }",
+        ErrorCase{"NCannotBeAssigned", "algorithm x implements allreduce() { N = 1; }",
                   "cannot assign to 'N', the number of ranks", 1, 38},
-        ErrorCase{"algorithm x implements allreduce() { let a = input[0][0] + 1; }",
+        ErrorCase{"ArithmeticOnAChunk",
+                  "algorithm x implements allreduce() { let a = input[0][0] + 1; }",
                   "expected an integer for the operands of '+', found a chunk reference", 1, 46},
-        ErrorCase{"algorithm x implements allreduce() { scratch s[1]; let a = s; }",
+        ErrorCase{"VariableHoldingABuffer",
+                  "algorithm x implements allreduce() { scratch s[1]; let a = s; }",
                   "a variable cannot hold a whole buffer; refer to its chunks as "
                   "buffer[rank][index]",
                   1, 60},
-        ErrorCase{"algorithm x implements allreduce() { copy(1, to: output[0][0]); }",
+        ErrorCase{"CopyFromAnInteger",
+                  "algorithm x implements allreduce() { copy(1, to: output[0][0]); }",
                   "expected a chunk reference for the source of 'copy', found an integer", 1, 43},
         ErrorCase{
+            "IndexingANonBuffer",
             "algorithm x implements allreduce() { let t = 1; copy(input[0][0], to: t[0][0]); }",
             "'t' is not a buffer; chunk references index 'input', 'output' or a scratch "
             "buffer",
             1, 71},
-        ErrorCase{"algorithm x implements allreduce() { copy(input[0][0], to: output[0][0], "
+        ErrorCase{"ChannelOutOfRange",
+                  "algorithm x implements allreduce() { copy(input[0][0], to: output[0][0], "
                   "channel: 32); }",
                   "channel 32 is out of range [0, 31]", 1, 83},
-        ErrorCase{"algorithm x implements allreduce() { copy(input[0][0], to: output[0][0], "
+        ErrorCase{"ThreadblockOutOfRange",
+                  "algorithm x implements allreduce() { copy(input[0][0], to: output[0][0], "
                   "tb: -1); }",
                   "tb -1 is out of range [0, 1023]", 1, 78},
-        ErrorCase{"algorithm x implements allreduce() { let a = input[0][3 .. 3]; }",
+        ErrorCase{"EmptyChunkRange",
+                  "algorithm x implements allreduce() { let a = input[0][3 .. 3]; }",
                   "empty chunk range 3 .. 3", 1, 55},
-        ErrorCase{"algorithm x implements allreduce() { let a = input[-1][0]; }",
+        ErrorCase{"NegativeRank", "algorithm x implements allreduce() { let a = input[-1][0]; }",
                   "rank -1 is negative", 1, 52},
-        ErrorCase{"algorithm x implements allreduce() { let a = N % 0; }", "modulo by zero", 1, 50},
-        ErrorCase{"algorithm x implements allreduce() { let a = 1 << 64; }",
+        ErrorCase{"ModuloByZero", "algorithm x implements allreduce() { let a = N % 0; }",
+                  "modulo by zero", 1, 50},
+        ErrorCase{"ShiftOutOfRange", "algorithm x implements allreduce() { let a = 1 << 64; }",
                   "shift amount 64 is out of range [0, 63]", 1, 51},
-        ErrorCase{"algorithm x implements allreduce() { let a = 4611686018427387904 * 2; }",
+        ErrorCase{"ConstantOverflow",
+                  "algorithm x implements allreduce() { let a = 4611686018427387904 * 2; }",
                   "integer overflow in constant expression", 1, 46},
-        ErrorCase{"algorithm x implements allreduce() { let a = log2(0); }",
+        ErrorCase{"Log2OfZero", "algorithm x implements allreduce() { let a = log2(0); }",
                   "log2 of 0; the argument must be positive", 1, 46},
-        ErrorCase{"algorithm x implements allreduce() { for i in 0 .. N step 1 - 1 { } }",
+        ErrorCase{"ZeroLoopStep",
+                  "algorithm x implements allreduce() { for i in 0 .. N step 1 - 1 { } }",
                   "loop step is zero", 1, 59},
-        ErrorCase{"algorithm x implements allreduce() { if 1 { scratch s[1]; } }",
+        ErrorCase{"ScratchNotAtTopLevel",
+                  "algorithm x implements allreduce() { if 1 { scratch s[1]; } }",
                   "scratch buffers are declared at the top level of an algorithm", 1, 53},
-        ErrorCase{"algorithm x implements broadcast() { }",
+        ErrorCase{"MissingCollectiveArgument", "algorithm x implements broadcast() { }",
                   "missing argument 'root' for collective 'broadcast'", 1, 24},
-        ErrorCase{"algorithm x implements allreduce(root = 1) { }",
+        ErrorCase{"UnknownCollectiveParameter", "algorithm x implements allreduce(root = 1) { }",
                   "'allreduce' has no parameter 'root'", 1, 34},
-        ErrorCase{"algorithm x implements allreduce(chunks = 0) { }",
+        ErrorCase{"ZeroChunks", "algorithm x implements allreduce(chunks = 0) { }",
                   "chunks must be at least 1, not 0", 1, 43},
-        ErrorCase{"algorithm x implements allreduce(chunks = 1, chunks = 2) { }",
+        ErrorCase{"ArgumentGivenTwice",
+                  "algorithm x implements allreduce(chunks = 1, chunks = 2) { }",
                   "argument 'chunks' given twice", 1, 46},
-        ErrorCase{"algorithm x implements allreducee() { }", "unknown collective 'allreducee'", 1,
-                  24},
-        ErrorCase{"algorithm x implements allreduce() with nranks = N { }",
+        ErrorCase{"UnknownCollective", "algorithm x implements allreducee() { }",
+                  "unknown collective 'allreducee'", 1, 24},
+        ErrorCase{"NonConstantNranks", "algorithm x implements allreduce() with nranks = N { }",
                   "option 'nranks' must be a constant", 1, 50},
-        ErrorCase{"algorithm x implements allreduce() with protocol = Fast { }",
+        ErrorCase{"UnknownProtocol", "algorithm x implements allreduce() with protocol = Fast { }",
                   "unknown protocol; expected Simple, LL or LL128", 1, 52},
-        ErrorCase{"algorithm x implements allreduce() with instances = 0 { }",
+        ErrorCase{"InstancesOutOfRange",
+                  "algorithm x implements allreduce() with instances = 0 { }",
                   "instances 0 is out of range [1, 32]", 1, 53},
-        ErrorCase{"algorithm x implements allreduce() with speed = 1 { }", "unknown option 'speed'",
-                  1, 41},
-        ErrorCase{"algorithm x implements allreduce() { }\nalgorithm x implements allgather() { }",
+        ErrorCase{"UnknownOption", "algorithm x implements allreduce() with speed = 1 { }",
+                  "unknown option 'speed'", 1, 41},
+        ErrorCase{"AlgorithmRedeclared",
+                  "algorithm x implements allreduce() { }\nalgorithm x implements allgather() { }",
                   "algorithm 'x' is already declared", 2, 11},
         ErrorCase{
+            "BuiltinCollectiveRedeclared",
             "collective allreduce() { input[1]; output[1]; post output[0][0] == input[0][0]; }",
             "collective 'allreduce' is built in; choose another name", 1, 12},
-        ErrorCase{"collective c() { input[1]; post output[0][0] == input[0][0]; }",
+        ErrorCase{"CollectiveWithoutOutputSize",
+                  "collective c() { input[1]; post output[0][0] == input[0][0]; }",
                   "collective 'c' does not declare its output size; add 'output[chunks];'", 1, 12},
-        ErrorCase{"collective c() { input[1]; output[1]; }",
+        ErrorCase{"CollectiveWithoutPostCondition", "collective c() { input[1]; output[1]; }",
                   "collective 'c' has no post-condition; add 'post output[r][i] == ...;'", 1, 12},
-        ErrorCase{"collective c() { input[1]; output[1]; post input[0][0] == input[0][0]; }",
+        ErrorCase{"PostConditionWithoutOutputOnTheLeft",
+                  "collective c() { input[1]; output[1]; post input[0][0] == input[0][0]; }",
                   "a post-condition states what an output chunk holds; expected "
                   "output[rank][index] on the left of '=='",
                   1, 44},
         ErrorCase{
+            "ReduceForOutsidePostCondition",
             "algorithm x implements allreduce() { let a = reduce(input[j][0] for j in 0 .. N); }",
             "'reduce(... for ...)' describes a result and is allowed only as the value of a "
             "post-condition",
             1, 46},
-        ErrorCase{"param p = 1;\nparam p = 2;", "'p' is already declared", 2, 7},
-        ErrorCase{"algorithm x implements allreduce() { let a = 1; a = input[0][0]; }",
+        ErrorCase{"ParamRedeclared", "param p = 1;\nparam p = 2;", "'p' is already declared", 2, 7},
+        ErrorCase{"ChunkAssignedToAnInteger",
+                  "algorithm x implements allreduce() { let a = 1; a = input[0][0]; }",
                   "cannot assign a chunk reference to 'a', which holds an integer", 1, 53}),
-    [](const ::testing::TestParamInfo<ErrorCase> &info) {
-      return "Case" + std::to_string(info.index);
-    });
+    coll::test::CaseName());
 
 TEST(Sema, UnusedExpressionIsAWarning) {
   FrontendRun run(wrap("  N + 1;"));
