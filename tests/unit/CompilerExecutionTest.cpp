@@ -82,14 +82,50 @@ TEST(Execution, SimulatorCatchesAWrongPlan) {
                           "expected the reduction of column 2");
 }
 
-TEST(Execution, LibraryRing) {
-  auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
-  ASSERT_TRUE(lib->frontendOk()) << lib->text();
-  for (uint32_t n = 2; n <= 16; ++n)
-    EXPECT_EQ(compileAndRun(*lib, n), "") << "N = " << n;
-  for (uint32_t n : {31u, 64u})
-    EXPECT_EQ(compileAndRun(*lib, n, 2), "") << "N = " << n;
+/// A library file compiled for each of \p ranks and run with \p seeds
+/// interleavings, at connection depth \p depth.
+struct LibraryRun {
+  std::string name;
+  const char *file;
+  std::vector<uint32_t> ranks;
+  unsigned seeds;
+  uint32_t depth;
+};
+void PrintTo(const LibraryRun &c, std::ostream *os) {
+  *os << c.name;
 }
+
+/// The rank counts \p lo to \p hi.
+std::vector<uint32_t> upTo(uint32_t lo, uint32_t hi) {
+  std::vector<uint32_t> out;
+  for (uint32_t n = lo; n <= hi; ++n)
+    out.push_back(n);
+  return out;
+}
+
+class LibraryRuns : public ::testing::TestWithParam<LibraryRun> {};
+
+TEST_P(LibraryRuns, MeetThePostCondition) {
+  const LibraryRun &c = GetParam();
+  auto lib = CompilerRun::fromStdlib(c.file);
+  ASSERT_TRUE(lib->frontendOk()) << lib->text();
+  PipelineOptions opts;
+  opts.connectionDepth = c.depth;
+  for (uint32_t n : c.ranks)
+    EXPECT_EQ(compileAndRun(*lib, n, c.seeds, opts), "") << c.file << " N = " << n;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Execution, LibraryRuns,
+    ::testing::Values(LibraryRun{"RingUpTo16", "ring_allreduce.coll", upTo(2, 16), 8, 4},
+                      LibraryRun{"RingLarge", "ring_allreduce.coll", {31, 64}, 2, 4},
+                      LibraryRun{"TreeUpTo16", "tree_allreduce.coll", upTo(2, 16), 8, 4},
+                      LibraryRun{"TreeLarge", "tree_allreduce.coll", {31, 64}, 2, 4},
+                      LibraryRun{"TreeAtDepthOne", "tree_allreduce.coll", {2, 3, 7, 12}, 8, 1},
+                      LibraryRun{
+                          "AlltoallAllpairs", "alltoall_allpairs.coll", {1, 2, 3, 4, 8}, 8, 4},
+                      LibraryRun{"AlltoallTwostep", "alltoall_twostep.coll", {4, 8, 16}, 8, 4}),
+    coll::test::CaseName());
 
 TEST(Execution, LibraryRingAtEveryDepthAndFusion) {
   auto lib = CompilerRun::fromStdlib("ring_allreduce.coll");
@@ -103,30 +139,6 @@ TEST(Execution, LibraryRingAtEveryDepthAndFusion) {
         EXPECT_EQ(compileAndRun(*lib, n, 8, opts), "")
             << "N = " << n << " depth " << depth << " fuse " << int(fuse);
       }
-}
-
-TEST(Execution, LibraryTree) {
-  auto lib = CompilerRun::fromStdlib("tree_allreduce.coll");
-  ASSERT_TRUE(lib->frontendOk()) << lib->text();
-  for (uint32_t n = 2; n <= 16; ++n)
-    EXPECT_EQ(compileAndRun(*lib, n), "") << "N = " << n;
-  for (uint32_t n : {31u, 64u})
-    EXPECT_EQ(compileAndRun(*lib, n, 2), "") << "N = " << n;
-  PipelineOptions opts;
-  opts.connectionDepth = 1;
-  for (uint32_t n : {2u, 3u, 7u, 12u})
-    EXPECT_EQ(compileAndRun(*lib, n, 8, opts), "") << "N = " << n << " depth 1";
-}
-
-TEST(Execution, LibraryAlltoall) {
-  auto allpairs = CompilerRun::fromStdlib("alltoall_allpairs.coll");
-  ASSERT_TRUE(allpairs->frontendOk()) << allpairs->text();
-  for (uint32_t n : {1u, 2u, 3u, 4u, 8u})
-    EXPECT_EQ(compileAndRun(*allpairs, n), "") << "allpairs N = " << n;
-  auto twostep = CompilerRun::fromStdlib("alltoall_twostep.coll");
-  ASSERT_TRUE(twostep->frontendOk()) << twostep->text();
-  for (uint32_t n : {4u, 8u, 16u})
-    EXPECT_EQ(compileAndRun(*twostep, n), "") << "twostep N = " << n;
 }
 
 // Programs from docs/language.md.
