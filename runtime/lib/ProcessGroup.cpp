@@ -235,6 +235,14 @@ bool ownerLongDead(int64_t pid, uint64_t startTime, uint64_t ns, int64_t lastSee
          !processAlive(pid, startTime);
 }
 
+/// Whether a segment's owner lives in another pid namespace than ours: its
+/// pid means nothing here, so it counts as alive, and its segments are
+/// never removed.
+bool otherPidNamespace(uint64_t ns) {
+  static const uint64_t ourNs = pidNamespaceId();
+  return ns != ourNs;
+}
+
 bool validJobName(const std::string &job);
 
 /// Whether \p n (without the leading '/') is a control or data segment's
@@ -655,7 +663,8 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
     if (m.size() >= sizeof(ControlBlock)) {
       const ControlBlock &c = *reinterpret_cast<const ControlBlock *>(m.data());
       if (c.magic == controlMagic && c.ready.load(std::memory_order_acquire))
-        return c.closed.load(std::memory_order_acquire) || !processAlive(c.pid, c.startTime);
+        return c.closed.load(std::memory_order_acquire) ||
+               (!otherPidNamespace(c.pidNamespace) && !processAlive(c.pid, c.startTime));
     }
     return segmentAgeNs(sb) > 1'000'000'000;
   };
@@ -671,9 +680,11 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
     if (r == ShmOpenResult::Mapped) {
       const ControlBlock &c = *reinterpret_cast<const ControlBlock *>(old.data());
       if (c.magic == controlMagic && c.ready.load(std::memory_order_acquire) &&
-          !c.closed.load(std::memory_order_acquire) && processAlive(c.pid, c.startTime))
+          !c.closed.load(std::memory_order_acquire) &&
+          (otherPidNamespace(c.pidNamespace) || processAlive(c.pid, c.startTime)))
         return fail(ErrorKind::InvalidArgument,
                     cat("rank ", rank, " of job '", jobName, "' is taken by process ", c.pid,
+                        otherPidNamespace(c.pidNamespace) ? " of another pid namespace" : "",
                         " (shared memory ", ownName, ")"));
     }
     old.reset();
@@ -735,6 +746,18 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
       return {ErrorKind::Mismatch,
               cat("rank ", q, " of job '", jobName, "' uses shared-memory layout version ",
                   b->version, ", rank ", rank, " version ", controlVersion)};
+    // Pids (liveness, cleanup) mean nothing across pid namespaces: a job
+    // must run in one.
+    if (otherPidNamespace(b->pidNamespace) && !b->closed.load(std::memory_order_acquire)) {
+      // Ask rank 0 to join all the same: it learns at once that we left.
+      if (q == 0)
+        me->member.store(b->nonce, std::memory_order_release);
+      return {ErrorKind::InvalidArgument,
+              cat("rank ", q, " of job '", jobName, "' (process ", b->pid,
+                  ") runs in another pid namespace than rank ", rank,
+                  ": the ranks of a job must share one pid namespace (in containers: "
+                  "docker run --pid=host, or one container)")};
+    }
     gone = b->closed.load(std::memory_order_acquire) || !processAlive(b->pid, b->startTime);
     if (!gone && (b->nranks != st.nranks || b->rank != q))
       return {ErrorKind::Mismatch,
@@ -770,8 +793,10 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
           // (Ours to clean up when it died, as the group goes.)
           st.ctl[q] = c;
           return fail(ErrorKind::Remote,
-                      cat("rank ", q, " (pid ", c->pid, ") of job '", jobName, "' ",
-                          c->closed.load() ? "left" : "died", " while joining"));
+                      cat("rank ", q, " (pid ", c->pid,
+                          otherPidNamespace(c->pidNamespace) ? " of another pid namespace" : "",
+                          ") of job '", jobName, "' ", c->closed.load() ? "left" : "died",
+                          " while joining"));
         } else if (c && gone) {
           stalePid = c->pid; // Left by an earlier job: its owner will replace it.
         } else if (c) {

@@ -380,6 +380,60 @@ TEST(ProcessExecutorTest, AllocateWhileExecuting) {
   EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>());
 }
 
+// A job whose ranks run in different pid namespaces (rank 1 under
+// `unshare --pid --fork`, where it is pid 1) fails at once, saying why,
+// rather than take a pid of one namespace for a process of the other.
+// Needs unshare(1) and the privilege to use it; skips otherwise.
+TEST(ProcessExecutorTest, RanksInDifferentPidNamespaces) {
+  const std::string name = uniqueJob("pidns");
+  const std::string out = ::testing::TempDir() + name + ".1.out";
+  std::vector<std::string> args = {"unshare",  "--pid", "--fork",          COLL_SHM_RANK_HELPER,
+                                   "--job",    name,    "--rank",          "1",
+                                   "--nranks", "2",     "--hand-ring",     "2",
+                                   "--loop",   "0",     "--setup-timeout", "3"};
+  std::vector<char *> argv;
+  for (std::string &a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = -1;
+  int rc = posix_spawnp(&pid, "unshare", &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0)
+    GTEST_SKIP() << "cannot run unshare";
+  ProcessGroupOptions o;
+  o.setupTimeoutSeconds = 3;
+  auto start = std::chrono::steady_clock::now();
+  auto g = ProcessGroup::create(name, 0, 2, o);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::string childOut;
+  if (FILE *f = std::fopen(out.c_str(), "r")) {
+    char buf[4096];
+    size_t n = std::fread(buf, 1, sizeof buf, f);
+    childOut.assign(buf, n);
+    std::fclose(f);
+  }
+  if (contains(childOut, "unshare:"))
+    GTEST_SKIP() << childOut;
+  // Neither rank joins. The first to see the other says why and leaves;
+  // the other may see it leave (Remote), or miss it and time out.
+  ASSERT_FALSE(g.ok());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 4) << childOut;
+  EXPECT_TRUE(contains(g.message(), "pid namespace") ||
+              contains(childOut, "rank 0 of job '" + name + "' (process " +
+                                     std::to_string(getpid()) +
+                                     ") runs in another pid namespace than rank 1"))
+      << g.message() << "\n"
+      << childOut;
+  EXPECT_LT(took, 5.0);
+  EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>());
+}
+
 // A plan of one rank, which has no threadblocks (star_allreduce at N = 1):
 // every call is a local copy, on one worker or one per threadblock.
 TEST(ProcessExecutorTest, OneRankPlan) {
