@@ -206,9 +206,13 @@ inline Status addRankDemand(MemoryDemand &d, const Plan &plan, uint32_t r,
 /// this rank's buffer bytes), named \p optionName in the error.
 inline Status checkRankMemory(const Plan &plan, uint32_t r, const ChunkLayout &layout, size_t es,
                               uint64_t segmentBytes, const void *sendbuf, const void *recvbuf,
-                              uint64_t count, uint64_t limitOption, const char *optionName) {
+                              uint64_t count, uint64_t limitOption, const char *optionName,
+                              ErrorKind *kind = nullptr) {
   const BufferElements elems =
       collectiveBufferElements(plan.info.collective, plan.info.nranks, count);
+  // A size that overflows is the plan's fault; one over the cap is not.
+  if (kind)
+    *kind = ErrorKind::InvalidPlan;
   MemoryDemand d;
   if (Status s = addRankDemand(d, plan, r, layout, es, /*fifos=*/false); !s)
     return s;
@@ -221,6 +225,8 @@ inline Status checkRankMemory(const Plan &plan, uint32_t r, const ChunkLayout &l
   uint64_t bufferBytes = 0;
   if (__builtin_add_overflow(elems.input * es, elems.output * es, &bufferBytes))
     bufferBytes = ~uint64_t(0);
+  if (kind)
+    *kind = ErrorKind::SystemError;
   return checkMemoryLimit(d, limitOption, bufferBytes, optionName);
 }
 

@@ -1195,14 +1195,15 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
     layout = runLayout(count, *chunks, st.options.sliceElements);
     if (layout.numSlices > 0) {
       Result<DataLayout> d = layOutData(plan, me, layout.sliceElements * kernels.elementSize);
+      ErrorKind memoryKind = ErrorKind::SystemError;
       Status memory = d ? checkRankMemory(plan, me, layout, kernels.elementSize, d->bytes, sendbuf,
                                           recvbuf, count, st.options.memoryLimitBytes,
-                                          "ProcessGroupOptions::memoryLimitBytes")
+                                          "ProcessGroupOptions::memoryLimitBytes", &memoryKind)
                         : Status::success();
       if (!d) {
         bad(ErrorKind::InvalidArgument, d.message());
       } else if (!memory) {
-        bad(ErrorKind::SystemError, memory.message());
+        bad(memoryKind, memory.message());
       } else {
         data = std::move(*d);
         for (const FifoEntry &e : data.fifos)

@@ -484,6 +484,7 @@ TEST(Limits, ProcessGroupChecksItsMemory) {
   s = (*group)->execute(scratchPlan(1, 0, hugeScratch), bytesIn.data(), bytesOut.data(),
                         uint64_t(1) << 36, DataType::Int8, RedOp::Sum);
   ASSERT_FALSE(s.ok());
+  EXPECT_EQ((*group)->lastErrorKind(), ErrorKind::InvalidPlan);
   EXPECT_TRUE(contains(s.message(), "scratchChunks 268435456 x 68719476736 elements x 1 bytes) "
                                     "overflows 64 bits"))
       << s.message();
