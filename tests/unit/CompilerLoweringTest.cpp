@@ -28,14 +28,16 @@ namespace {
 // Deadlock checker on hand-built schedules
 //===--------------------------------------------------------------------===//
 
-// Sites for the hand-built trace: one line per operation.
-const std::string SitesSource = coll::test::sitesProgram(
-    "algorithm sites implements alltoall(chunks = 2)", {
-                                                           "copy(input[0][2], to: output[1][0]);",
-                                                           "copy(input[0][3], to: output[1][1]);",
-                                                           "copy(input[1][0], to: output[0][2]);",
-                                                           "copy(input[1][1], to: output[0][3]);",
-                                                       });
+// Sites for the hand-built trace: one line per operation, op k on line
+// siteLine(k).
+const char *const SiteStatements[] = {
+    "copy(input[0][2], to: output[1][0]);", // op 0
+    "copy(input[0][3], to: output[1][1]);", // op 1
+    "copy(input[1][0], to: output[0][2]);", // op 2
+    "copy(input[1][1], to: output[0][3]);", // op 3
+};
+const std::string SitesSource =
+    coll::test::sitesProgram("algorithm sites implements alltoall(chunks = 2)", SiteStatements);
 
 Step send(uint32_t op, uint32_t conn) {
   Step st;
