@@ -57,8 +57,7 @@ std::atomic<size_t> failAllocAbove{0};
 } // namespace
 
 // Every allocation of the process goes through this, the runtime's
-// included: a rank whose own execute() runs out of memory. (libstdc++'s
-// operator delete frees with free().)
+// included: a rank whose own execute() runs out of memory.
 void *operator new(size_t bytes) {
   size_t limit = failAllocAbove.load(std::memory_order_relaxed);
   if (limit && bytes > limit)
@@ -67,6 +66,18 @@ void *operator new(size_t bytes) {
     return p;
   throw std::bad_alloc();
 }
+// Its counterparts: the allocation came from malloc (AddressSanitizer
+// reports a malloc freed by its own operator delete as a mismatch). GCC
+// cannot tell that free() matches this operator new.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void operator delete(void *p) noexcept {
+  std::free(p);
+}
+void operator delete(void *p, size_t) noexcept {
+  std::free(p);
+}
+#pragma GCC diagnostic pop
 using namespace coll::test;
 
 namespace {
