@@ -86,6 +86,9 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free &&
 constexpr uint64_t controlMagic = 0x314c54434c4c4f43ull; ///< "COLLCTL1"
 constexpr uint64_t dataMagic = 0x314154414c4c4f43ull;    ///< "COLLDAT1"
 constexpr uint32_t controlVersion = 2;
+/// The bytes of a control segment that every layout version shares: its
+/// magic and version.
+constexpr size_t controlPrefixBytes = 16;
 /// How long the owner of a segment must have been silent (no heartbeat,
 /// for a data segment no creation) before another job removes it.
 constexpr int64_t deadSegmentGraceNs = 5'000'000'000;
@@ -245,6 +248,21 @@ bool otherPidNamespace(uint64_t ns) {
 
 bool validJobName(const std::string &job);
 
+/// Whether a control segment's \p version is another layout's (0: its
+/// header is still being written).
+bool otherVersion(uint32_t version) {
+  return version != 0 && version != controlVersion;
+}
+
+/// The error for control segment \p name of layout \p version (not ours):
+/// another Collc's, which we cannot judge.
+std::string otherLayout(const std::string &name, uint32_t version) {
+  return cat("shared memory ", name, " is a control segment of layout version ", version,
+             " (this is version ", controlVersion,
+             "): a job of another Collc version uses the name, or left it behind (remove it "
+             "once no such job runs)");
+}
+
 /// Whether \p n (without the leading '/') is a control or data segment's
 /// name: "coll-J.<rank>" or "coll-J.<rank>.<call>".
 bool segmentNamePattern(const std::string &n) {
@@ -291,9 +309,10 @@ struct ProcessGroup::State {
   ShmMapping own;                  ///< This rank's control segment.
   std::vector<ShmMapping> peers;   ///< Every peer's control segment (own: unmapped).
   std::vector<ControlBlock *> ctl; ///< Every rank's control block, this one included.
-  std::vector<bool> cleaned;       ///< Dead peers whose names were unlinked.
-  uint64_t seq = 0;                ///< Calls made.
-  Failure broken;                  ///< A run failed: the group is unusable.
+  /// Dead peers whose names were unlinked (by any of our workers).
+  std::unique_ptr<std::atomic<bool>[]> cleaned;
+  uint64_t seq = 0; ///< Calls made.
+  Failure broken;   ///< A run failed: the group is unusable.
   /// Guards allocations and allocationsMade: allocate() and deallocate()
   /// may run on one thread while execute() runs on another.
   std::mutex allocationsMutex;
@@ -324,9 +343,8 @@ struct ProcessGroup::State {
   /// header yet), then its control segment (when the name is still the one
   /// we mapped).
   void cleanUpPeer(uint32_t q) {
-    if (q == rank || cleaned[q])
+    if (q == rank || cleaned[q].exchange(true, std::memory_order_relaxed))
       return;
-    cleaned[q] = true;
     const ControlBlock &c = *ctl[q];
     std::string name = controlName(job, q);
     uint64_t last = c.callSeq.load(std::memory_order_acquire);
@@ -355,7 +373,8 @@ struct ProcessGroup::State {
   /// Unlinks the names of every peer that died (of those create() found).
   void cleanUpDeadPeers() {
     for (uint32_t q = 0; q < nranks; ++q)
-      if (q != rank && ctl[q] && !cleaned[q] && !processAlive(ctl[q]->pid, ctl[q]->startTime))
+      if (q != rank && ctl[q] && !cleaned[q].load(std::memory_order_relaxed) &&
+          !processAlive(ctl[q]->pid, ctl[q]->startTime))
         cleanUpPeer(q);
   }
 
@@ -649,7 +668,7 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
   st.options = options;
   st.peers.resize(st.nranks);
   st.ctl.assign(st.nranks, nullptr);
-  st.cleaned.assign(st.nranks, false);
+  st.cleaned.reset(new std::atomic<bool>[st.nranks]());
   const Clock::time_point deadline = Clock::now() + seconds(options.setupTimeoutSeconds);
   const std::string ownName = controlName(jobName, st.rank);
 
@@ -660,8 +679,11 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
   // (ShmOps::unlinkIfStale), as every other judge of it does: a peer that
   // judged the old segment never unlinks the new one.
   auto staleControl = [](const ShmMapping &m, const struct stat &sb) {
+    const ControlBlock *p = reinterpret_cast<const ControlBlock *>(m.data());
+    if (m.size() >= controlPrefixBytes && p->magic == controlMagic && otherVersion(p->version))
+      return false; // Not ours to judge.
     if (m.size() >= sizeof(ControlBlock)) {
-      const ControlBlock &c = *reinterpret_cast<const ControlBlock *>(m.data());
+      const ControlBlock &c = *p;
       if (c.magic == controlMagic && c.ready.load(std::memory_order_acquire))
         return c.closed.load(std::memory_order_acquire) ||
                (!otherPidNamespace(c.pidNamespace) && !processAlive(c.pid, c.startTime));
@@ -674,13 +696,17 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
       return fail(ErrorKind::SystemError, s.message());
     if (r == ShmOpenResult::Mapped)
       break;
+    // Magic and version first (another layout may be smaller), then
+    // liveness.
     ShmMapping old;
-    if (Status s = ShmOps::open(ownName, sizeof(ControlBlock), old, r); !s)
+    if (Status s = ShmOps::open(ownName, controlPrefixBytes, old, r); !s)
       return fail(ErrorKind::SystemError, s.message());
     if (r == ShmOpenResult::Mapped) {
       const ControlBlock &c = *reinterpret_cast<const ControlBlock *>(old.data());
-      if (c.magic == controlMagic && c.ready.load(std::memory_order_acquire) &&
-          !c.closed.load(std::memory_order_acquire) &&
+      if (c.magic == controlMagic && otherVersion(c.version))
+        return fail(ErrorKind::Mismatch, otherLayout(ownName, c.version));
+      if (old.size() >= sizeof(ControlBlock) && c.magic == controlMagic &&
+          c.ready.load(std::memory_order_acquire) && !c.closed.load(std::memory_order_acquire) &&
           (otherPidNamespace(c.pidNamespace) || processAlive(c.pid, c.startTime)))
         return fail(ErrorKind::InvalidArgument,
                     cat("rank ", rank, " of job '", jobName, "' is taken by process ", c.pid,
@@ -733,19 +759,21 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
     c = nullptr;
     gone = false;
     ShmOpenResult r;
-    if (Status s = ShmOps::open(controlName(jobName, q), sizeof(ControlBlock), st.peers[q], r); !s)
+    if (Status s = ShmOps::open(controlName(jobName, q), controlPrefixBytes, st.peers[q], r); !s)
       return {ErrorKind::SystemError, s.message()};
     if (r != ShmOpenResult::Mapped)
       return {};
     ControlBlock *b = reinterpret_cast<ControlBlock *>(st.peers[q].data());
-    if (b->magic != controlMagic || !b->ready.load(std::memory_order_acquire)) {
-      st.peers[q].reset();
-      return {};
-    }
-    if (b->version != controlVersion)
+    // The version first: another layout may be smaller than ours.
+    if (b->magic == controlMagic && otherVersion(b->version))
       return {ErrorKind::Mismatch,
               cat("rank ", q, " of job '", jobName, "' uses shared-memory layout version ",
                   b->version, ", rank ", rank, " version ", controlVersion)};
+    if (st.peers[q].size() < sizeof(ControlBlock) || b->magic != controlMagic ||
+        !b->ready.load(std::memory_order_acquire)) {
+      st.peers[q].reset();
+      return {};
+    }
     // Pids (liveness, cleanup) mean nothing across pid namespaces: a job
     // must run in one.
     if (otherPidNamespace(b->pidNamespace) && !b->closed.load(std::memory_order_acquire)) {
@@ -988,7 +1016,7 @@ size_t ProcessGroup::removeDeadSegments(const std::string &exceptJob) {
     if (magic == controlMagic) {
       // Not ready yet: judged by its age, like a segment without a header.
       const ControlBlock &c = *reinterpret_cast<const ControlBlock *>(m.data());
-      if (m.size() < sizeof(ControlBlock) || c.version != controlVersion)
+      if (m.size() < sizeof(ControlBlock) || otherVersion(c.version))
         return false;
       if (c.ready.load(std::memory_order_acquire))
         return ownerLongDead(c.pid, c.startTime, c.pidNamespace,

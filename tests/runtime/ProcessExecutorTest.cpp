@@ -434,6 +434,31 @@ TEST(ProcessExecutorTest, RanksInDifferentPidNamespaces) {
   EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>());
 }
 
+// A control segment of another layout version (here: an older, smaller
+// one) holds our rank's name: create() says so and leaves it alone, rather
+// than take it for a segment still being created and unlink it.
+TEST(ProcessExecutorTest, SegmentOfAnotherLayoutVersionIsLeftAlone) {
+  const std::string name = uniqueJob("layout");
+  const std::string shm = "/coll-" + name + ".0";
+  int fd = shm_open(shm.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  const char header[16] = {'C', 'O', 'L', 'L', 'C', 'T', 'L', '1', 1, 0, 0, 0, 0, 0, 0, 0};
+  ASSERT_EQ(write(fd, header, sizeof header), ssize_t(sizeof header));
+  close(fd);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  ProcessGroupOptions o;
+  o.setupTimeoutSeconds = 3;
+  ErrorKind kind = ErrorKind::None;
+  auto g = ProcessGroup::create(name, 0, 1, o, &kind);
+  EXPECT_FALSE(g.ok());
+  EXPECT_EQ(kind, ErrorKind::Mismatch) << g.message();
+  EXPECT_TRUE(
+      contains(g.message(), "shared memory " + shm + " is a control segment of layout version 1"))
+      << g.message();
+  EXPECT_EQ(ProcessGroup::listJobSegments(name), std::vector<std::string>{shm.substr(1)});
+  shm_unlink(shm.c_str());
+}
+
 // A plan of one rank, which has no threadblocks (star_allreduce at N = 1):
 // every call is a local copy, on one worker or one per threadblock.
 TEST(ProcessExecutorTest, OneRankPlan) {
