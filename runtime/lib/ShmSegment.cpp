@@ -165,10 +165,14 @@ bool ShmOps::unlinkIfStale(
   if (fd < 0)
     return false;
   bool removed = false;
+  // Judges hold the lock for microseconds; one that holds it much longer is
+  // stopped (SIGSTOP): give up on this segment rather than wait for it.
   int rc;
-  do
-    rc = flock(fd, LOCK_EX);
-  while (rc != 0 && errno == EINTR);
+  for (int tries = 0; (rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && tries < 2000; ++tries) {
+    if (errno != EWOULDBLOCK && errno != EINTR)
+      break;
+    usleep(1000);
+  }
   struct stat st;
   // Judged under the lock, and only while the name still names what we
   // opened: a judge that held the lock before us may have unlinked it,

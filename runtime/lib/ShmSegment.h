@@ -88,7 +88,7 @@ struct ShmOps {
   /// judges a segment and unlinks it goes through here, so that two
   /// judges never act on different segments of one name: a segment judged
   /// stale that its owner has meanwhile replaced is left alone. Returns
-  /// whether it unlinked the name.
+  /// whether it unlinked the name (not when the lock stays taken for 2 s).
   static bool
   unlinkIfStale(const std::string &name,
                 const std::function<bool(const ShmMapping &, const struct stat &)> &stale);
