@@ -1140,6 +1140,7 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
       st.ringPeers();
       st.broken.kind = kind;
       lastKind = kind;
+      lastMessage.clear();
       s = Status::error(fixed);
     }
   }
