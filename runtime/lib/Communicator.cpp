@@ -110,6 +110,9 @@ struct World::State {
   /// The running round's signs of life, and its stop (one round runs at a
   /// time: the next needs every rank back).
   detail::RunControl control;
+  /// The running round still reads the ranks' plans (agreement): no rank
+  /// may leave it yet, since its plan may go as soon as it has.
+  bool comparingPlans = false;
 
   /// Checks and runs one complete round on \p runner's plan; returns every
   /// rank's outcome.
@@ -173,8 +176,14 @@ std::vector<Outcome> World::State::runRound(const std::vector<Call> &round, int 
                          redOpName(c.op)));
   }
 
-  // The runner's plan: it stays valid while the round runs, the runner
-  // being in execute() with it; another rank may leave a stuck round.
+  // From here on, only the runner's plan: it stays valid while the round
+  // runs, the runner being in execute() with it. A rank may now leave a
+  // stuck round (and free its plan).
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    comparingPlans = false;
+  }
+  cv.notify_all();
   const Plan &plan = *round[size_t(runner)].plan;
   if (Status s = validatePlan(plan); !s)
     return failAll(ErrorKind::InvalidPlan, "invalid plan: " + s.message());
@@ -336,6 +345,7 @@ Status Communicator::execute(const Plan &plan, const void *sendbuf, void *recvbu
     ++st.round;
     st.control.cancel.store(false, std::memory_order_relaxed);
     st.control.beatNow();
+    st.comparingPlans = true;
     lock.unlock();
     st.cv.notify_all(); // The waiters now watch the run.
     std::vector<Outcome> outcomes = st.runRoundGuarded(calls, myRank);
@@ -348,6 +358,7 @@ Status Communicator::execute(const Plan &plan, const void *sendbuf, void *recvbu
                                        "another rank saw no progress in it")};
     }
     st.outcomes = std::move(outcomes);
+    st.comparingPlans = false;
     st.completed = myRound + 1;
     Outcome mine = st.outcomes[r];
     lock.unlock();
@@ -376,14 +387,17 @@ Status Communicator::execute(const Plan &plan, const void *sendbuf, void *recvbu
         cancelled = true;
         cancelledAt = now;
       }
-      if (cancelled && now >= cancelledAt + noLife) {
+      if (cancelled && now >= cancelledAt + noLife && !st.comparingPlans) {
         abandoned = myRound + 1;
         return finish(ErrorKind::Timeout,
                       cat("rank ", myRank, ": the running round showed no sign of life for ",
                           detail::formatSeconds(std::chrono::duration<double>(noLife).count()),
                           " s, and did not stop in as long again when cancelled"));
       }
-      st.cv.wait_until(lock, cancelled ? cancelledAt + noLife : lastBeat + noLife);
+      if (cancelled && now >= cancelledAt + noLife)
+        st.cv.wait(lock); // Until the round stops reading the plans (or ends).
+      else
+        st.cv.wait_until(lock, cancelled ? cancelledAt + noLife : lastBeat + noLife);
       continue;
     }
     if (st.cv.wait_until(lock, deadline) == std::cv_status::timeout && st.round == myRound) {
