@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "HandPlans.h"
+#include "TestHelpers.h"
 #include "coll/Runtime/PlanIO.h"
 #include "coll/coll.h"
 
@@ -21,10 +22,6 @@ using namespace coll;
 using namespace coll::test;
 
 namespace {
-
-bool contains(const std::string &s, const std::string &part) {
-  return s.find(part) != std::string::npos;
-}
 
 /// A one-rank allreduce of one chunk: a copy from input to output.
 collPlan_t loadCopyPlan() {

@@ -148,15 +148,6 @@ void PrintTo(const FaultCase &c, std::ostream *os) {
   *os << c.describe();
 }
 
-std::string planFile(const std::string &name) {
-#ifdef COLL_TEST_PLAN_DIR
-  return std::string(COLL_TEST_PLAN_DIR) + "/" + name + ".bin";
-#else
-  (void)name;
-  return "";
-#endif
-}
-
 /// The compiled test plans of 2 to 8 ranks, by number of ranks (none when
 /// collc is not built).
 std::vector<std::vector<std::string>> plansByRanks() {
@@ -243,10 +234,6 @@ Result<Plan> loadCasePlan(const FaultCase &c, const std::string &name, uint32_t 
   if (name.empty())
     return ringAllReduce(uint32_t(c.nranks), handDepth);
   return loadPlanFile(planFile(name));
-}
-
-bool contains(const std::string &s, const std::string &what) {
-  return s.find(what) != std::string::npos;
 }
 
 /// Whether \p s names rank \p r: "rank 3" (not "rank 30"), or 3 in a

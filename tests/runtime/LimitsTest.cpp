@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "HandPlans.h"
+#include "TestHelpers.h"
 #include "coll/Runtime/Communicator.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/PlanIO.h"
@@ -100,10 +101,6 @@ Status runLocal(const Plan &plan, uint64_t count, uint64_t bufferElements,
   for (uint32_t r = 0; r < n; ++r)
     send[r] = recv[r] = bufs[r].data();
   return LocalWorld().run(plan, send, recv, count, DataType::Float32, RedOp::Sum, options);
-}
-
-bool contains(const std::string &s, const std::string &part) {
-  return s.find(part) != std::string::npos;
 }
 
 // A loader-accepted scratchChunks of 2^28 on a call of 2^20 floats asks
@@ -284,12 +281,9 @@ TEST(Failures, AThrowingRankFailsLocalWorldInEveryMode) {
     }
 }
 
-// A round that stops showing signs of life (here: a worker stuck in the
-// fault injection) is cancelled by the ranks that wait for it, which leave
-// with a timeout after twice the progress timeout and a second, cancelled,
-// then as long again.
-TEST(Failures, WaitersLeaveAStuckRound) {
-  Plan plan = ringAllReduce(2, 2);
+/// A world whose workers get stuck in the fault injection for 5 s, far
+/// beyond the progress timeout of 0.25 s.
+WorldOptions stuckWorkerOptions() {
   WorldOptions o;
   o.rendezvousTimeoutSeconds = 30;
   o.exec.timeoutSeconds = 0.25;
@@ -297,6 +291,16 @@ TEST(Failures, WaitersLeaveAStuckRound) {
     if (s == FaultSite::Worker)
       std::this_thread::sleep_for(std::chrono::seconds(5));
   };
+  return o;
+}
+
+// A round that stops showing signs of life (here: a worker stuck in the
+// fault injection) is cancelled by the ranks that wait for it, which leave
+// with a timeout after twice the progress timeout and a second, cancelled,
+// then as long again.
+TEST(Failures, WaitersLeaveAStuckRound) {
+  Plan plan = ringAllReduce(2, 2);
+  WorldOptions o = stuckWorkerOptions();
   std::vector<RankOutcome> got = runOnWorld(plan, 1000, 1000, o);
   int waiters = 0;
   for (const RankOutcome &g : got) {
@@ -316,13 +320,7 @@ TEST(Failures, WaitersLeaveAStuckRound) {
 // on the runner's); its buffers stay in use until the round ends: until
 // then its calls fail at once, and its communicator's destructor waits.
 TEST(Failures, ARankThatLeftAStuckRoundWaitsForItsEnd) {
-  WorldOptions o;
-  o.rendezvousTimeoutSeconds = 30;
-  o.exec.timeoutSeconds = 0.25;
-  o.exec.faultInjection = [](FaultSite s, uint32_t) {
-    if (s == FaultSite::Worker)
-      std::this_thread::sleep_for(std::chrono::seconds(5));
-  };
+  WorldOptions o = stuckWorkerOptions();
   auto world = World::create(2, o);
   ASSERT_TRUE(world.ok()) << world.message();
   std::vector<std::vector<float>> bufs(2, std::vector<float>(1000, 1.0f));

@@ -11,6 +11,7 @@
 
 #include "HandPlans.h"
 #include "ProcessJob.h"
+#include "TestHelpers.h"
 #include "coll/Runtime/ProcessGroup.h"
 
 #include <atomic>
@@ -43,19 +44,6 @@ void runAll(const std::string &what, int nranks, const std::vector<std::string> 
   for (size_t r = 0; r < job.size(); ++r)
     EXPECT_TRUE(job.exit(r).exited && job.exit(r).code == 0) << job.outputs_();
   EXPECT_EQ(ProcessGroup::listJobSegments(job.name), std::vector<std::string>());
-}
-
-std::string planFile(const std::string &name) {
-#ifdef COLL_TEST_PLAN_DIR
-  return std::string(COLL_TEST_PLAN_DIR) + "/" + name + ".bin";
-#else
-  (void)name;
-  return "";
-#endif
-}
-
-bool contains(const std::string &s, const std::string &what) {
-  return s.find(what) != std::string::npos;
 }
 
 // The hand-written ring allreduce on 4 processes: every count (0, odd,

@@ -223,6 +223,22 @@ inline std::vector<std::string> splitNames(const std::string &all) {
   return names;
 }
 
+/// Whether \p s contains \p part.
+inline bool contains(const std::string &s, const std::string &part) {
+  return s.find(part) != std::string::npos;
+}
+
+/// The compiled test plan \p name (COLL_TEST_PLAN_DIR); empty when collc
+/// is not built.
+inline std::string planFile(const std::string &name) {
+#ifdef COLL_TEST_PLAN_DIR
+  return std::string(COLL_TEST_PLAN_DIR) + "/" + name + ".bin";
+#else
+  (void)name;
+  return "";
+#endif
+}
+
 } // namespace coll::test
 
 #endif // COLL_TESTS_RUNTIME_TESTHELPERS_H
