@@ -2,6 +2,7 @@
 
 #include "LaunchTables.h"
 
+#include "KernelAbi.h"
 #include "MemoryDemand.h"
 #include "coll/Runtime/Executor.h"
 

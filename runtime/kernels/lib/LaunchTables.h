@@ -238,7 +238,7 @@ template <class T> cudaError_t upload(DeviceBuffer &buf, const std::vector<T> &v
 /// state of a DeviceWorld or an NcclCommunicator (tbTable, stepTable,
 /// depTable, fifoTable, rankBufferTable, progress, abortFlag, error,
 /// tables, sliceBase, numBlocks, options). \p systemScope: peers on other
-/// GPUs (DeviceKernel.h). \p network: what \p fn's network reads (device
+/// GPUs (DeviceSync.cuh). \p network: what \p fn's network reads (device
 /// memory), null for a kernel without one. \p trace: null, or the step
 /// trace of every CTA, \p traceSteps records each (KernelParams::trace).
 template <class State>

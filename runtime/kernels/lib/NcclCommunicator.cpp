@@ -649,7 +649,7 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
     w.rankBuffers = table;
   }
 
-  // Peers on other GPUs: .sys-scope fences and counters (DeviceKernel.h).
+  // Peers on other GPUs: .sys-scope fences and counters (DeviceSync.cuh).
   if ((err = launchInterpreter(w, fn, layout, shape.pieceStride, /*systemScope=*/true, stream,
                                network)))
     return cudaFail("cannot launch the interpreter kernel", err);

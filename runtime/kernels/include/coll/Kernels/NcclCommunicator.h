@@ -11,7 +11,7 @@
 /// peer access); the ranks exchange the handles and the layout of their
 /// connections with ncclAllGather. A launch runs this rank's threadblocks,
 /// one CTA each, on the caller's stream, with system-scope synchronisation
-/// (DeviceKernel.h); scratch and staging memory are this rank's own.
+/// (DeviceSync.cuh); scratch and staging memory are this rank's own.
 ///
 /// Every rank must make the same sequence of calls: create() and the
 /// destructor are collective, and the launches of all ranks must pair up,

@@ -1,0 +1,331 @@
+//===- DevicePlatform.cuh - The interpreter on a GPU -----------*- CUDA -*-===//
+/// \file
+/// Interpreter<DevicePlatform<D, Op>>: the shared interpreter core
+/// (coll/Runtime/Interpreter.h) on a GPU. One CTA runs one threadblock of
+/// the plan. Every thread of the CTA runs the interpreter's control flow
+/// (the same steps, the same counters); thread 0 alone polls and publishes
+/// the synchronisation words; every copy and reduction is spread over all
+/// threads with 16-byte accesses, several in flight per thread.
+///
+/// Peers on other nodes: a kernel may carry a network (the Net parameter of
+/// DevicePlatform, GIN in NcclSymmetric.cu). A FIFO with a netPeer then
+/// waits on the network's signals instead of counters in memory (the same
+/// poll, fence and timeout), and publishes a message with one put from a
+/// staging slot instead of stores into the peer's slot.
+//===----------------------------------------------------------------------===//
+#ifndef COLL_KERNELS_LIB_DEVICEPLATFORM_CUH
+#define COLL_KERNELS_LIB_DEVICEPLATFORM_CUH
+
+#include "DeviceCopy.cuh"
+#include "DeviceSync.cuh"
+#include "KernelAbi.h"
+#include "coll/Runtime/Elementwise.h"
+#include "coll/Runtime/Interpreter.h"
+
+#include <cstdint>
+
+namespace coll::kernels {
+
+/// The network of a kernel whose connections all use loads and stores.
+struct NoNetwork {
+  static constexpr bool kEnabled = false;
+  __device__ explicit NoNetwork(const KernelParams &) {}
+  __device__ uint64_t readSignal(uint32_t, bool) const { return 0; }
+  __device__ void put(uint32_t, uint64_t, uint64_t, uint64_t, uint32_t) const {}
+  __device__ void signal(uint32_t, uint32_t) const {}
+};
+
+/// The Platform of Interpreter.h for one CTA (see the file comment).
+/// \p Net reaches the peers whose FIFOs have a
+/// netPeer (see FifoDesc): readSignal(id, acquire) reads one of this rank's
+/// signals; put(peer, remoteOffset, localOffset, bytes, signal) and
+/// signal(peer, id), called by thread 0 alone, add one to a peer's signal
+/// once the bytes (if any) have landed there.
+template <DataType D, RedOp Op, class Net = NoNetwork> class DevicePlatform {
+public:
+  using S = typename DataTypeTraits<D>::Storage;
+
+  __device__ DevicePlatform(const KernelParams &params, const TbDesc &desc, uint32_t block)
+      : k(params), tb(desc), block(block), net(params) {
+    for (int b = 0; b < 3; ++b)
+      buffers[b] = k.rankBuffers[3 * tb.rank + b];
+    if (tb.sendFifo >= 0)
+      send = k.fifos[tb.sendFifo];
+    if (tb.recvFifo >= 0)
+      recv = k.fifos[tb.recvFifo];
+    sent = k.sliceBase * tb.sendsPerSlice;
+    received = k.sliceBase * tb.recvsPerSlice;
+    // Slot indices follow the counters; one 64-bit division per CTA here,
+    // none per step.
+    sendSlot = tb.sendFifo >= 0 ? uint32_t(sent % send.depth) : 0;
+    recvSlot = tb.recvFifo >= 0 ? uint32_t(received % recv.depth) : 0;
+  }
+
+  // Memory.
+
+  __device__ MemPiece piece(BufferKind buf, uint32_t chunk, uint64_t slice) const {
+    PieceRange r = buf == BufferKind::Scratch ? k.layout.scratchPiece(chunk, slice)
+                                              : k.layout.userPiece(chunk, slice);
+    MemPiece m;
+    m.ptr = buffers[static_cast<unsigned>(buf)] + r.begin * sizeof(S);
+    m.length = r.length;
+    return m;
+  }
+  __device__ char *slotPiece(char *slot, uint32_t j) const { return slot + j * k.pieceStride; }
+
+  // Waits. Thread 0 polls; the others meet it at the barrier.
+
+  /// The waits poll the abort flag themselves; nothing to do between steps.
+  __device__ WaitResult checkAbort() const { return WaitResult::Ready; }
+
+  __device__ WaitResult waitDependency(uint32_t otherTb, uint32_t step, uint64_t slice) {
+    const uint32_t other = tb.rankFirst + otherTb;
+    const uint64_t target = (k.sliceBase + slice) * k.tbs[other].numSteps + step + 1;
+    const uint64_t *counter = k.progress + uint64_t(other) * k.progressStride;
+    return waitUntil(
+        memoryWord(counter), [&](uint64_t v) { return v >= target; }, target);
+  }
+
+  __device__ WaitResult waitRecv(char *&slot) {
+    const uint64_t want = received + 1;
+    auto ready = [&](uint64_t v) { return v >= want; };
+    WaitResult r = overNetwork(recv) ? waitUntil(signalWord(recv.tailSignal), ready, want)
+                                     : waitUntil(memoryWord(recv.tail), ready, want);
+    slot = recv.slots + recvSlot * recv.slotBytes;
+    return r;
+  }
+
+  __device__ WaitResult waitSend(char *&slot) {
+    // Slot `sent` is free once the receiver has consumed message sent - depth.
+    const uint64_t need = sent + 1 > send.depth ? sent + 1 - send.depth : 0;
+    auto ready = [&](uint64_t v) { return v >= need; };
+    WaitResult r = overNetwork(send) ? waitUntil(signalWord(send.headSignal), ready, need)
+                                     : waitUntil(memoryWord(send.head), ready, need);
+    slot = send.slots + sendSlot * send.slotBytes;
+    if constexpr (Net::kEnabled)
+      staging = slot;
+    return r;
+  }
+
+  __device__ void releaseRecv() {
+    if (overNetwork(recv)) {
+      // The step's reads of the slot are done (its barrier); the signal
+      // releases them (GIN fences before it signals).
+      if (threadIdx.x == 0)
+        net.signal(recv.netPeer, recv.headSignal);
+    } else {
+      publish(recv.head, received + 1);
+    }
+    recvSlot = recvSlot + 1 == recv.depth ? 0 : recvSlot + 1;
+    ++received;
+  }
+  __device__ void publishSend() {
+    if (overNetwork(send)) {
+      // The staging slot's stores are ordered before thread 0 by the data
+      // movement's barrier; the put releases them at system scope before the
+      // NIC reads them, and adds to the receiver's tail signal once they
+      // have landed there.
+      if (threadIdx.x == 0)
+        net.put(send.netPeer, send.remoteSlots + sendSlot * send.remoteSlotBytes,
+                send.localSlots + sendSlot * send.slotBytes, stagedBytes, send.tailSignal);
+      stagedBytes = 0;
+    } else {
+      publish(send.tail, sent + 1);
+    }
+    sendSlot = sendSlot + 1 == send.depth ? 0 : sendSlot + 1;
+    ++sent;
+  }
+  /// Publishes only what another threadblock waits for: the counter of a
+  /// later step would do as well (waits test >=), and one that nobody waits
+  /// for costs a fence.
+  __device__ void markProgress(uint64_t slice, uint32_t step) {
+    if (step < tb.progressSteps)
+      publish(k.progress + uint64_t(block) * k.progressStride,
+              (k.sliceBase + slice) * tb.numSteps + step + 1);
+  }
+
+  // Arithmetic; each ends with a barrier, so that the next step (and the
+  // publication after this one) sees the whole result.
+
+  __device__ void copy(char *dst, const char *src, uint64_t n) {
+    if (n && dst != src)
+      copyBytes(dst, nullptr, src, n * sizeof(S));
+    noteStaged(dst, n);
+    __syncthreads();
+  }
+  __device__ void copy2(char *dst0, char *dst1, const char *src, uint64_t n) {
+    if (n)
+      copyBytes(dst0, dst1, src, n * sizeof(S));
+    noteStaged(dst0, n);
+    noteStaged(dst1, n);
+    __syncthreads();
+  }
+  __device__ void reduce(char *dst, const char *in, const char *local, uint64_t n) {
+    if (n)
+      reduceElements<D, Op>(dst, nullptr, in, local, n);
+    noteStaged(dst, n);
+    __syncthreads();
+  }
+  __device__ void reduce2(char *dst0, char *dst1, const char *in, const char *local, uint64_t n) {
+    if (n)
+      reduceElements<D, Op>(dst0, dst1, in, local, n);
+    noteStaged(dst0, n);
+    noteStaged(dst1, n);
+    __syncthreads();
+  }
+
+  __device__ void stepBegin(uint64_t, uint32_t) {
+    fenced = false;
+    if (k.trace && threadIdx.x == 0)
+      stepStartNs = globalTimerNs();
+  }
+  /// Tracing: thread 0 records the step once it has published its effects.
+  __device__ void stepEnd(uint64_t slice, uint32_t step, const Instruction &) {
+    if (!k.trace || threadIdx.x != 0)
+      return;
+    if (traced < k.traceSteps) {
+      TraceRecord *r = reinterpret_cast<TraceRecord *>(traceOfCta() + sizeof(TraceHeader));
+      r[traced] = TraceRecord{slice, step, 0, stepStartNs, globalTimerNs()};
+    }
+    ++traced;
+  }
+  /// Tracing: thread 0 writes the CTA's header, begun at \p startNs.
+  __device__ void traceEnd(uint64_t startNs) {
+    if (k.trace && threadIdx.x == 0)
+      *reinterpret_cast<TraceHeader *>(traceOfCta()) =
+          TraceHeader{startNs, globalTimerNs(), traced, 0};
+  }
+
+  /// Thread 0 records why run() stopped: the first CTA that timed out
+  /// fills the error record and raises the abort flag.
+  __device__ void recordStop(const ExecStatus &st) {
+    if (threadIdx.x != 0)
+      return;
+    if (st.result != WaitResult::TimedOut) {
+      atomicAdd(&k.error->abortedCtas, 1u);
+      return;
+    }
+    atomicAdd(&k.error->failedCtas, 1u);
+    atomicExch(k.abortFlag, 1u);
+    if (atomicCAS(&k.error->claimed, 0u, 1u) != 0u)
+      return;
+    DeviceError &e = *k.error;
+    e.block = block;
+    e.result = uint32_t(st.result);
+    e.waitKind = uint32_t(st.waitKind);
+    e.step = st.step;
+    e.depTb = st.depTb;
+    e.depStep = st.depStep;
+    e.slice = st.slice;
+    e.observed = lastObserved;
+    e.expected = lastExpected;
+    e.sliceBase = k.sliceBase;
+  }
+
+private:
+  __device__ char *traceOfCta() const { return k.trace + block * traceBytesPerCta(k.traceSteps); }
+
+  /// Whether \p f's peer is reached over the network (never without one).
+  __device__ bool overNetwork(const FifoDesc &f) const {
+    if constexpr (Net::kEnabled)
+      return f.netPeer != kNoNetPeer;
+    return false;
+  }
+
+  /// Network sends: how far the step wrote into the staging slot, which is
+  /// what the put carries.
+  __device__ void noteStaged(const char *dst, uint64_t n) {
+    if constexpr (Net::kEnabled) {
+      if (dst && overNetwork(send) && dst >= staging && dst < staging + send.slotBytes) {
+        uint64_t end = uint64_t(dst - staging) + n * sizeof(S);
+        stagedBytes = end > stagedBytes ? end : stagedBytes;
+      }
+    }
+  }
+
+  /// A synchronisation word in memory: load(true) with acquire semantics,
+  /// load(false) relaxed.
+  __device__ auto memoryWord(const uint64_t *p) const {
+    const bool sys = k.systemScope;
+    return [p, sys](bool acquire) { return acquire ? loadAcquire(p, sys) : loadRelaxed(p, sys); };
+  }
+  /// One of this rank's network signals, read the same two ways.
+  __device__ auto signalWord(uint32_t id) const {
+    const Net *n = &net;
+    return [n, id](bool acquire) { return n->readSignal(id, acquire); };
+  }
+
+  /// Thread 0 polls the word until ready(value) (then acquires), giving up
+  /// when the abort flag rises or the time limit passes; the barrier hands
+  /// the outcome, and the acquired view of memory, to every thread.
+  template <class Load, class Ready>
+  __device__ WaitResult waitUntil(Load load, Ready ready, uint64_t expected) {
+    __shared__ uint32_t outcome;
+    bool failed = false;
+    if (threadIdx.x == 0) {
+      uint32_t result = uint32_t(WaitResult::Ready);
+      uint64_t v = load(true);
+      if (!ready(v)) {
+        // Poll relaxed (an acquire per poll would also discard the SM's L1
+        // each time), then acquire once with a fence: the acquire pattern.
+        const uint64_t start = globalTimerNs();
+        for (uint32_t spins = 1;; ++spins) {
+          v = load(false);
+          if (ready(v)) {
+            fenceAcqRel(k.systemScope);
+            break;
+          }
+          if ((spins & 255) == 0) {
+            if (*reinterpret_cast<volatile unsigned int *>(k.abortFlag)) {
+              result = uint32_t(WaitResult::Aborted);
+              break;
+            }
+            if (globalTimerNs() - start > k.timeoutNs) {
+              result = uint32_t(WaitResult::TimedOut);
+              break;
+            }
+            if (spins > 4096)
+              __nanosleep(100);
+          }
+        }
+      }
+      lastObserved = v;
+      lastExpected = expected;
+      outcome = result;
+      failed = result != uint32_t(WaitResult::Ready);
+    }
+    if (__syncthreads_or(failed))
+      return WaitResult(outcome); // Written before the barrier; nobody writes it again.
+    return WaitResult::Ready;
+  }
+
+  /// Thread 0 makes the step's stores (ordered before it by the data
+  /// movement's barrier) visible, then writes \p value to \p counter.
+  __device__ void publish(uint64_t *counter, uint64_t value) {
+    if (threadIdx.x != 0)
+      return;
+    if (!fenced) {
+      fenceAcqRel(k.systemScope);
+      fenced = true;
+    }
+    storeRelaxed(counter, value, k.systemScope);
+  }
+
+  const KernelParams &k;
+  const TbDesc &tb;
+  uint32_t block;
+  Net net;
+  char *buffers[3];
+  FifoDesc send, recv;
+  char *staging = nullptr;  ///< Network sends: the slot being filled.
+  uint64_t stagedBytes = 0; ///< Its bytes written so far.
+  uint64_t sent = 0, received = 0;
+  uint32_t sendSlot = 0, recvSlot = 0; ///< sent % depth, received % depth.
+  uint64_t lastObserved = 0, lastExpected = 0;
+  uint64_t stepStartNs = 0, traced = 0; ///< Tracing (thread 0).
+  bool fenced = false;
+};
+
+} // namespace coll::kernels
+
+#endif // COLL_KERNELS_LIB_DEVICEPLATFORM_CUH
