@@ -74,28 +74,6 @@ uint64_t checksumOf(const Plan &p) {
 
 } // namespace
 
-const char *errorKindName(ErrorKind kind) {
-  switch (kind) {
-  case ErrorKind::None:
-    return "success";
-  case ErrorKind::InvalidArgument:
-    return "invalid argument";
-  case ErrorKind::InvalidPlan:
-    return "invalid plan";
-  case ErrorKind::SystemError:
-    return "system error";
-  case ErrorKind::Timeout:
-    return "timeout";
-  case ErrorKind::Mismatch:
-    return "mismatch";
-  case ErrorKind::Internal:
-    return "internal error";
-  case ErrorKind::Remote:
-    return "remote error";
-  }
-  return "unknown error";
-}
-
 struct World::State {
   int nranks = 0;
   WorldOptions options;

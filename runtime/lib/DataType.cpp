@@ -18,16 +18,10 @@ const char *dataTypeName(DataType type) {
 
 const char *redOpName(RedOp op) {
   switch (op) {
-  case RedOp::Sum:
-    return "sum";
-  case RedOp::Prod:
-    return "prod";
-  case RedOp::Max:
-    return "max";
-  case RedOp::Min:
-    return "min";
-  case RedOp::Avg:
-    return "avg";
+#define COLL_RED_OP(Id, Name)                                                                      \
+  case RedOp::Id:                                                                                  \
+    return Name;
+#include "coll/Runtime/RedOps.def"
   }
   return "?";
 }

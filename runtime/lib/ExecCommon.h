@@ -16,16 +16,24 @@
 #include "MemoryDemand.h"
 #include "coll/Runtime/Communicator.h"
 #include "coll/Runtime/Executor.h"
+#include "coll/Runtime/PreparedCall.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
+
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 namespace coll {
 namespace detail {
@@ -83,15 +91,6 @@ inline bool overlaps(const char *a, uint64_t aBytes, const char *b, uint64_t bBy
   return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
 }
 
-/// Whether a rank's program writes its input buffer.
-inline bool writesInput(const RankPlan &rp) {
-  for (const Threadblock &tb : rp.threadblocks)
-    for (const Instruction &in : tb.steps)
-      if (opcodeFlags(in.op).writeDst && in.dstBuf == BufferKind::Input)
-        return true;
-  return false;
-}
-
 /// Sets up \p b for rank \p r (the rules are LocalWorld::run's, Executor.h).
 inline void bindRank(const Plan &plan, uint32_t r, const void *sendbuf, void *recvbuf,
                      const BufferElements &elems, uint64_t count, size_t es, RankBinding &b) {
@@ -146,6 +145,46 @@ inline void bindRank(const Plan &plan, uint32_t r, const void *sendbuf, void *re
     b.input = out;
     break;
   }
+}
+
+/// A prepared call (PreparedCall.h) resolved to host memory: the private
+/// copy of the input, and the buffers the plan sees as Input and Output.
+struct HostBinding {
+  std::unique_ptr<char[]> copy;
+  char *input = nullptr;
+  char *output = nullptr;
+  std::vector<char> scratch;
+};
+
+/// Binds \p c in host memory: allocates the private copy, makes the staging
+/// copies that go before the run and resolves Input and Output. An error
+/// when the copy's memory is not there.
+inline Status bindHost(const PreparedCall &c, HostBinding &b) {
+  if (c.copyBytes) {
+    b.copy.reset(new (std::nothrow) char[size_t(c.copyBytes)]);
+    if (!b.copy)
+      return Status::error(cat("rank ", c.rank, ": cannot allocate ", c.copyBytes,
+                               " bytes for a copy of its input: out of memory"));
+  }
+  char *copy = b.copy.get();
+  for (const StagingCopy &s : c.before)
+    std::memcpy(resolve(s.to, c.args.sendbuf, c.args.recvbuf, copy),
+                resolve(s.from, c.args.sendbuf, c.args.recvbuf, copy), size_t(s.bytes));
+  b.input = resolve(c.input, c.args.sendbuf, c.args.recvbuf, copy);
+  b.output = resolve(c.output, c.args.sendbuf, c.args.recvbuf, copy);
+  return Status::success();
+}
+
+/// After a successful run of \p c on \p nranks ranks: the staging copies
+/// that go after it, then Avg's division.
+inline void finishHost(const PreparedCall &c, const HostBinding &b, uint32_t nranks,
+                       const HostKernels &kernels) {
+  char *copy = b.copy.get();
+  for (const StagingCopy &s : c.after)
+    std::memcpy(resolve(s.to, c.args.sendbuf, c.args.recvbuf, copy),
+                resolve(s.from, c.args.sendbuf, c.args.recvbuf, copy), size_t(s.bytes));
+  if (c.divideByRanks)
+    kernels.divide(c.args.recvbuf, c.args.count, nranks);
 }
 
 /// The layout of a run: slices no larger than the largest chunk keep the
@@ -407,6 +446,79 @@ WorkerResult runWorker(const std::vector<TbRun *> &tbs, WorldState &world, Pacer
       return result;
     }
   }
+}
+
+/// The message and kind of the exception being handled.
+inline std::pair<std::string, ErrorKind> currentException() {
+  try {
+    throw;
+  } catch (const std::bad_alloc &) {
+    return {"out of memory", ErrorKind::SystemError};
+  } catch (const std::exception &e) {
+    return {e.what(), ErrorKind::Internal};
+  } catch (...) {
+    return {"an unknown exception", ErrorKind::Internal};
+  }
+}
+
+/// The first failure of a run (in time), from any thread.
+struct FirstError {
+  std::mutex mutex;
+  std::string message;
+  ErrorKind kind = ErrorKind::None;
+
+  void set(WorldState &world, ErrorKind k, std::string m) {
+    world.failed.store(true, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (kind == ErrorKind::None) {
+      kind = k;
+      message = std::move(m);
+    }
+  }
+  /// set() without a message (the run's error says "the run was aborted"),
+  /// for when building one fails: allocates nothing.
+  void setKind(WorldState &world, ErrorKind k) {
+    world.failed.store(true, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (kind == ErrorKind::None)
+      kind = k;
+  }
+};
+
+/// Runs work(w) for every worker w in [0, \p n): workers 1 to n - 1 on
+/// threads of their own (timer slack 1 us, so that short sleeps stay
+/// short), worker 0 on the calling thread when \p callerWorks, else on a
+/// thread too; then joins them all. A thread that cannot start is
+/// \p first's error, and no more start (those started are joined). work
+/// must not throw.
+template <class Work>
+void runWorkerThreads(size_t n, bool callerWorks, WorldState &world, FirstError &first, Work work) {
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (size_t w = callerWorks ? 1 : 0; w < n; ++w) {
+    try {
+      threads.emplace_back([&work, w] {
+#ifdef __linux__
+        prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+#endif
+        work(w);
+      });
+    } catch (...) {
+      // std::system_error or std::bad_alloc: nothing may leave here, not
+      // even when the message cannot be built.
+      try {
+        first.set(world, ErrorKind::SystemError,
+                  cat("cannot start a worker thread: ", currentException().first));
+      } catch (...) {
+        first.setKind(world, ErrorKind::SystemError);
+      }
+      break;
+    }
+  }
+  if (callerWorks && n > 0 && !world.failed.load(std::memory_order_relaxed))
+    work(0);
+  for (std::thread &th : threads)
+    th.join();
 }
 
 /// What the caller of a run of every rank in this process (a World's

@@ -31,42 +31,6 @@ const OpcodeInfo &opcodeInfo(Opcode op) {
   return index < numOpcodes() ? opcodeTable[index] : invalidOpcode;
 }
 
-const char *bufferKindLetter(BufferKind kind) {
-  switch (kind) {
-  case BufferKind::Input:
-    return "i";
-  case BufferKind::Output:
-    return "o";
-  case BufferKind::Scratch:
-    return "s";
-  }
-  return "?";
-}
-
-const char *collectiveName(CollectiveKind kind) {
-  switch (kind) {
-  case CollectiveKind::AllReduce:
-    return "allreduce";
-  case CollectiveKind::AllGather:
-    return "allgather";
-  case CollectiveKind::ReduceScatter:
-    return "reducescatter";
-  case CollectiveKind::Broadcast:
-    return "broadcast";
-  case CollectiveKind::Reduce:
-    return "reduce";
-  case CollectiveKind::Gather:
-    return "gather";
-  case CollectiveKind::Scatter:
-    return "scatter";
-  case CollectiveKind::AllToAll:
-    return "alltoall";
-  case CollectiveKind::Custom:
-    return "custom";
-  }
-  return "unknown";
-}
-
 const char *protocolName(ProtocolKind kind) {
   switch (kind) {
   case ProtocolKind::Simple:

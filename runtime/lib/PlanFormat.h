@@ -68,15 +68,16 @@ inline std::string plural(uint64_t n, const char *noun, const char *nouns = null
 inline bool isValidOpcode(Opcode op) {
   return static_cast<unsigned>(op) < numOpcodes();
 }
-inline bool isValidBuffer(BufferKind kind) {
-  return static_cast<unsigned>(kind) <= 2;
-}
-inline bool isValidCollective(CollectiveKind kind) {
-  return static_cast<unsigned>(kind) <= static_cast<unsigned>(CollectiveKind::Custom);
-}
 inline bool isValidProtocol(ProtocolKind kind) {
   return static_cast<unsigned>(kind) <= static_cast<unsigned>(ProtocolKind::LL128);
 }
+
+/// The bytes of the plan file at \p path, checked against
+/// PlanLimits::maxFileBytes before they are read.
+Result<std::vector<uint8_t>> readPlanBytes(const std::string &path);
+
+/// The checksum a plan's header stores (0 when the header is cut short).
+uint64_t storedChecksum(const uint8_t *data, size_t size);
 
 /// Checks the plan info on its own; the reader calls it before it sizes
 /// anything by nranks (defined in PlanVerifier.cpp).

@@ -18,11 +18,6 @@ using namespace planformat;
 
 namespace {
 
-bool isRooted(CollectiveKind kind) {
-  return kind == CollectiveKind::Broadcast || kind == CollectiveKind::Reduce ||
-         kind == CollectiveKind::Gather || kind == CollectiveKind::Scatter;
-}
-
 /// The name with control and non-ASCII bytes escaped, so a dump stays one
 /// line per item whatever the name holds.
 std::string printableName(const std::string &name) {
@@ -51,7 +46,7 @@ void printStep(const Threadblock &tb, uint32_t i, std::ostream &os) {
   line << mnemonic;
   std::vector<std::string> fields;
   auto operand = [](BufferKind buf, uint32_t off) {
-    return cat(isValidBuffer(buf) ? bufferKindLetter(buf) : cat("?", unsigned(buf)), '[', off, ']');
+    return cat(isValidBufferKind(buf) ? bufferKindLetter(buf) : cat("?", unsigned(buf)), '[', off, ']');
   };
   if (oi.readSrc)
     fields.push_back("src " + operand(in.srcBuf, in.srcOff));
@@ -91,7 +86,7 @@ void printPlanText(const Plan &plan, std::ostream &os) {
     os << collectiveName(info.collective);
   else
     os << "collective?" << unsigned(info.collective);
-  if (isRooted(info.collective) || info.root != 0)
+  if (collectiveInfo(info.collective).rooted || info.root != 0)
     os << " root " << info.root;
   os << ", " << plural(info.nranks, "rank") << ", input " << plural(info.inputChunks, "chunk")
      << ", output " << plural(info.outputChunks, "chunk") << ", protocol ";

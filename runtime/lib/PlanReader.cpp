@@ -290,7 +290,7 @@ Result<Plan> parsePlan(const uint8_t *data, size_t size, int rank) {
   return plan;
 }
 
-Result<Plan> loadPlanFile(const std::string &path, int rank) {
+Result<std::vector<uint8_t>> planformat::readPlanBytes(const std::string &path) {
   std::unique_ptr<FILE, int (*)(FILE *)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f)
     return fail("cannot open '", path, "': ", std::strerror(errno));
@@ -311,7 +311,18 @@ Result<Plan> loadPlanFile(const std::string &path, int rank) {
   std::vector<uint8_t> bytes(static_cast<size_t>(end));
   if (std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size())
     return fail("cannot read '", path, "': short read");
-  Result<Plan> plan = parsePlan(bytes.data(), bytes.size(), rank);
+  return bytes;
+}
+
+uint64_t planformat::storedChecksum(const uint8_t *data, size_t size) {
+  return size >= headerBytes ? readU64At(data, checksumPos) : 0;
+}
+
+Result<Plan> loadPlanFile(const std::string &path, int rank) {
+  Result<std::vector<uint8_t>> bytes = readPlanBytes(path);
+  if (!bytes)
+    return bytes.getStatus();
+  Result<Plan> plan = parsePlan(bytes->data(), bytes->size(), rank);
   if (!plan)
     return fail(path, ": ", plan.message());
   return plan;

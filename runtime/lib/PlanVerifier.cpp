@@ -51,18 +51,6 @@ Status planformat::checkInfo(const PlanInfo &info) {
 
 namespace {
 
-const char *bufferName(BufferKind kind) {
-  switch (kind) {
-  case BufferKind::Input:
-    return "input";
-  case BufferKind::Output:
-    return "output";
-  case BufferKind::Scratch:
-    return "scratch";
-  }
-  return "unknown";
-}
-
 /// Checks a threadblock's peer: -1 or another rank.
 Status checkPeer(const std::string &where, const char *dir, int32_t peer, uint32_t rank,
                  uint32_t nranks) {
@@ -86,13 +74,13 @@ std::string operandError(const char *role, bool used, const char *opName, Buffer
                  "); unused fields must be zero");
     return {};
   }
-  if (!isValidBuffer(buf))
+  if (!isValidBufferKind(buf))
     return cat("unknown ", role, " buffer kind ", unsigned(buf));
   uint32_t size = buf == BufferKind::Input    ? info.inputChunks
                   : buf == BufferKind::Output ? info.outputChunks
                                               : rp.scratchChunks;
   if (uint64_t(off) + count > size)
-    return cat(role, " offset ", off, " + count ", count, " exceeds ", bufferName(buf), " buffer (",
+    return cat(role, " offset ", off, " + count ", count, " exceeds ", bufferKindName(buf), " buffer (",
                plural(size, "chunk"), ")");
   return {};
 }

@@ -69,43 +69,6 @@ struct ThreadPacer {
   Clock::time_point lastBeat;
 };
 
-/// The message and kind of the exception being handled.
-std::pair<std::string, ErrorKind> currentException() {
-  try {
-    throw;
-  } catch (const std::bad_alloc &) {
-    return {"out of memory", ErrorKind::SystemError};
-  } catch (const std::exception &e) {
-    return {e.what(), ErrorKind::Internal};
-  } catch (...) {
-    return {"an unknown exception", ErrorKind::Internal};
-  }
-}
-
-/// The first failure of a run (in time), from any thread.
-struct FirstError {
-  std::mutex mutex;
-  std::string message;
-  ErrorKind kind = ErrorKind::None;
-
-  void set(WorldState &world, ErrorKind k, std::string m) {
-    world.failed.store(true, std::memory_order_relaxed);
-    std::lock_guard<std::mutex> lock(mutex);
-    if (kind == ErrorKind::None) {
-      kind = k;
-      message = std::move(m);
-    }
-  }
-  /// set() without a message (the run's error says "the run was aborted"),
-  /// for when building one fails: allocates nothing.
-  void setKind(WorldState &world, ErrorKind k) {
-    world.failed.store(true, std::memory_order_relaxed);
-    std::lock_guard<std::mutex> lock(mutex);
-    if (kind == ErrorKind::None)
-      kind = k;
-  }
-};
-
 /// Runs the workers on threads; the first failure (in time) is the error.
 /// A worker that throws fails the run naming its rank; the others see the
 /// failure at their next pause and stop.
@@ -129,50 +92,27 @@ Status runThreads(const std::vector<std::vector<TbRun *>> &workers, WorldState &
     }
     return notes;
   };
-  std::vector<std::thread> threads;
-  threads.reserve(workers.size());
-  for (size_t w = 0; w < workers.size(); ++w) {
+  runWorkerThreads(workers.size(), /*callerWorks=*/false, world, first, [&](size_t w) {
     const std::vector<TbRun *> &tbs = workers[w];
+    const uint32_t rank = tbs.front()->rank;
     try {
-      threads.emplace_back([&, timeout, control, w] {
-#ifdef __linux__
-        // Sleeps of a few microseconds, not the default 50 us of slack.
-        prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
-#endif
-        const uint32_t rank = tbs.front()->rank;
-        try {
-          if (options.faultInjection)
-            options.faultInjection(FaultSite::Worker, rank);
-          started[w].store(true, std::memory_order_relaxed);
-          ThreadPacer pacer(timeout, control);
-          WorkerResult r = runWorker(tbs, world, pacer, timeout, /*single=*/false);
-          if (!r.ok && !r.aborted)
-            first.set(world, ErrorKind::Timeout, r.message + notStarted());
-        } catch (...) {
-          // Building the message may fail for want of memory in turn.
-          try {
-            auto [what, k] = currentException();
-            first.set(world, k, cat("rank ", rank, " failed in a worker thread: ", what));
-          } catch (...) {
-            first.setKind(world, ErrorKind::SystemError);
-          }
-        }
-      });
+      if (options.faultInjection)
+        options.faultInjection(FaultSite::Worker, rank);
+      started[w].store(true, std::memory_order_relaxed);
+      ThreadPacer pacer(timeout, control);
+      WorkerResult r = runWorker(tbs, world, pacer, timeout, /*single=*/false);
+      if (!r.ok && !r.aborted)
+        first.set(world, ErrorKind::Timeout, r.message + notStarted());
     } catch (...) {
-      // std::system_error, or std::bad_alloc: the workers already started
-      // must be joined, so nothing may leave here, even when the message
-      // cannot be built.
+      // Building the message may fail for want of memory in turn.
       try {
-        first.set(world, ErrorKind::SystemError,
-                  cat("cannot start a worker thread: ", currentException().first));
+        auto [what, k] = currentException();
+        first.set(world, k, cat("rank ", rank, " failed in a worker thread: ", what));
       } catch (...) {
         first.setKind(world, ErrorKind::SystemError);
       }
-      break;
     }
-  }
-  for (std::thread &th : threads)
-    th.join();
+  });
   if (!world.failed.load(std::memory_order_relaxed))
     return Status::success();
   kind = first.kind == ErrorKind::None ? ErrorKind::Internal : first.kind;

@@ -41,14 +41,20 @@ COLL_HOST_DEVICE constexpr size_t dataTypeSize(DataType type) {
   return 0;
 }
 
-/// The reduction operator. Avg is Sum followed by a division by the number
+/// The reduction operator, from RedOps.def. Avg is Sum followed by a division by the number
 /// of ranks once a rank's result is complete (integers divide truncating
 /// toward zero).
-enum class RedOp : uint8_t { Sum, Prod, Max, Min, Avg };
+enum class RedOp : uint8_t {
+#define COLL_RED_OP(Id, Name) Id,
+#include "coll/Runtime/RedOps.def"
+};
 
 /// Number of reduction operators.
 constexpr unsigned numRedOps() {
-  return 5;
+  return 0
+#define COLL_RED_OP(Id, Name) +1
+#include "coll/Runtime/RedOps.def"
+      ;
 }
 
 /// Whether \p type holds floating-point values.

@@ -112,26 +112,13 @@ struct BufferElements {
 };
 
 /// The buffer sizes of \p kind on \p nranks ranks for the per-rank
-/// \p count (see the file comment). Custom collectives: count and count.
+/// \p count (see the file comment; Collectives.def's InByN and OutByN).
+/// Custom collectives: count and count.
 BufferElements collectiveBufferElements(CollectiveKind kind, uint32_t nranks, uint64_t count);
 
 /// C, the plan's chunks per rank unit, from its collective and chunk counts;
 /// an error when they do not fit the collective (or it is custom).
 Result<uint32_t> planChunksPerUnit(const PlanInfo &info);
-
-/// Whether \p rank's output holds a defined result after \p kind: every
-/// rank, except for reduce and gather (the root only).
-bool collectiveDefinesOutput(CollectiveKind kind, uint32_t root, uint32_t rank);
-
-/// Whether \p kind combines values with the operator.
-bool collectiveReduces(CollectiveKind kind);
-
-/// Whether rank \p rank's buffers are \p kind's in-place alias for a
-/// per-rank unit of \p unitBytes (see LocalWorld::run): allreduce, broadcast
-/// and reduce: send == recv; allgather: send == recv + rank * unit;
-/// reducescatter: recv == send + rank * unit; never for the others.
-bool isInPlaceCall(CollectiveKind kind, uint32_t rank, const void *sendbuf, const void *recvbuf,
-                   uint64_t unitBytes);
 
 /// Every rank of a plan, in this process.
 class LocalWorld {

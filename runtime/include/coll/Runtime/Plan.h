@@ -10,6 +10,8 @@
 #ifndef COLL_RUNTIME_PLAN_H
 #define COLL_RUNTIME_PLAN_H
 
+#include "coll/Runtime/Collective.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,24 +39,42 @@ constexpr unsigned numOpcodes() {
       ;
 }
 
-/// The buffers an instruction addresses.
-enum class BufferKind : uint8_t { Input = 0, Output = 1, Scratch = 2 };
-/// "i", "o", "s".
-const char *bufferKindLetter(BufferKind kind);
-
-/// The collective a plan implements (docs/language.md, built-in collectives).
-enum class CollectiveKind : uint8_t {
-  AllReduce,
-  AllGather,
-  ReduceScatter,
-  Broadcast,
-  Reduce,
-  Gather,
-  Scatter,
-  AllToAll,
-  Custom, ///< A user-declared collective.
+/// The buffers an instruction addresses, from BufferKinds.def.
+enum class BufferKind : uint8_t {
+#define COLL_BUFFER_KIND(Id, Name, Letter) Id,
+#include "coll/Runtime/BufferKinds.def"
 };
-const char *collectiveName(CollectiveKind kind);
+/// Number of buffer kinds: the size of a rank's buffer table.
+constexpr unsigned numBufferKinds() {
+  return 0
+#define COLL_BUFFER_KIND(Id, Name, Letter) +1
+#include "coll/Runtime/BufferKinds.def"
+      ;
+}
+/// Whether \p kind is a value of BufferKind.
+constexpr bool isValidBufferKind(BufferKind kind) {
+  return unsigned(kind) < numBufferKinds();
+}
+/// "input", "output", "scratch"; "?" for an invalid value.
+constexpr const char *bufferKindName(BufferKind kind) {
+  switch (kind) {
+#define COLL_BUFFER_KIND(Id, Name, Letter)                                                         \
+  case BufferKind::Id:                                                                             \
+    return Name;
+#include "coll/Runtime/BufferKinds.def"
+  }
+  return "?";
+}
+/// "i", "o", "s"; "?" for an invalid value.
+constexpr const char *bufferKindLetter(BufferKind kind) {
+  switch (kind) {
+#define COLL_BUFFER_KIND(Id, Name, Letter)                                                         \
+  case BufferKind::Id:                                                                             \
+    return Letter;
+#include "coll/Runtime/BufferKinds.def"
+  }
+  return "?";
+}
 
 /// Wire protocol (docs/plan-format.md).
 enum class ProtocolKind : uint8_t { Simple, LL, LL128 };

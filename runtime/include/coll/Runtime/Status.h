@@ -7,11 +7,27 @@
 #define COLL_RUNTIME_STATUS_H
 
 #include <cassert>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
 
 namespace coll {
+
+/// The kind of an API error (the C API's collResult_t maps onto it).
+enum class ErrorKind : uint8_t {
+  None,            ///< Success.
+  InvalidArgument, ///< A bad argument: a null buffer, a bad rank, type, operator...
+  InvalidPlan,     ///< The plan fails validation or does not fit the world.
+  SystemError,     ///< The system refused: a thread could not start, a file could not be read.
+  Timeout,         ///< Ranks did not arrive in time, or the run made no progress.
+  Mismatch,        ///< The ranks called with different plans, counts, types or operators.
+  Internal,        ///< Anything else: a bug.
+  Remote,          ///< Another rank's process failed or died (ProcessGroup).
+};
+
+/// "invalid argument", "mismatch", ...
+const char *errorKindName(ErrorKind kind);
 
 /// Success, or an error with a message that says what and where.
 class [[nodiscard]] Status {

@@ -1,0 +1,344 @@
+//===- PreparedCall.cpp - Validated plans, prepared calls, agreement ------===//
+//
+// The host side every executor shares (PreparedCall.h): a plan is checked
+// once into a ValidatedPlan, each rank's call is prepared by one pure
+// function, and the ranks' descriptions are compared by one agree().
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/Runtime/PreparedCall.h"
+
+#include "PlanFormat.h"
+#include "coll/Runtime/PlanIO.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+namespace coll {
+
+namespace {
+
+template <typename... Args> std::string cat(const Args &...args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+/// Copies \p text into \p dst of \p size bytes, cut and NUL-terminated.
+void copyText(char *dst, size_t size, const std::string &text) {
+  size_t n = std::min(text.size(), size - 1);
+  std::memcpy(dst, text.data(), n);
+  dst[n] = '\0';
+}
+
+std::string text(const char *field, size_t size) {
+  return std::string(field, strnlen(field, size));
+}
+
+bool overlaps(uint64_t a, uint64_t aBytes, uint64_t b, uint64_t bBytes) {
+  return aBytes && bBytes && a < b + bBytes && b < a + aBytes;
+}
+
+} // namespace
+
+const char *errorKindName(ErrorKind kind) {
+  switch (kind) {
+  case ErrorKind::None:
+    return "success";
+  case ErrorKind::InvalidArgument:
+    return "invalid argument";
+  case ErrorKind::InvalidPlan:
+    return "invalid plan";
+  case ErrorKind::SystemError:
+    return "system error";
+  case ErrorKind::Timeout:
+    return "timeout";
+  case ErrorKind::Mismatch:
+    return "mismatch";
+  case ErrorKind::Internal:
+    return "internal error";
+  case ErrorKind::Remote:
+    return "remote error";
+  }
+  return "unknown error";
+}
+
+//===----------------------------------------------------------------------===//
+// ValidatedPlan
+//===----------------------------------------------------------------------===//
+
+Result<ValidatedPlan> ValidatedPlan::check(std::shared_ptr<const Plan> plan,
+                                           const uint64_t *knownSum) {
+  if (!knownSum)
+    if (Status s = validatePlan(*plan); !s)
+      return Status::error("invalid plan: " + s.message());
+  Result<uint32_t> chunks = planChunksPerUnit(plan->info);
+  if (!chunks)
+    return Status::error("invalid plan: " + chunks.message());
+  ValidatedPlan v;
+  v.chunks = *chunks;
+  if (knownSum) {
+    v.sum = *knownSum;
+  } else {
+    std::vector<uint8_t> bytes = serializePlan(*plan);
+    v.sum = planChecksum(bytes.data(), bytes.size());
+  }
+  v.thePlan = std::move(plan);
+  return v;
+}
+
+Result<ValidatedPlan> ValidatedPlan::make(Plan plan) {
+  return check(std::make_shared<const Plan>(std::move(plan)), nullptr);
+}
+
+Result<ValidatedPlan> ValidatedPlan::borrow(const Plan &plan) {
+  // Shares no ownership: the caller keeps the plan alive.
+  return check(std::shared_ptr<const Plan>(std::shared_ptr<const Plan>(), &plan), nullptr);
+}
+
+Result<ValidatedPlan> ValidatedPlan::parse(const uint8_t *data, size_t size, int rank) {
+  Result<Plan> plan = parsePlan(data, size, rank);
+  if (!plan)
+    return plan.getStatus();
+  // parsePlan() validated the plan and its bytes against the stored
+  // checksum, which is the identity of every rank's load of the file.
+  const uint64_t sum = planformat::storedChecksum(data, size);
+  return check(std::make_shared<const Plan>(std::move(*plan)), &sum);
+}
+
+Result<ValidatedPlan> ValidatedPlan::load(const std::string &path, int rank) {
+  Result<std::vector<uint8_t>> bytes = planformat::readPlanBytes(path);
+  if (!bytes)
+    return bytes.getStatus();
+  Result<ValidatedPlan> v = parse(bytes->data(), bytes->size(), rank);
+  if (!v)
+    return Status::error(path + ": " + v.message());
+  return v;
+}
+
+const RankPlan *ValidatedPlan::section(uint32_t rank) const {
+  const Plan &p = *thePlan;
+  if (p.loadedRank >= 0)
+    return uint32_t(p.loadedRank) == rank && !p.ranks.empty() ? &p.ranks[0] : nullptr;
+  return rank < p.ranks.size() ? &p.ranks[rank] : nullptr;
+}
+
+std::string describePlan(const std::string &name, CollectiveKind kind, uint32_t nranks,
+                         uint64_t checksum) {
+  return cat("'", name, "' (", collectiveName(kind), ", ", nranks, " ranks, checksum ",
+             hex64(checksum), ")");
+}
+
+//===----------------------------------------------------------------------===//
+// Agreement
+//===----------------------------------------------------------------------===//
+
+CallDescription describeFailedCall(const CallError &error) {
+  CallDescription d;
+  d.errorKind = unsigned(error ? error.kind : ErrorKind::Internal);
+  copyText(d.error, sizeof d.error, error.message);
+  return d;
+}
+
+CallError agree(const CallDescription *calls, uint32_t n, uint32_t me) {
+  // Argument errors first: the rank itself gets its message.
+  for (uint32_t q = 0; q < n; ++q) {
+    if (calls[q].errorKind == 0)
+      continue;
+    std::string msg = text(calls[q].error, sizeof calls[q].error);
+    return {ErrorKind(calls[q].errorKind), q == me ? msg : cat("rank ", q, " failed: ", msg)};
+  }
+  auto describe = [](const CallDescription &c) {
+    return describePlan(text(c.planName, sizeof c.planName), CollectiveKind(c.collective),
+                        c.planRanks, c.planChecksum);
+  };
+  auto args = [](const CallDescription &c, bool slice) {
+    return cat("count ", c.count, ", ", dataTypeName(DataType(c.type)), ", ",
+               redOpName(RedOp(c.op)), slice ? cat(", slice ", c.sliceElements) : std::string());
+  };
+  for (uint32_t q = 1; q < n; ++q) {
+    const CallDescription &a = calls[0], &b = calls[q];
+    if (a.planChecksum != b.planChecksum)
+      return {ErrorKind::Mismatch, cat("the ranks called with different plans: rank 0 with ",
+                                       describe(a), ", rank ", q, " with ", describe(b))};
+    if (a.count != b.count || a.type != b.type || a.op != b.op ||
+        a.sliceElements != b.sliceElements) {
+      // The slice size is named only where it differs.
+      bool slice = a.sliceElements != b.sliceElements;
+      return {ErrorKind::Mismatch, cat("the ranks called with different arguments: rank 0 with ",
+                                       args(a, slice), "; rank ", q, " with ", args(b, slice))};
+    }
+  }
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Preparing a call
+//===----------------------------------------------------------------------===//
+
+bool writesInput(const RankPlan &rp) {
+  for (const Threadblock &tb : rp.threadblocks)
+    for (const Instruction &in : tb.steps)
+      if (opcodeInfo(in.op).writeDst && in.dstBuf == BufferKind::Input)
+        return true;
+  return false;
+}
+
+namespace {
+
+/// The checks of prepareCall(), in order; the first failure is the error.
+CallError checkCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs &a,
+                    const CallOptions &o) {
+  const PlanInfo &info = vp.info();
+  auto bad = [&](ErrorKind kind, const std::string &msg) {
+    return CallError{kind, cat("rank ", rank, ": ", msg)};
+  };
+  if (o.worldRanks && info.nranks != o.worldRanks)
+    return bad(ErrorKind::InvalidPlan, cat("the plan '", info.name, "' is for ", info.nranks,
+                                           " ranks, but the ", o.worldName, " has ", o.worldRanks));
+  if (rank >= info.nranks)
+    return bad(ErrorKind::InvalidArgument,
+               cat("rank ", rank, " is out of range: the plan has ", info.nranks, " ranks"));
+  if (!vp.section(rank))
+    return bad(ErrorKind::InvalidPlan,
+               o.ownSectionSuffices
+                   ? cat("the plan '", info.name, "' was loaded for rank ", vp.plan().loadedRank,
+                         ", not for this rank")
+                   : cat("the plan '", info.name, "' does not hold every rank (loaded for rank ",
+                         vp.plan().loadedRank, " only); load it whole"));
+  if (!o.ownSectionSuffices && !vp.holdsEveryRank())
+    return bad(ErrorKind::InvalidPlan,
+               cat("the plan '", info.name, "' does not hold every rank (loaded for rank ",
+                   vp.plan().loadedRank, " only); load it whole"));
+  if (unsigned(a.type) >= numDataTypes())
+    return bad(ErrorKind::InvalidArgument, cat("invalid data type ", unsigned(a.type)));
+  if (unsigned(a.op) >= numRedOps())
+    return bad(ErrorKind::InvalidArgument, cat("invalid reduction operator ", unsigned(a.op)));
+  if (o.sliceElements == 0)
+    return bad(ErrorKind::InvalidArgument, "the slice size must be at least 1 element");
+  const size_t es = dataTypeSize(a.type);
+  // Room for 4 buffers' worth of bytes of N units: sizes and offsets of
+  // every executor stay in range.
+  if (a.count > std::numeric_limits<uint64_t>::max() / es / info.nranks / 4)
+    return bad(ErrorKind::InvalidArgument, cat("count ", a.count, " is too large"));
+  if (a.count > 0 && !a.sendbuf)
+    return bad(ErrorKind::InvalidArgument, "the send buffer is null (count is not 0)");
+  if (a.count > 0 && !a.recvbuf)
+    return bad(ErrorKind::InvalidArgument, "the receive buffer is null (count is not 0)");
+  if (o.alignedBuffers && a.count > 0) {
+    bool sendOff = reinterpret_cast<uintptr_t>(a.sendbuf) % es != 0;
+    if (sendOff || reinterpret_cast<uintptr_t>(a.recvbuf) % es != 0)
+      return bad(ErrorKind::InvalidArgument,
+                 cat("the ", sendOff ? "send" : "receive", " buffer is not aligned to its ", es,
+                     "-byte elements"));
+  }
+  return {};
+}
+
+} // namespace
+
+PreparedCall prepareCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs &args,
+                         const CallOptions &options) {
+  PreparedCall c;
+  c.rank = rank;
+  c.args = args;
+  const PlanInfo &info = vp.info();
+  CallDescription &d = c.description;
+  d.planChecksum = vp.checksum();
+  d.count = args.count;
+  d.sliceElements = options.sliceElements;
+  d.type = unsigned(args.type);
+  d.op = unsigned(args.op);
+  d.collective = unsigned(info.collective);
+  d.planRanks = info.nranks;
+  copyText(d.planName, sizeof d.planName, info.name);
+  c.error = checkCall(vp, rank, args, options);
+  if (c.error) {
+    d.errorKind = unsigned(c.error.kind);
+    copyText(d.error, sizeof d.error, c.error.message);
+    return c;
+  }
+
+  const CollectiveKind kind = info.collective;
+  const size_t es = dataTypeSize(args.type);
+  c.elementSize = es;
+  c.elements = collectiveBufferElements(kind, info.nranks, args.count);
+  c.inputBytes = c.elements.input * es;
+  c.outputBytes = c.elements.output * es;
+  c.unitBytes = args.count * es;
+  {
+    ChunkLayout whole = ChunkLayout::make(args.count, vp.chunksPerUnit(), 1);
+    c.layout =
+        ChunkLayout::make(args.count, vp.chunksPerUnit(),
+                          std::max<uint64_t>(1, std::min(options.sliceElements, whole.maxChunk)));
+  }
+  c.divideByRanks = args.op == RedOp::Avg && args.count > 0 && collectiveReduces(kind) &&
+                    collectiveDefinesOutput(kind, info.root, rank);
+  c.input = {CallMemory::Send, 0};
+  c.output = {CallMemory::Recv, 0};
+  if (args.count == 0)
+    return c;
+
+  const uint64_t unit = c.unitBytes;
+  const uint64_t sendAt = reinterpret_cast<uintptr_t>(args.sendbuf);
+  const uint64_t recvAt = reinterpret_cast<uintptr_t>(args.recvbuf);
+  c.inPlace = isInPlaceCall(kind, rank, args.sendbuf, args.recvbuf, unit);
+  const bool overlap = overlaps(sendAt, c.inputBytes, recvAt, c.outputBytes);
+  const CallBuffer copy{CallMemory::Copy, 0};
+  auto snapshot = [&] {
+    c.copyBytes = c.inputBytes;
+    c.before.push_back({copy, {CallMemory::Send, 0}, c.inputBytes});
+    return copy;
+  };
+
+  if (!info.inplace) {
+    // An out-of-place plan must not see its output change under its input,
+    // and must not write the user's (const) input.
+    if (overlap || writesInput(*vp.section(rank)))
+      c.input = snapshot();
+    return c;
+  }
+  if (c.inPlace)
+    return c; // The plan's one buffer is the user's.
+
+  // An in-place plan called out of place: the input goes where the plan
+  // expects it, and sendbuf stays untouched.
+  const CallBuffer src = overlap ? snapshot() : CallBuffer{CallMemory::Send, 0};
+  switch (collectiveInfo(kind).inPlace) {
+  case InPlaceAlias::InputInOutput: {
+    // The input is block `rank` of the output.
+    const CallBuffer block{CallMemory::Recv, inPlaceBlock(kind, rank) * unit};
+    c.before.push_back({block, src, unit});
+    c.input = block;
+    break;
+  }
+  case InPlaceAlias::OutputInInput: {
+    // The plan works in the whole input and leaves the result in block
+    // `rank`: run on a copy and copy that block out.
+    if (!overlap)
+      snapshot();
+    c.input = copy;
+    c.output = {CallMemory::Copy, inPlaceBlock(kind, rank) * unit};
+    c.after.push_back({{CallMemory::Recv, 0}, c.output, unit});
+    break;
+  }
+  case InPlaceAlias::Same:
+    c.before.push_back({{CallMemory::Recv, 0}, src, unit});
+    c.input = {CallMemory::Recv, 0};
+    break;
+  case InPlaceAlias::None:
+    break; // Rejected by planChunksPerUnit().
+  }
+  return c;
+}
+
+} // namespace coll
