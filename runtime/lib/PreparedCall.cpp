@@ -193,12 +193,11 @@ bool writesInput(const RankPlan &rp) {
   return false;
 }
 
-namespace {
-
-/// The checks of prepareCall(), in order; the first failure is the error.
-CallError checkCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs &a,
-                    const CallOptions &o) {
-  const PlanInfo &info = vp.info();
+CallError checkCall(const Plan &plan, uint32_t rank, const CallArgs &a, const CallOptions &o) {
+  const PlanInfo &info = plan.info;
+  const bool holdsRank = plan.loadedRank < 0
+                             ? rank < plan.ranks.size()
+                             : uint32_t(plan.loadedRank) == rank && !plan.ranks.empty();
   auto bad = [&](ErrorKind kind, const std::string &msg) {
     return CallError{kind, cat("rank ", rank, ": ", msg)};
   };
@@ -208,17 +207,17 @@ CallError checkCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs &a,
   if (rank >= info.nranks)
     return bad(ErrorKind::InvalidArgument,
                cat("rank ", rank, " is out of range: the plan has ", info.nranks, " ranks"));
-  if (!vp.section(rank))
+  if (!holdsRank)
     return bad(ErrorKind::InvalidPlan,
                o.ownSectionSuffices
-                   ? cat("the plan '", info.name, "' was loaded for rank ", vp.plan().loadedRank,
+                   ? cat("the plan '", info.name, "' was loaded for rank ", plan.loadedRank,
                          ", not for this rank")
                    : cat("the plan '", info.name, "' does not hold every rank (loaded for rank ",
-                         vp.plan().loadedRank, " only); load it whole"));
-  if (!o.ownSectionSuffices && !vp.holdsEveryRank())
+                         plan.loadedRank, " only); load it whole"));
+  if (!o.ownSectionSuffices && plan.loadedRank >= 0)
     return bad(ErrorKind::InvalidPlan,
                cat("the plan '", info.name, "' does not hold every rank (loaded for rank ",
-                   vp.plan().loadedRank, " only); load it whole"));
+                   plan.loadedRank, " only); load it whole"));
   if (unsigned(a.type) >= numDataTypes())
     return bad(ErrorKind::InvalidArgument, cat("invalid data type ", unsigned(a.type)));
   if (unsigned(a.op) >= numRedOps())
@@ -244,8 +243,6 @@ CallError checkCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs &a,
   return {};
 }
 
-} // namespace
-
 PreparedCall prepareCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs &args,
                          const CallOptions &options) {
   PreparedCall c;
@@ -261,7 +258,7 @@ PreparedCall prepareCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs 
   d.collective = unsigned(info.collective);
   d.planRanks = info.nranks;
   copyText(d.planName, sizeof d.planName, info.name);
-  c.error = checkCall(vp, rank, args, options);
+  c.error = checkCall(vp.plan(), rank, args, options);
   if (c.error) {
     d.errorKind = unsigned(c.error.kind);
     copyText(d.error, sizeof d.error, c.error.message);

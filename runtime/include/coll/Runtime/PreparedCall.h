@@ -193,6 +193,13 @@ struct PreparedCall {
   CallDescription description;
 };
 
+/// The argument checks of prepareCall(), in order, which need only the
+/// plan's info and which sections it holds: executors given a plan not yet
+/// validated check the arguments first, so that a bad argument is reported
+/// as such whatever the plan. Errors name the rank.
+CallError checkCall(const Plan &plan, uint32_t rank, const CallArgs &args,
+                    const CallOptions &options);
+
 /// Prepares rank \p rank's call of \p plan with \p args (see PreparedCall).
 /// Never fails outright: a bad argument is PreparedCall::error, and its
 /// description carries it. Errors name the rank: "rank 3: the send buffer
