@@ -544,6 +544,32 @@ Status runLocalWorld(const Plan &plan, const std::vector<const void *> &sendbufs
                      const std::vector<void *> &recvbufs, uint64_t count, DataType type, RedOp op,
                      const ExecOptions &options, RunControl *control);
 
+/// checkRankMemory() for rank \p c.rank's prepared call \p c of \p plan:
+/// its scratch, its call's shared-memory segment of \p segmentBytes and the
+/// private copy of its input (PreparedCall::copyBytes), against the cap
+/// \p limitOption of its buffers' bytes.
+inline Status checkRankMemory(const ValidatedPlan &plan, const PreparedCall &c,
+                              uint64_t segmentBytes, uint64_t limitOption, const char *optionName,
+                              ErrorKind *kind = nullptr) {
+  // A size that overflows is the plan's fault; one over the cap is not.
+  if (kind)
+    *kind = ErrorKind::InvalidPlan;
+  MemoryDemand d;
+  if (Status s = addRankDemand(d, plan.plan(), c.rank, c.layout, c.elementSize, /*fifos=*/false);
+      !s)
+    return s;
+  if (Status s = d.add(cat("rank ", c.rank, "'s connections (shared memory)"), segmentBytes); !s)
+    return s;
+  if (Status s = d.add(cat("a copy of rank ", c.rank, "'s input"), c.copyBytes); !s)
+    return s;
+  uint64_t bufferBytes = 0;
+  if (__builtin_add_overflow(c.inputBytes, c.outputBytes, &bufferBytes))
+    bufferBytes = ~uint64_t(0);
+  if (kind)
+    *kind = ErrorKind::SystemError;
+  return checkMemoryLimit(d, limitOption, bufferBytes, optionName);
+}
+
 } // namespace detail
 } // namespace coll
 

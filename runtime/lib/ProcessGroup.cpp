@@ -4,8 +4,8 @@
 //  - "/coll-J.<rank>", the rank's control block (ControlBlock): who owns it
 //    (pid, the pid's start time, a nonce), which instance of the job it
 //    belongs to, whether it is ready, failed or closed, its heartbeat, its
-//    doorbell, and its last two calls' descriptions (CallInfo), for the
-//    other ranks to check;
+//    doorbell, and its last two calls' descriptions (PublishedCall), for
+//    the other ranks to check;
 //  - "/coll-J.<rank>.<call>", the rank's data for one call (DataHeader):
 //    its threadblocks' progress counters and the FIFOs of the connections
 //    it receives on, found by its senders through a table (FifoEntry).
@@ -21,7 +21,8 @@
 // joined (ControlBlock::joined), so that no rank leaves while a peer still
 // looks for its segment.
 //
-// A call: every rank creates its data segment, publishes its CallInfo and
+// A call: every rank creates its data segment, publishes its call's
+// description (PreparedCall.h) and
 // rings every peer's doorbell, then waits until every peer has published
 // the same call. All ranks then hold the same N descriptions and reach the
 // same verdict: an argument error or a mismatch fails the call everywhere
@@ -61,6 +62,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <random>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -85,7 +87,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free &&
 
 constexpr uint64_t controlMagic = 0x314c54434c4c4f43ull; ///< "COLLCTL1"
 constexpr uint64_t dataMagic = 0x314154414c4c4f43ull;    ///< "COLLDAT1"
-constexpr uint32_t controlVersion = 2;
+constexpr uint32_t controlVersion = 3;
 /// The bytes of a control segment that every layout version shares: its
 /// magic and version.
 constexpr size_t controlPrefixBytes = 16;
@@ -94,19 +96,11 @@ constexpr size_t controlPrefixBytes = 16;
 constexpr int64_t deadSegmentGraceNs = 5'000'000'000;
 constexpr size_t maxJobName = 200;
 
-/// One rank's description of one call, for the others to compare.
-struct CallInfo {
+/// One rank's description of one call (PreparedCall.h), for the others to
+/// compare.
+struct PublishedCall {
   uint64_t seq = 0; ///< The call (1, 2, ...).
-  uint64_t planChecksum = 0;
-  uint64_t count = 0;
-  uint64_t sliceElements = 0;
-  uint32_t type = 0;
-  uint32_t op = 0;
-  uint32_t argKind = 0; ///< ErrorKind of the rank's own argument error; 0: none.
-  uint32_t collective = 0;
-  uint32_t planRanks = 0;
-  char planName[64] = {};
-  char argError[512] = {}; ///< The argument error's message.
+  CallDescription description;
 };
 
 /// The head of a rank's control segment. Plain fields are written before
@@ -136,7 +130,7 @@ struct ControlBlock {
 
   Doorbell bell; ///< Rung when something this rank may wait for changes.
 
-  CallInfo calls[2];
+  PublishedCall calls[2];
   uint32_t failureOrigin = 0; ///< The rank whose error `failure` is.
   char failure[1536] = {};    ///< Why the rank failed.
 };
@@ -204,12 +198,6 @@ void copyText(char *dst, size_t size, const std::string &text) {
   size_t n = std::min(size - 1, text.size());
   std::memcpy(dst, text.data(), n);
   dst[n] = 0;
-}
-
-std::string hex64(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 /// A random, even, non-zero 64-bit number (the low bit marks admission).
@@ -1084,6 +1072,16 @@ void ProcessGroup::deallocate(void *ptr) {
 
 Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbuf, size_t count,
                              DataType type, RedOp op, ErrorKind *errorKind) {
+  return enter(&plan, nullptr, CallArgs{sendbuf, recvbuf, count, type, op}, errorKind);
+}
+
+Status ProcessGroup::execute(const ValidatedPlan &plan, const void *sendbuf, void *recvbuf,
+                             size_t count, DataType type, RedOp op, ErrorKind *errorKind) {
+  return enter(nullptr, &plan, CallArgs{sendbuf, recvbuf, count, type, op}, errorKind);
+}
+
+Status ProcessGroup::enter(const Plan *plan, const ValidatedPlan *validated, const CallArgs &args,
+                           ErrorKind *errorKind) {
   State &st = *state;
   // One call at a time: a second one from another thread is refused, and
   // leaves the running call's state (lastErrorKind() included) alone.
@@ -1102,23 +1100,14 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
   } leave{st.inCall};
   Status s = Status::success();
   try {
-    s = executeCall(plan, sendbuf, recvbuf, count, type, op);
+    s = executeCall(plan, validated, args);
   } catch (...) {
     // Out of memory, most likely: fail this rank, and tell the peers at
     // once rather than leave them waiting for the timeout.
     ErrorKind kind = ErrorKind::SystemError;
-    std::string what = "out of memory";
     try {
-      try {
-        throw;
-      } catch (const std::bad_alloc &) {
-      } catch (const std::exception &e) {
-        kind = ErrorKind::Internal;
-        what = e.what();
-      } catch (...) {
-        kind = ErrorKind::Internal;
-        what = "an unknown exception";
-      }
+      auto [what, k] = currentException();
+      kind = k;
       std::string msg =
           cat("rank ", st.rank, ": ", what, " while ", st.phase, " (call ", st.seq, ")");
       st.publishFailure(msg, st.rank);
@@ -1149,8 +1138,8 @@ Status ProcessGroup::execute(const Plan &plan, const void *sendbuf, void *recvbu
   return s;
 }
 
-Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *recvbuf, size_t count,
-                                 DataType type, RedOp op) {
+Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *validated,
+                                 const CallArgs &args) {
   State &st = *state;
   st.phase = "setting up";
   auto finish = [&](ErrorKind kind, std::string msg) {
@@ -1165,113 +1154,106 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
   const uint32_t me = st.rank, n = st.nranks;
   ControlBlock &ctl = st.me();
 
-  // This rank's own arguments; an error is published like a call, so that
-  // every rank fails instead of waiting.
-  Failure arg;
-  auto bad = [&](ErrorKind kind, std::string msg) {
-    if (!arg)
-      arg = {kind, cat("rank ", me, ": ", msg)};
-  };
-  const PlanInfo &info = plan.info;
+  // This rank's own call; an error is published like a call, so that every
+  // rank fails instead of waiting. A plan not yet validated is validated
+  // after the arguments are checked: a bad argument is reported as such
+  // whatever the plan.
+  CallOptions callOptions;
+  callOptions.sliceElements = st.options.sliceElements;
+  callOptions.worldRanks = n;
+  callOptions.worldName = "job";
+  std::optional<ValidatedPlan> borrowed;
+  PreparedCall call;
+  if (!validated) {
+    call.error = checkCall(*rawPlan, me, args, callOptions);
+    if (!call.error) {
+      Result<ValidatedPlan> v = ValidatedPlan::borrow(*rawPlan);
+      if (v)
+        validated = &borrowed.emplace(std::move(*v));
+      else
+        call.error = {ErrorKind::InvalidPlan, cat("rank ", me, ": ", v.message())};
+    }
+  }
   HostKernels kernels;
-  if (info.nranks != n)
-    bad(ErrorKind::InvalidPlan,
-        cat("the plan '", info.name, "' is for ", info.nranks, " ranks, but the job has ", n));
-  else if (plan.loadedRank >= 0 || plan.ranks.size() != info.nranks)
-    bad(ErrorKind::InvalidPlan,
-        cat("the plan '", info.name, "' does not hold every rank (loaded for rank ",
-            plan.loadedRank, " only); load it whole"));
-  else if (!selectHostKernels(type, op, kernels))
-    bad(ErrorKind::InvalidArgument,
-        cat("invalid data type ", unsigned(type), " or reduction operator ", unsigned(op)));
-  else if (count > std::numeric_limits<uint64_t>::max() / kernels.elementSize / n)
-    bad(ErrorKind::InvalidArgument, cat("count ", count, " is too large"));
-  else if (count > 0 && !sendbuf)
-    bad(ErrorKind::InvalidArgument, "the send buffer is null (count is not 0)");
-  else if (count > 0 && !recvbuf)
-    bad(ErrorKind::InvalidArgument, "the receive buffer is null (count is not 0)");
-  if (!arg && count > 0) {
+  if (validated) {
+    call = prepareCall(*validated, me, args, callOptions);
+    if (!call.error && !selectHostKernels(args.type, args.op, kernels))
+      call.error = {ErrorKind::InvalidArgument,
+                    cat("rank ", me, ": invalid data type ", unsigned(args.type),
+                        " or reduction operator ", unsigned(args.op))};
+  }
+  if (!call.error && args.count > 0) {
     // Buffers from allocate() must hold what the call reads and writes.
-    const BufferElements e = collectiveBufferElements(info.collective, n, count);
     auto size = [](const ShmMapping &m) { return uint64_t(m.size()); };
-    const uint64_t es = kernels.elementSize;
     std::string sendOver, recvOver;
     {
       std::lock_guard<std::mutex> lock(st.allocationsMutex);
-      sendOver = allocationOverrun("send", sendbuf, e.input * es, st.allocations, size);
-      recvOver = allocationOverrun("receive", recvbuf, e.output * es, st.allocations, size);
+      sendOver = allocationOverrun("send", args.sendbuf, call.inputBytes, st.allocations, size);
+      recvOver = allocationOverrun("receive", args.recvbuf, call.outputBytes, st.allocations, size);
     }
     for (const std::string *over : {&sendOver, &recvOver})
-      if (!over->empty())
-        bad(ErrorKind::InvalidArgument, *over);
+      if (!call.error && !over->empty())
+        call.error = {ErrorKind::InvalidArgument, cat("rank ", me, ": ", *over)};
   }
-  Result<uint32_t> chunks = 1u;
-  if (!arg) {
-    if (Status s = validatePlan(plan); !s)
-      bad(ErrorKind::InvalidPlan, "invalid plan: " + s.message());
-    else if (!(chunks = planChunksPerUnit(info)))
-      bad(ErrorKind::InvalidPlan, "invalid plan: " + chunks.message());
-  }
-  uint64_t checksum = 0;
-  ChunkLayout layout;
+  const ChunkLayout &layout = call.layout;
   DataLayout data;
   std::vector<int32_t> senders; ///< The ranks that send to us, once each.
   ShmMapping ownData;
   const std::string ownDataName = dataName(st.job, me, seq);
-  if (!arg) {
-    std::vector<uint8_t> bytes = serializePlan(plan);
-    checksum = planChecksum(bytes.data(), bytes.size());
-    layout = runLayout(count, *chunks, st.options.sliceElements);
-    if (layout.numSlices > 0) {
-      Result<DataLayout> d = layOutData(plan, me, layout.sliceElements * kernels.elementSize);
-      ErrorKind memoryKind = ErrorKind::SystemError;
-      Status memory = d ? checkRankMemory(plan, me, layout, kernels.elementSize, d->bytes, sendbuf,
-                                          recvbuf, count, st.options.memoryLimitBytes,
-                                          "ProcessGroupOptions::memoryLimitBytes", &memoryKind)
-                        : Status::success();
-      if (!d) {
-        bad(ErrorKind::InvalidArgument, d.message());
-      } else if (!memory) {
-        bad(memoryKind, memory.message());
-      } else {
-        data = std::move(*d);
-        for (const FifoEntry &e : data.fifos)
-          senders.push_back(e.peer);
-        std::sort(senders.begin(), senders.end());
-        senders.erase(std::unique(senders.begin(), senders.end()), senders.end());
-        // The header first, published by its magic: whoever finds the
-        // segment (another job's removeDeadSegments) can tell whose it is
-        // from the start, even while its memory is being reserved.
-        auto writeHeader = [&](char *p) {
-          DataHeader *h = new (p) DataHeader();
-          h->nonce = ctl.nonce;
-          h->seq = seq;
-          h->bytes = data.bytes;
-          h->rank = me;
-          h->numTbs = uint32_t(plan.ranks[me].threadblocks.size());
-          h->numFifos = uint32_t(data.fifos.size());
-          h->pid = ctl.pid;
-          h->startTime = ctl.startTime;
-          h->pidNamespace = ctl.pidNamespace;
-          h->createdNs = nowNs();
-          h->unmappedSenders.store(uint32_t(senders.size()), std::memory_order_relaxed);
-          h->magic.store(dataMagic, std::memory_order_release);
-        };
-        ShmOpenResult r;
-        Status s = ShmOps::create(ownDataName, data.bytes, ownData, r, /*keepName=*/true,
-                                  writeHeader, sizeof(DataHeader));
-        if (s && r == ShmOpenResult::Exists) {
-          // Left by an earlier job of this name (this rank's names are ours).
-          unlinkSegment(ownDataName);
-          s = ShmOps::create(ownDataName, data.bytes, ownData, r, /*keepName=*/true, writeHeader,
-                             sizeof(DataHeader));
-          if (s && r == ShmOpenResult::Exists)
-            s = Status::error(cat("shared memory ", ownDataName, " exists"));
-        }
-        if (!s)
-          bad(ErrorKind::SystemError, s.message());
+  if (!call.error && !call.empty()) {
+    const RankPlan &rp = *validated->section(me);
+    Result<DataLayout> d =
+        layOutData(validated->plan(), me, layout.sliceElements * call.elementSize);
+    ErrorKind memoryKind = ErrorKind::SystemError;
+    Status memory = d ? checkRankMemory(*validated, call, d->bytes, st.options.memoryLimitBytes,
+                                        "ProcessGroupOptions::memoryLimitBytes", &memoryKind)
+                      : Status::success();
+    if (!d) {
+      call.error = {ErrorKind::InvalidArgument, cat("rank ", me, ": ", d.message())};
+    } else if (!memory) {
+      call.error = {memoryKind, cat("rank ", me, ": ", memory.message())};
+    } else {
+      data = std::move(*d);
+      for (const FifoEntry &e : data.fifos)
+        senders.push_back(e.peer);
+      std::sort(senders.begin(), senders.end());
+      senders.erase(std::unique(senders.begin(), senders.end()), senders.end());
+      // The header first, published by its magic: whoever finds the
+      // segment (another job's removeDeadSegments) can tell whose it is
+      // from the start, even while its memory is being reserved.
+      auto writeHeader = [&](char *p) {
+        DataHeader *h = new (p) DataHeader();
+        h->nonce = ctl.nonce;
+        h->seq = seq;
+        h->bytes = data.bytes;
+        h->rank = me;
+        h->numTbs = uint32_t(rp.threadblocks.size());
+        h->numFifos = uint32_t(data.fifos.size());
+        h->pid = ctl.pid;
+        h->startTime = ctl.startTime;
+        h->pidNamespace = ctl.pidNamespace;
+        h->createdNs = nowNs();
+        h->unmappedSenders.store(uint32_t(senders.size()), std::memory_order_relaxed);
+        h->magic.store(dataMagic, std::memory_order_release);
+      };
+      ShmOpenResult r;
+      Status s = ShmOps::create(ownDataName, data.bytes, ownData, r, /*keepName=*/true, writeHeader,
+                                sizeof(DataHeader));
+      if (s && r == ShmOpenResult::Exists) {
+        // Left by an earlier job of this name (this rank's names are ours).
+        unlinkSegment(ownDataName);
+        s = ShmOps::create(ownDataName, data.bytes, ownData, r, /*keepName=*/true, writeHeader,
+                           sizeof(DataHeader));
+        if (s && r == ShmOpenResult::Exists)
+          s = Status::error(cat("shared memory ", ownDataName, " exists"));
       }
+      if (!s)
+        call.error = {ErrorKind::SystemError, cat("rank ", me, ": ", s.message())};
     }
+  }
+  if (call.error) {
+    call.description.errorKind = unsigned(call.error.kind);
+    copyText(call.description.error, sizeof call.description.error, call.error.message);
   }
   // Unlinks our data segment when the call ends, however it ends.
   struct Unlinker {
@@ -1293,7 +1275,7 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
     if (!data.fifos.empty()) // A rank may receive nothing (a broadcast's root).
       std::memcpy(base + data.tableOffset, data.fifos.data(),
                   data.fifos.size() * sizeof(FifoEntry));
-    for (uint32_t b = 0; b < plan.ranks[me].threadblocks.size(); ++b)
+    for (uint32_t b = 0; b < validated->section(me)->threadblocks.size(); ++b)
       new (base + data.progressOffset + b * sizeof(PaddedCounter)) PaddedCounter();
     for (const FifoEntry &e : data.fifos) {
       new (base + e.countersOffset) PaddedCounter();
@@ -1305,19 +1287,9 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
   }
 
   // Publish the call, then wait for every peer's.
-  CallInfo &mine = ctl.calls[seq % 2];
-  mine = CallInfo();
+  PublishedCall &mine = ctl.calls[seq % 2];
   mine.seq = seq;
-  mine.planChecksum = checksum;
-  mine.count = count;
-  mine.sliceElements = st.options.sliceElements;
-  mine.type = unsigned(type);
-  mine.op = unsigned(op);
-  mine.argKind = unsigned(arg.kind);
-  mine.collective = unsigned(info.collective);
-  mine.planRanks = info.nranks;
-  copyText(mine.planName, sizeof mine.planName, info.name);
-  copyText(mine.argError, sizeof mine.argError, arg.message);
+  mine.description = call.error && !validated ? describeFailedCall(call.error) : call.description;
   // Release: a peer that sees callSeq >= seq sees the description and our
   // data segment's header.
   ctl.callSeq.store(seq, std::memory_order_release);
@@ -1409,58 +1381,29 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
   // Every rank now holds the same descriptions: the same verdict
   // everywhere. Argument errors first (the rank itself gets its message),
   // then agreement with rank 0.
-  std::vector<CallInfo> calls(n);
-  for (uint32_t q = 0; q < n; ++q)
-    calls[q] = st.ctl[q]->calls[seq % 2];
+  std::vector<CallDescription> calls(n);
   for (uint32_t q = 0; q < n; ++q) {
-    if (calls[q].seq != seq)
-      return endCall({ErrorKind::Internal, cat("rank ", q, " published call ", calls[q].seq,
+    const PublishedCall &c = st.ctl[q]->calls[seq % 2];
+    if (c.seq != seq)
+      return endCall({ErrorKind::Internal, cat("rank ", q, " published call ", c.seq,
                                                " where call ", seq, " was expected")},
                      true);
-    if (calls[q].argKind != 0) {
-      std::string msg(calls[q].argError, strnlen(calls[q].argError, sizeof calls[q].argError));
-      return endCall(
-          {ErrorKind(calls[q].argKind), q == me ? msg : cat("rank ", q, " failed: ", msg)}, false);
-    }
+    calls[q] = c.description;
   }
-  for (uint32_t q = 1; q < n; ++q) {
-    const CallInfo &a = calls[0], &b = calls[q];
-    auto describe = [](const CallInfo &c) {
-      return cat("'", std::string(c.planName, strnlen(c.planName, sizeof c.planName)), "' (",
-                 collectiveName(CollectiveKind(c.collective)), ", ", c.planRanks,
-                 " ranks, checksum ", hex64(c.planChecksum), ")");
-    };
-    if (a.planChecksum != b.planChecksum)
-      return endCall(
-          {ErrorKind::Mismatch, cat("the ranks called with different plans: rank 0 with ",
-                                    describe(a), ", rank ", q, " with ", describe(b))},
-          false);
-    if (a.count != b.count || a.type != b.type || a.op != b.op ||
-        a.sliceElements != b.sliceElements)
-      return endCall({ErrorKind::Mismatch,
-                      cat("the ranks called with different arguments: rank 0 with count ", a.count,
-                          ", ", dataTypeName(DataType(a.type)), ", ", redOpName(RedOp(a.op)),
-                          ", slice ", a.sliceElements, "; rank ", q, " with count ", b.count, ", ",
-                          dataTypeName(DataType(b.type)), ", ", redOpName(RedOp(b.op)), ", slice ",
-                          b.sliceElements)},
-                     false);
-  }
+  if (CallError verdict = agree(calls.data(), n, me))
+    return endCall({verdict.kind, verdict.message}, false);
 
   // Bind our buffers (LocalWorld's rules).
-  const size_t es = kernels.elementSize;
-  const BufferElements elems = collectiveBufferElements(info.collective, n, count);
-  RankBinding binding;
-  try {
-    bindRank(plan, me, sendbuf, recvbuf, elems, count, es, binding);
-  } catch (const std::bad_alloc &) {
-    return endCall({ErrorKind::SystemError,
-                    cat("rank ", me, ": cannot allocate a copy of its input: out of memory")},
-                   true);
-  }
-  if (layout.numSlices == 0) {
-    finishRank(info, me, binding, recvbuf, count, op, kernels);
+  HostBinding binding;
+  if (Status s = bindHost(call, binding); !s)
+    return endCall({ErrorKind::SystemError, s.message()}, true);
+  if (call.empty()) {
+    finishHost(call, binding, n, kernels);
     return endCall({}, false);
   }
+  const Plan &plan = validated->plan();
+  const PlanInfo &info = plan.info;
+  const size_t es = call.elementSize;
   if (Status s = allocateZeroed(binding.scratch, *scratchBytes(plan, me, layout, es),
                                 scratchWhat(plan, me, layout, es));
       !s)
@@ -1468,7 +1411,7 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
 
   // Map the data segments of the ranks we send to, and find our FIFOs in
   // them.
-  const RankPlan &rp = plan.ranks[me];
+  const RankPlan &rp = *validated->section(me);
   const uint64_t pieceBytes = layout.sliceElements * es;
   std::vector<ShmMapping> peerData(n);
   std::vector<Fifo> sendFifos(rp.threadblocks.size()), recvFifos(rp.threadblocks.size());
@@ -1542,7 +1485,7 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
   // rank, or one in which this rank does nothing) is done.
   const size_t ntb = rp.threadblocks.size();
   if (ntb == 0) {
-    finishRank(info, me, binding, recvbuf, count, op, kernels);
+    finishHost(call, binding, n, kernels);
     return endCall({}, false);
   }
   st.phase = "running";
@@ -1571,90 +1514,38 @@ Status ProcessGroup::executeCall(const Plan &plan, const void *sendbuf, void *re
   for (size_t b = 0; b < ntb; ++b)
     workers[b % nworkers].push_back(runs[b].get());
 
-  std::mutex mutex;
-  Failure error;
-  auto fail = [&](Failure f) {
-    world.failed.store(true, std::memory_order_relaxed);
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!error)
-        error = std::move(f);
-    }
+  FirstError first;
+  auto fail = [&](ErrorKind kind, std::string message) {
+    first.set(world, kind, std::move(message));
     ctl.bell.ring(); // Our other workers may sleep.
   };
-  // Without a message: for when building one fails for want of memory.
-  auto failKind = [&](ErrorKind kind) {
-    world.failed.store(true, std::memory_order_relaxed);
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!error)
-        error.kind = kind;
-    }
-    ctl.bell.ring();
-  };
-  auto work = [&](const std::vector<TbRun *> &tbs) {
+  runWorkerThreads(nworkers, /*callerWorks=*/true, world, first, [&](size_t w) {
+    const std::vector<TbRun *> &tbs = workers[w];
     try {
       ShmPacer pacer(st, seq, tbs);
       WorkerResult r = runWorker(tbs, world, pacer, st.options.timeoutSeconds, /*single=*/false);
       if (!r.ok && !r.aborted)
-        fail({pacer.kind == ErrorKind::None ? ErrorKind::Internal : pacer.kind, r.message});
+        fail(pacer.kind == ErrorKind::None ? ErrorKind::Internal : pacer.kind, r.message);
     } catch (...) {
       // Building the message may throw in turn (out of memory again): no
       // exception may leave a worker thread.
       try {
-        try {
-          throw;
-        } catch (const std::bad_alloc &) {
-          fail({ErrorKind::SystemError, cat("rank ", me, ": out of memory while running call ", seq,
-                                            " (", where(*tbs.front()), ")")});
-        } catch (const std::exception &e) {
-          fail({ErrorKind::Internal, cat("rank ", me, ": ", e.what(), " while running call ", seq,
-                                         " (", where(*tbs.front()), ")")});
-        } catch (...) {
-          fail({ErrorKind::Internal, cat("rank ", me, ": an unknown exception while running call ",
-                                         seq, " (", where(*tbs.front()), ")")});
-        }
+        auto [what, kind] = currentException();
+        fail(kind, cat("rank ", me, ": ", what, " while running call ", seq, " (",
+                       where(*tbs.front()), ")"));
       } catch (...) {
-        failKind(ErrorKind::SystemError);
+        first.setKind(world, ErrorKind::SystemError);
+        ctl.bell.ring();
       }
     }
-  };
-  std::vector<std::thread> threads;
-  for (size_t w = 1; w < nworkers; ++w) {
-    try {
-      threads.emplace_back([&, w] {
-#ifdef __linux__
-        prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
-#endif
-        work(workers[w]);
-      });
-    } catch (...) {
-      // std::system_error or std::bad_alloc: workers already started must
-      // be joined, so no exception may leave, not even one building the
-      // message.
-      try {
-        try {
-          throw;
-        } catch (const std::exception &e) {
-          fail({ErrorKind::SystemError,
-                cat("rank ", me, ": cannot start a worker thread: ", e.what())});
-        }
-      } catch (...) {
-        failKind(ErrorKind::SystemError);
-      }
-      break;
-    }
-  }
-  if (!world.failed.load(std::memory_order_relaxed))
-    work(workers[0]);
-  for (std::thread &th : threads)
-    th.join();
+  });
   if (world.failed.load(std::memory_order_relaxed)) {
+    Failure error{first.kind, first.message};
     if (error.message.empty())
       error = {error ? error.kind : ErrorKind::Internal, cat("rank ", me, ": the run was aborted")};
     return endCall(error, true);
   }
-  finishRank(info, me, binding, recvbuf, count, op, kernels);
+  finishHost(call, binding, n, kernels);
   return endCall({}, false);
 }
 

@@ -49,6 +49,7 @@
 #include "coll/Runtime/Communicator.h"
 #include "coll/Runtime/DataType.h"
 #include "coll/Runtime/Plan.h"
+#include "coll/Runtime/PreparedCall.h"
 #include "coll/Runtime/Status.h"
 
 #include <cstddef>
@@ -114,6 +115,10 @@ public:
   /// call runs, which leaves lastErrorKind() alone).
   Status execute(const Plan &plan, const void *sendbuf, void *recvbuf, size_t count, DataType type,
                  RedOp op, ErrorKind *errorKind = nullptr);
+  /// execute() of a plan validated once (and its checksum computed once):
+  /// for a plan run many times.
+  Status execute(const ValidatedPlan &plan, const void *sendbuf, void *recvbuf, size_t count,
+                 DataType type, RedOp op, ErrorKind *errorKind = nullptr);
 
   /// Memory in a shared-memory segment of this rank, for buffers (page
   /// aligned, zeroed, reserved: no SIGBUS when /dev/shm is short); null
@@ -152,8 +157,11 @@ public:
 
 private:
   ProcessGroup();
-  Status executeCall(const Plan &plan, const void *sendbuf, void *recvbuf, size_t count,
-                     DataType type, RedOp op);
+  /// One call at a time, and no exception leaves: \p plan is validated
+  /// here, unless \p validated is given instead.
+  Status enter(const Plan *plan, const ValidatedPlan *validated, const CallArgs &args,
+               ErrorKind *errorKind);
+  Status executeCall(const Plan *plan, const ValidatedPlan *validated, const CallArgs &args);
   std::unique_ptr<State> state;
   ErrorKind lastKind = ErrorKind::None;
   std::string lastMessage;
