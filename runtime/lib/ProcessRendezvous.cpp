@@ -1,0 +1,114 @@
+//===- ProcessRendezvous.cpp - The ranks of a process call meet -----------===//
+//
+// A rank's descriptions of calls k and k+1 live in two slots of its control
+// block: a rank cannot publish call k+2 before every rank published call
+// k+1, which each does only after reading everybody's call k.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProcessRendezvous.h"
+
+#include "ExecCommon.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+namespace coll {
+namespace detail {
+
+void publishCall(JobControl &jc, uint64_t seq, const CallDescription &description) {
+  ControlBlock &me = jc.me();
+  PublishedCall &mine = me.calls[seq % 2];
+  mine.seq = seq;
+  mine.description = description;
+  // Release: a peer that sees callSeq >= seq sees the description and our
+  // data segment's header.
+  me.callSeq.store(seq, std::memory_order_release);
+  jc.beat();
+  jc.ringPeers();
+}
+
+CallFailure awaitCalls(JobControl &jc, uint64_t seq, std::vector<CallDescription> &calls) {
+  const uint32_t n = jc.nranks;
+  ControlBlock &me = jc.me();
+  const Clock::time_point deadline = Clock::now() + seconds(jc.options.setupTimeoutSeconds);
+  Clock::time_point nextCheck = Clock::now();
+  for (;;) {
+    uint32_t seen = me.bell.seq.load(std::memory_order_seq_cst);
+    std::vector<uint32_t> missing;
+    for (uint32_t q = 0; q < n; ++q)
+      if (q != jc.rank && jc.ctl[q]->callSeq.load(std::memory_order_acquire) < seq)
+        missing.push_back(q);
+    if (missing.empty())
+      break;
+    Clock::time_point now = Clock::now();
+    if (now >= nextCheck) {
+      jc.beat();
+      nextCheck = now + seconds(jc.options.livenessIntervalSeconds);
+      for (uint32_t q : missing) {
+        const ControlBlock &c = *jc.ctl[q];
+        // The list is from before the pause: a rank that has called
+        // since (and perhaps finished and left) is not missing.
+        if (c.callSeq.load(std::memory_order_acquire) >= seq)
+          continue;
+        if (c.failed.load(std::memory_order_acquire))
+          return {{ErrorKind::Remote,
+                   cat("rank ", q,
+                       " failed: ", std::string(c.failure, strnlen(c.failure, sizeof c.failure)))},
+                  false};
+        if (jc.peerGone(q)) {
+          // A rank calls before it closes: read callSeq again after seeing
+          // it gone, or one that called, finished and left in between
+          // (a quick call: count 0) looks as if it never called.
+          if (c.callSeq.load(std::memory_order_acquire) >= seq)
+            continue;
+          jc.cleanUpPeer(q);
+          return {{ErrorKind::Remote,
+                   cat("rank ", q, " (pid ", c.pid, ") ", c.closed.load() ? "left the job" : "died",
+                       " before calling execute() for call ", seq)},
+                  false};
+        }
+      }
+    }
+    if (now >= deadline) {
+      std::string list;
+      for (size_t i = 0; i < missing.size() && i < 8; ++i)
+        list += cat(i ? ", " : "", missing[i]);
+      if (missing.size() > 8)
+        list += cat(" and ", missing.size() - 8, " more");
+      // Published: a rank that calls later fails at once with this.
+      return {{ErrorKind::Timeout,
+               cat("rank ", jc.rank, ": timed out after ",
+                   formatSeconds(jc.options.setupTimeoutSeconds), " s waiting for rank",
+                   missing.size() > 1 ? "s " : " ", list, " to call execute() (call ", seq, ")")},
+              true};
+    }
+    Clock::time_point until = std::min(nextCheck, deadline);
+    int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
+    me.bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (me.bell.seq.load(std::memory_order_seq_cst) == seen)
+      futexWait(&me.bell.seq, seen, std::max<int64_t>(ns, 1000));
+    me.bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+
+  // A peer that published this call and failed since (a setup timeout, a
+  // run error) has given up on it.
+  if (CallError e = jc.failedPeer())
+    return {e, true};
+
+  calls.resize(n);
+  for (uint32_t q = 0; q < n; ++q) {
+    const PublishedCall &c = jc.ctl[q]->calls[seq % 2];
+    if (c.seq != seq)
+      return {{ErrorKind::Internal,
+               cat("rank ", q, " published call ", c.seq, " where call ", seq, " was expected")},
+              true};
+    calls[q] = c.description;
+  }
+  return {};
+}
+
+} // namespace detail
+} // namespace coll

@@ -1,0 +1,194 @@
+//===- ProcessRun.cpp - The run of one rank of a process call -------------===//
+//
+// Idle workers spin, yield, then sleep on their rank's doorbell (a futex
+// word in its control block) that senders and receivers ring after they
+// publish, with a bounded sleep: every livenessIntervalSeconds a waiting
+// rank beats its heartbeat and checks that the peers it has not finished
+// the call with are alive and have not failed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProcessRun.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace coll {
+namespace detail {
+
+namespace {
+
+/// The pacing of an idle worker of a ProcessGroup run: spin, yield, then
+/// sleep on the rank's doorbell; every liveness interval, check the peers.
+class ShmPacer {
+public:
+  ShmPacer(JobControl &jc, uint64_t seq, const std::vector<TbRun *> &tbs)
+      : jc(jc), seq(seq), tbs(tbs), bell(jc.me().bell) {
+    reset();
+    nextCheck = Clock::now() + seconds(jc.options.livenessIntervalSeconds);
+  }
+
+  void beginRound() {
+    // seq_cst, before the pass over the threadblocks: a publication the
+    // pass misses rings the bell after this load (see Doorbell::ring).
+    seen = bell.seq.load(std::memory_order_seq_cst);
+  }
+
+  void reset() {
+    rounds = 0;
+    deadline = Clock::now() + seconds(jc.options.timeoutSeconds);
+  }
+
+  PaceResult pause(std::string &why) {
+    ++rounds;
+    if (rounds <= spinRounds) {
+      cpuRelax();
+      return PaceResult::Continue;
+    }
+    if (rounds <= spinRounds + yieldRounds) {
+      std::this_thread::yield();
+      return PaceResult::Continue;
+    }
+    Clock::time_point now = Clock::now();
+    if (now >= nextCheck) {
+      jc.beat();
+      nextCheck = now + seconds(jc.options.livenessIntervalSeconds);
+      if (CallError f = jc.checkPeers(seq)) {
+        kind = f.kind;
+        why = f.message;
+        return PaceResult::Failed;
+      }
+    }
+    if (now >= deadline) {
+      kind = ErrorKind::Timeout;
+      why = peerNotes();
+      return PaceResult::TimedOut;
+    }
+    // Sleep until rung, the next check or the deadline. Registering as a
+    // sleeper (seq_cst) before the kernel compares `seq` with what the
+    // pass saw closes the window in which a ring could be missed.
+    Clock::time_point until = std::min(nextCheck, deadline);
+    int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
+    bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (bell.seq.load(std::memory_order_seq_cst) == seen)
+      futexWait(&bell.seq, seen, std::max<int64_t>(ns, 1000));
+    bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    return PaceResult::Continue;
+  }
+
+  ErrorKind kind = ErrorKind::None;
+
+private:
+  /// "; rank 3 (pid 77) is alive, ..." for every peer a blocked
+  /// threadblock waits on, and for every other peer that has been silent
+  /// (no heartbeat) for half the timeout: a stalled rank (stopped, stuck)
+  /// that the peers waited on in turn.
+  std::string peerNotes() const {
+    std::vector<uint32_t> ranks;
+    for (const TbRun *t : tbs) {
+      if (t->interp->finished())
+        continue;
+      int32_t peer = t->status.waitKind == WaitKind::RecvMessage ? t->tb->recvPeer
+                     : t->status.waitKind == WaitKind::SendSlot  ? t->tb->sendPeer
+                                                                 : -1;
+      if (peer >= 0 && uint32_t(peer) != jc.rank)
+        ranks.push_back(uint32_t(peer));
+    }
+    const int64_t silentNs = int64_t(jc.options.timeoutSeconds * 0.5e9);
+    for (uint32_t q = 0; q < jc.nranks; ++q)
+      if (q != jc.rank && jc.ctl[q] &&
+          nowNs() - jc.ctl[q]->heartbeatNs.load(std::memory_order_relaxed) > silentNs)
+        ranks.push_back(q);
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    std::string out;
+    for (uint32_t q : ranks)
+      out += "; " + jc.describePeer(q);
+    return out;
+  }
+
+  static constexpr uint32_t spinRounds = 32;
+  static constexpr uint32_t yieldRounds = 8;
+
+  JobControl &jc;
+  uint64_t seq;
+  const std::vector<TbRun *> &tbs;
+  Doorbell &bell;
+  uint32_t seen = 0;
+  uint32_t rounds = 0;
+  Clock::time_point deadline, nextCheck;
+};
+
+} // namespace
+
+CallError runRank(JobControl &jc, uint64_t seq, const PreparedCall &call, const RankPlan &rp,
+                  HostBinding &binding, CallFifos &fifos, const OwnDataSegment &own,
+                  const HostKernels &kernels) {
+  const uint32_t me = jc.rank;
+  ControlBlock &ctl = jc.me();
+  const ChunkLayout &layout = call.layout;
+  const uint64_t pieceBytes = layout.sliceElements * call.elementSize;
+  const size_t ntb = rp.threadblocks.size();
+  const size_t nworkers = jc.options.workers ? std::min<size_t>(jc.options.workers, ntb) : ntb;
+  WorldState world;
+  RankState rs;
+  rs.buffers[unsigned(BufferKind::Input)] = binding.input;
+  rs.buffers[unsigned(BufferKind::Output)] = binding.output;
+  rs.buffers[unsigned(BufferKind::Scratch)] = binding.scratch.data();
+  rs.progress = own.progress();
+  rs.progressBell = nworkers > 1 ? &ctl.bell : nullptr;
+  std::vector<std::unique_ptr<TbRun>> runs;
+  for (uint32_t b = 0; b < ntb; ++b) {
+    const Threadblock &tb = rp.threadblocks[b];
+    rs.numSteps.push_back(uint32_t(tb.steps.size()));
+    auto t = makeTbRun(tb, me, b, world, rs, layout, kernels, pieceBytes);
+    CpuPlatform &p = t->platform;
+    p.recvFifo = fifos.recvFifo(b);
+    p.sendFifo = fifos.sendFifo(b);
+    runs.push_back(std::move(t));
+  }
+  for (auto &t : runs)
+    t->interp =
+        std::make_unique<Interpreter<CpuPlatform>>(t->platform, t->program, layout.numSlices);
+  std::vector<std::vector<TbRun *>> workers(nworkers);
+  for (size_t b = 0; b < ntb; ++b)
+    workers[b % nworkers].push_back(runs[b].get());
+
+  FirstError first;
+  auto fail = [&](ErrorKind kind, std::string message) {
+    first.set(world, kind, std::move(message));
+    ctl.bell.ring(); // Our other workers may sleep.
+  };
+  runWorkerThreads(nworkers, /*callerWorks=*/true, world, first, [&](size_t w) {
+    const std::vector<TbRun *> &tbs = workers[w];
+    try {
+      ShmPacer pacer(jc, seq, tbs);
+      WorkerResult r = runWorker(tbs, world, pacer, jc.options.timeoutSeconds, /*single=*/false);
+      if (!r.ok && !r.aborted)
+        fail(pacer.kind == ErrorKind::None ? ErrorKind::Internal : pacer.kind, r.message);
+    } catch (...) {
+      // Building the message may throw in turn (out of memory again): no
+      // exception may leave a worker thread.
+      try {
+        auto [what, kind] = currentException();
+        fail(kind, cat("rank ", me, ": ", what, " while running call ", seq, " (",
+                       where(*tbs.front()), ")"));
+      } catch (...) {
+        first.setKind(world, ErrorKind::SystemError);
+        ctl.bell.ring();
+      }
+    }
+  });
+  if (!world.failed.load(std::memory_order_relaxed))
+    return {};
+  CallError error{first.kind, first.message};
+  if (error.message.empty())
+    error = {error ? error.kind : ErrorKind::Internal, cat("rank ", me, ": the run was aborted")};
+  return error;
+}
+
+} // namespace detail
+} // namespace coll
