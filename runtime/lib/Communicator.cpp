@@ -1,17 +1,19 @@
 //===- Communicator.cpp - World, Communicator and their rendezvous --------===//
 //
-// Each Communicator::execute() deposits its call in its rank's slot of the
-// current round and waits. The last rank to arrive takes the round's calls,
-// opens the next round, checks that the calls agree (plans compared by
-// object, then by the checksum of their bytes; count, type, operator) and
-// runs them all on LocalWorld outside the lock; then it publishes one
-// outcome per rank and wakes everybody. A round's outcomes stay valid until
-// the next round completes, which needs every rank to have come back.
+// Each Communicator::execute() prepares its call (PreparedCall.h: the
+// plan validated once, the arguments checked, the call described), deposits
+// it in its rank's slot of the current round and waits. The last rank to
+// arrive takes the round's calls, opens the next round, takes the verdict of
+// agree() over the descriptions (plans compared by checksum; count, type,
+// operator) and runs them all on LocalWorld outside the lock; then it
+// publishes one outcome per rank and wakes everybody. A round's outcomes
+// stay valid until the next round completes, which needs every rank to have
+// come back.
 //
 // The round runs on the runner's own plan (equal to every other rank's once
-// they agree): a rank that gives up on a stuck round and frees its plan
-// breaks nothing. Its buffers stay in use until the round ends, which its
-// communicator waits for (next execute(), destructor).
+// they agree), and reads no other rank's: a rank that gives up on a stuck
+// round and frees its plan breaks nothing. Its buffers stay in use until the
+// round ends, which its communicator waits for (next execute(), destructor).
 //
 // A bad argument does not keep a call out of the rendezvous: it arrives
 // with its error, so that the other ranks fail too rather than wait.
@@ -21,7 +23,7 @@
 #include "coll/Runtime/Communicator.h"
 
 #include "ExecCommon.h"
-#include "coll/Runtime/PlanIO.h"
+#include "coll/Runtime/PreparedCall.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -31,6 +33,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -41,36 +44,25 @@ namespace {
 
 using detail::cat;
 
+} // namespace
+
 /// One rank's call in a round.
-struct Call {
+struct detail::WorldCall {
   bool present = false;
-  const Plan *plan = nullptr;
-  const void *sendbuf = nullptr;
-  void *recvbuf = nullptr;
-  uint64_t count = 0;
-  DataType type = DataType::Float32;
-  RedOp op = RedOp::Sum;
-  ErrorKind argKind = ErrorKind::None; ///< The call's own argument error, if any.
-  std::string argError;
+  std::optional<ValidatedPlan> plan; ///< Read by the runner, of its own call only.
+  CallArgs args;
+  CallDescription description; ///< What the ranks compare (with any argument error).
 };
+
+namespace {
+
+using Call = detail::WorldCall;
 
 /// One rank's outcome of a round.
 struct Outcome {
   ErrorKind kind = ErrorKind::None;
   std::string message;
 };
-
-std::string describePlan(const Plan &p, uint64_t checksum) {
-  char hex[24];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(checksum));
-  return cat("'", p.info.name, "' (", collectiveName(p.info.collective), ", ", p.info.nranks,
-             " ranks, checksum ", hex, ")");
-}
-
-uint64_t checksumOf(const Plan &p) {
-  std::vector<uint8_t> bytes = serializePlan(p);
-  return planChecksum(bytes.data(), bytes.size());
-}
 
 } // namespace
 
@@ -88,10 +80,9 @@ struct World::State {
   /// The running round's signs of life, and its stop (one round runs at a
   /// time: the next needs every rank back).
   detail::RunControl control;
-  /// The running round still reads the ranks' plans (agreement): no rank
-  /// may leave it yet, since its plan may go as soon as it has.
-  bool comparingPlans = false;
 
+  /// The call options of this world's ranks.
+  CallOptions callOptions() const;
   /// Checks and runs one complete round on \p runner's plan; returns every
   /// rank's outcome.
   std::vector<Outcome> runRound(const std::vector<Call> &calls, int runner);
@@ -108,77 +99,39 @@ std::vector<Outcome> World::State::runRound(const std::vector<Call> &round, int 
     return out;
   };
 
-  // Argument errors: the rank itself gets its message, the others learn
-  // which rank failed.
-  for (size_t r = 0; r < n; ++r) {
-    if (round[r].argKind == ErrorKind::None)
-      continue;
-    for (size_t q = 0; q < n; ++q)
-      out[q] = {round[r].argKind,
-                q == r ? round[r].argError : cat("rank ", r, " failed: ", round[r].argError)};
+  // The verdict: argument errors first (the rank itself gets its
+  // message, the others learn which rank failed), then agreement.
+  std::vector<CallDescription> descriptions(n);
+  for (size_t r = 0; r < n; ++r)
+    descriptions[r] = round[r].description;
+  if (CallError all = agree(descriptions.data(), uint32_t(n), uint32_t(n))) {
+    for (size_t r = 0; r < n; ++r)
+      out[r] = {all.kind, all.message};
+    // The rank whose error it is gets its own message.
+    for (size_t r = 0; r < n; ++r)
+      if (descriptions[r].errorKind != 0) {
+        CallError own = agree(descriptions.data(), uint32_t(n), uint32_t(r));
+        out[r] = {own.kind, std::move(own.message)};
+        break;
+      }
     return out;
   }
-
-  // Agreement: the same plan (same object, or the same bytes), count, type
-  // and operator on every rank. Each plan object is checked once (checksum
-  // first, then the deep comparison), and the round beats after each:
-  // with many ranks and plan objects, this takes a while, and the waiters
-  // must not take it for a stuck round.
-  const Call &first = round[0];
-  uint64_t firstSum = 0;
-  bool haveFirstSum = false;
-  std::map<const Plan *, uint64_t> agreed; ///< Plan objects equal to rank 0's.
-  for (size_t r = 1; r < n; ++r) {
-    const Call &c = round[r];
-    if (c.plan != first.plan && !agreed.count(c.plan)) {
-      if (!haveFirstSum) {
-        firstSum = checksumOf(*first.plan);
-        haveFirstSum = true;
-        control.beatNow();
-      }
-      uint64_t sum = checksumOf(*c.plan);
-      control.beatNow();
-      if (sum != firstSum || !(*c.plan == *first.plan))
-        return failAll(ErrorKind::Mismatch,
-                       cat("the ranks called with different plans: rank 0 with ",
-                           describePlan(*first.plan, firstSum), ", rank ", r, " with ",
-                           describePlan(*c.plan, sum)));
-      agreed.emplace(c.plan, sum);
-      control.beatNow();
-    }
-    if (c.count != first.count || c.type != first.type || c.op != first.op)
-      return failAll(ErrorKind::Mismatch,
-                     cat("the ranks called with different arguments: rank 0 with count ",
-                         first.count, ", ", dataTypeName(first.type), ", ", redOpName(first.op),
-                         "; rank ", r, " with count ", c.count, ", ", dataTypeName(c.type), ", ",
-                         redOpName(c.op)));
-  }
-
-  // From here on, only the runner's plan: it stays valid while the round
-  // runs, the runner being in execute() with it. A rank may now leave a
-  // stuck round (and free its plan).
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    comparingPlans = false;
-  }
-  cv.notify_all();
-  const Plan &plan = *round[size_t(runner)].plan;
-  if (Status s = validatePlan(plan); !s)
-    return failAll(ErrorKind::InvalidPlan, "invalid plan: " + s.message());
-  if (Result<uint32_t> chunks = planChunksPerUnit(plan.info); !chunks)
-    return failAll(ErrorKind::InvalidPlan, "invalid plan: " + chunks.message());
   control.beatNow();
 
+  // Only the runner's plan from here on: it stays valid while the round
+  // runs, the runner being in execute() with it.
+  const Call &first = round[0];
+  const ValidatedPlan &plan = *round[size_t(runner)].plan;
   std::vector<const void *> sendbufs(n);
   std::vector<void *> recvbufs(n);
   for (size_t r = 0; r < n; ++r) {
-    sendbufs[r] = round[r].sendbuf;
-    recvbufs[r] = round[r].recvbuf;
+    sendbufs[r] = round[r].args.sendbuf;
+    recvbufs[r] = round[r].args.recvbuf;
   }
   ExecOptions exec = options.exec;
   exec.timeline = nullptr;
-  Status s = detail::runLocalWorld(plan, sendbufs, recvbufs, first.count, first.type, first.op,
-                                   exec, &control);
+  Status s = detail::runLocalWorld(plan, sendbufs, recvbufs, first.args.count, first.args.type,
+                                   first.args.op, exec, &control);
   if (s)
     return out;
   return failAll(control.kind, s.message());
@@ -262,41 +215,45 @@ int Communicator::size() const {
   return world->size();
 }
 
+CallOptions World::State::callOptions() const {
+  CallOptions o;
+  o.sliceElements = options.exec.sliceElements;
+  o.worldRanks = uint32_t(nranks);
+  o.worldName = "world";
+  return o;
+}
+
 Status Communicator::execute(const Plan &plan, const void *sendbuf, void *recvbuf, size_t count,
                              DataType type, RedOp op) {
+  // The arguments first, so that a bad one is reported as such whatever the
+  // plan; then the plan, validated for this call.
+  const CallArgs args{sendbuf, recvbuf, count, type, op};
+  CallError error = checkCall(plan, uint32_t(myRank), args, world->state->callOptions());
+  if (!error) {
+    Result<ValidatedPlan> valid = ValidatedPlan::borrow(plan);
+    if (valid)
+      return execute(*valid, sendbuf, recvbuf, count, type, op);
+    error = {ErrorKind::InvalidPlan, valid.message()};
+  }
+  Call call;
+  call.args = args;
+  call.description = describeFailedCall(error);
+  return rendezvous(std::move(call));
+}
+
+Status Communicator::execute(const ValidatedPlan &plan, const void *sendbuf, void *recvbuf,
+                             size_t count, DataType type, RedOp op) {
+  Call call;
+  call.args = {sendbuf, recvbuf, count, type, op};
+  call.description =
+      prepareCall(plan, uint32_t(myRank), call.args, world->state->callOptions()).description;
+  call.plan = plan;
+  return rendezvous(std::move(call));
+}
+
+Status Communicator::rendezvous(Call call) {
   World::State &st = *world->state;
   const size_t r = size_t(myRank);
-
-  // This rank's own arguments.
-  Call call;
-  call.plan = &plan;
-  call.sendbuf = sendbuf;
-  call.recvbuf = recvbuf;
-  call.count = count;
-  call.type = type;
-  call.op = op;
-  auto bad = [&](ErrorKind kind, std::string msg) {
-    call.argKind = kind;
-    call.argError = cat("rank ", myRank, ": ", msg);
-  };
-  if (plan.info.nranks != uint32_t(st.nranks))
-    bad(ErrorKind::InvalidPlan, cat("the plan '", plan.info.name, "' is for ", plan.info.nranks,
-                                    " ranks, but the world has ", st.nranks));
-  else if (plan.loadedRank >= 0 || plan.ranks.size() != plan.info.nranks)
-    bad(ErrorKind::InvalidPlan,
-        cat("the plan '", plan.info.name, "' does not hold every rank (loaded for rank ",
-            plan.loadedRank, " only); load it whole"));
-  else if (unsigned(type) >= numDataTypes())
-    bad(ErrorKind::InvalidArgument, cat("invalid data type ", unsigned(type)));
-  else if (unsigned(op) >= numRedOps())
-    bad(ErrorKind::InvalidArgument, cat("invalid reduction operator ", unsigned(op)));
-  else if (count > std::numeric_limits<uint64_t>::max() / dataTypeSize(type) / st.nranks)
-    bad(ErrorKind::InvalidArgument, cat("count ", count, " is too large"));
-  else if (count > 0 && !sendbuf)
-    bad(ErrorKind::InvalidArgument, "the send buffer is null (count is not 0)");
-  else if (count > 0 && !recvbuf)
-    bad(ErrorKind::InvalidArgument, "the receive buffer is null (count is not 0)");
-
   auto finish = [&](ErrorKind kind, std::string msg) {
     lastKind = kind;
     lastMessage = std::move(msg);
@@ -323,7 +280,6 @@ Status Communicator::execute(const Plan &plan, const void *sendbuf, void *recvbu
     ++st.round;
     st.control.cancel.store(false, std::memory_order_relaxed);
     st.control.beatNow();
-    st.comparingPlans = true;
     lock.unlock();
     st.cv.notify_all(); // The waiters now watch the run.
     std::vector<Outcome> outcomes = st.runRoundGuarded(calls, myRank);
@@ -336,7 +292,6 @@ Status Communicator::execute(const Plan &plan, const void *sendbuf, void *recvbu
                                        "another rank saw no progress in it")};
     }
     st.outcomes = std::move(outcomes);
-    st.comparingPlans = false;
     st.completed = myRound + 1;
     Outcome mine = st.outcomes[r];
     lock.unlock();
@@ -365,17 +320,14 @@ Status Communicator::execute(const Plan &plan, const void *sendbuf, void *recvbu
         cancelled = true;
         cancelledAt = now;
       }
-      if (cancelled && now >= cancelledAt + noLife && !st.comparingPlans) {
+      if (cancelled && now >= cancelledAt + noLife) {
         abandoned = myRound + 1;
         return finish(ErrorKind::Timeout,
                       cat("rank ", myRank, ": the running round showed no sign of life for ",
                           detail::formatSeconds(std::chrono::duration<double>(noLife).count()),
                           " s, and did not stop in as long again when cancelled"));
       }
-      if (cancelled && now >= cancelledAt + noLife)
-        st.cv.wait(lock); // Until the round stops reading the plans (or ends).
-      else
-        st.cv.wait_until(lock, cancelled ? cancelledAt + noLife : lastBeat + noLife);
+      st.cv.wait_until(lock, cancelled ? cancelledAt + noLife : lastBeat + noLife);
       continue;
     }
     if (st.cv.wait_until(lock, deadline) == std::cv_status::timeout && st.round == myRound) {

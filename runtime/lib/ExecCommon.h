@@ -540,7 +540,7 @@ struct RunControl {
 /// LocalWorld::run, watched and steered by \p control (may be null). Never
 /// throws: any exception inside a rank's execution is an error naming the
 /// rank.
-Status runLocalWorld(const Plan &plan, const std::vector<const void *> &sendbufs,
+Status runLocalWorld(const ValidatedPlan &plan, const std::vector<const void *> &sendbufs,
                      const std::vector<void *> &recvbufs, uint64_t count, DataType type, RedOp op,
                      const ExecOptions &options, RunControl *control);
 

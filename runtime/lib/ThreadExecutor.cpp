@@ -125,48 +125,42 @@ uint64_t addSaturated(uint64_t a, uint64_t b) {
   return __builtin_add_overflow(a, b, &s) ? ~uint64_t(0) : s;
 }
 
-Status runLocalWorldUnguarded(const Plan &plan, const std::vector<const void *> &sendbufs,
+Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const void *> &sendbufs,
                               const std::vector<void *> &recvbufs, uint64_t count, DataType type,
                               RedOp op, const ExecOptions &options, RunControl *control,
                               ErrorKind &kind) {
-  // Check the call.
+  // Check the call: the run's own options, then every rank's call.
+  const Plan &plan = vp.plan();
   const PlanInfo &info = plan.info;
   kind = ErrorKind::InvalidArgument;
-  if (plan.loadedRank >= 0)
+  if (!vp.holdsEveryRank())
     return Status::error(
         cat("the plan was loaded for rank ", plan.loadedRank, " only; LocalWorld runs every rank"));
-  kind = ErrorKind::InvalidPlan;
-  if (Status s = validatePlan(plan); !s)
-    return Status::error("invalid plan: " + s.message());
-  kind = ErrorKind::InvalidArgument;
   const uint32_t nranks = info.nranks;
   if (sendbufs.size() != nranks || recvbufs.size() != nranks)
     return Status::error(cat("the plan has ", nranks, " ranks but ", sendbufs.size(), " send and ",
                              recvbufs.size(), " receive buffers were given"));
-  HostKernels kernels;
-  if (!selectHostKernels(type, op, kernels))
-    return Status::error(cat("invalid data type ", unsigned(type), " or operator ", unsigned(op)));
   if (options.sliceElements == 0)
     return Status::error("the slice size must be at least 1 element");
   if (!(options.timeoutSeconds > 0) || options.timeoutSeconds > 1e9)
     return Status::error(cat("the timeout must be in (0, 1e9] seconds, not ",
                              formatSeconds(options.timeoutSeconds)));
-  kind = ErrorKind::InvalidPlan;
-  Result<uint32_t> chunks = planChunksPerUnit(info);
-  if (!chunks)
-    return chunks.getStatus();
-  kind = ErrorKind::InvalidArgument;
+  CallOptions callOptions;
+  callOptions.sliceElements = options.sliceElements;
+  callOptions.worldRanks = nranks;
+  std::vector<PreparedCall> calls(nranks);
+  for (uint32_t r = 0; r < nranks; ++r) {
+    calls[r] = prepareCall(vp, r, {sendbufs[r], recvbufs[r], count, type, op}, callOptions);
+    if (calls[r].error) {
+      kind = calls[r].error.kind;
+      return calls[r].error.status();
+    }
+  }
+  HostKernels kernels;
+  if (!selectHostKernels(type, op, kernels))
+    return Status::error(cat("no host kernel for ", dataTypeName(type), " and ", redOpName(op)));
   const size_t es = kernels.elementSize;
-  if (count > std::numeric_limits<uint64_t>::max() / es / nranks)
-    return Status::error(cat("count ", count, " is too large"));
-  const BufferElements elems = collectiveBufferElements(info.collective, nranks, count);
-  if (count > 0)
-    for (uint32_t r = 0; r < nranks; ++r)
-      if (!sendbufs[r] || !recvbufs[r])
-        return Status::error(
-            cat("rank ", r, " has a null ", sendbufs[r] ? "receive" : "send", " buffer"));
-
-  const ChunkLayout layout = runLayout(count, *chunks, options.sliceElements);
+  const ChunkLayout &layout = calls[0].layout;
   const uint64_t numSlices = layout.numSlices;
   const uint64_t pieceBytes = layout.sliceElements * es;
 
@@ -178,11 +172,10 @@ Status runLocalWorldUnguarded(const Plan &plan, const std::vector<const void *> 
     kind = ErrorKind::InvalidPlan;
     if (Status s = addRankDemand(demand, plan, r, layout, es, /*fifos=*/true); !s)
       return s;
-    if (Status s = demand.add(cat("a copy of rank ", r, "'s input"),
-                              inputCopyBytes(plan, r, sendbufs[r], recvbufs[r], elems, count, es));
-        !s)
+    if (Status s = demand.add(cat("a copy of rank ", r, "'s input"), calls[r].copyBytes); !s)
       return s;
-    bufferBytes = addSaturated(bufferBytes, addSaturated(elems.input * es, elems.output * es));
+    bufferBytes =
+        addSaturated(bufferBytes, addSaturated(calls[r].inputBytes, calls[r].outputBytes));
   }
   kind = ErrorKind::SystemError;
   if (Status s = checkMemoryLimit(demand, options.memoryLimitBytes, bufferBytes,
@@ -191,13 +184,14 @@ Status runLocalWorldUnguarded(const Plan &plan, const std::vector<const void *> 
     return s;
 
   // Bind every rank's buffers.
-  std::vector<RankBinding> bindings(nranks);
+  std::vector<HostBinding> bindings(nranks);
   for (uint32_t r = 0; r < nranks; ++r) {
-    RankBinding &b = bindings[r];
+    HostBinding &b = bindings[r];
     try {
       if (options.faultInjection)
         options.faultInjection(FaultSite::Bind, r);
-      bindRank(plan, r, sendbufs[r], recvbufs[r], elems, count, es, b);
+      if (Status s = bindHost(calls[r], b); !s)
+        return s;
     } catch (...) {
       auto [what, k] = currentException();
       kind = k;
@@ -323,7 +317,7 @@ Status runLocalWorldUnguarded(const Plan &plan, const std::vector<const void *> 
 
   // Finish: results computed away from the user's output, then Avg.
   for (uint32_t r = 0; r < nranks; ++r)
-    finishRank(info, r, bindings[r], recvbufs[r], count, op, kernels);
+    finishHost(calls[r], bindings[r], nranks, kernels);
   kind = ErrorKind::None;
   return Status::success();
 }
@@ -335,7 +329,7 @@ uint64_t defaultMemoryLimit(uint64_t bufferBytes) {
   return addSaturated(eight, uint64_t(256) << 20);
 }
 
-Status detail::runLocalWorld(const Plan &plan, const std::vector<const void *> &sendbufs,
+Status detail::runLocalWorld(const ValidatedPlan &plan, const std::vector<const void *> &sendbufs,
                              const std::vector<void *> &recvbufs, uint64_t count, DataType type,
                              RedOp op, const ExecOptions &options, RunControl *control) {
   ErrorKind kind = ErrorKind::Internal;
@@ -352,10 +346,19 @@ Status detail::runLocalWorld(const Plan &plan, const std::vector<const void *> &
   return s;
 }
 
-Status LocalWorld::run(const Plan &plan, const std::vector<const void *> &sendbufs,
+Status LocalWorld::run(const ValidatedPlan &plan, const std::vector<const void *> &sendbufs,
                        const std::vector<void *> &recvbufs, uint64_t count, DataType type, RedOp op,
                        const ExecOptions &options) const {
   return runLocalWorld(plan, sendbufs, recvbufs, count, type, op, options, nullptr);
+}
+
+Status LocalWorld::run(const Plan &plan, const std::vector<const void *> &sendbufs,
+                       const std::vector<void *> &recvbufs, uint64_t count, DataType type, RedOp op,
+                       const ExecOptions &options) const {
+  Result<ValidatedPlan> valid = ValidatedPlan::borrow(plan);
+  if (!valid)
+    return valid.getStatus();
+  return run(*valid, sendbufs, recvbufs, count, type, op, options);
 }
 
 } // namespace coll

@@ -307,16 +307,17 @@ TEST(Errors, BadCalls) {
   };
   EXPECT_EQ(run(plan, {a.data()}, recv),
             "the plan has 2 ranks but 1 send and 2 receive buffers were given");
-  EXPECT_EQ(run(plan, {a.data(), nullptr}, recv), "rank 1 has a null send buffer");
-  EXPECT_EQ(run(plan, send, {c.data(), nullptr}), "rank 1 has a null receive buffer");
+  EXPECT_EQ(run(plan, {a.data(), nullptr}, recv),
+            "rank 1: the send buffer is null (count is not 0)");
+  EXPECT_EQ(run(plan, send, {c.data(), nullptr}),
+            "rank 1: the receive buffer is null (count is not 0)");
   ExecOptions o;
   o.sliceElements = 0;
   EXPECT_EQ(run(plan, send, recv, o), "the slice size must be at least 1 element");
   o = ExecOptions();
   o.timeoutSeconds = 0;
   EXPECT_EQ(run(plan, send, recv, o), "the timeout must be in (0, 1e9] seconds, not 0");
-  EXPECT_EQ(run(plan, send, recv, ExecOptions(), DataType(99)),
-            "invalid data type 99 or operator 0");
+  EXPECT_EQ(run(plan, send, recv, ExecOptions(), DataType(99)), "rank 0: invalid data type 99");
 
   Plan one = plan;
   one.ranks.resize(1);
@@ -326,13 +327,15 @@ TEST(Errors, BadCalls) {
 
   Plan custom = plan;
   custom.info.collective = CollectiveKind::Custom;
-  EXPECT_EQ(run(custom, send, recv), "plan 'hand_ring_allreduce' implements a custom collective; "
-                                     "the executors run built-in collectives only");
+  EXPECT_EQ(run(custom, send, recv),
+            "invalid plan: plan 'hand_ring_allreduce' implements a custom collective; "
+            "the executors run built-in collectives only");
 
   Plan gather = plan;
   gather.info.collective = CollectiveKind::AllGather;
-  EXPECT_EQ(run(gather, send, recv), "allgather plan has 2 input and 2 output chunks; expected "
-                                     "nranks times as many output chunks as input chunks");
+  EXPECT_EQ(run(gather, send, recv),
+            "invalid plan: allgather plan has 2 input and 2 output chunks; expected "
+            "nranks times as many output chunks as input chunks");
 
   Plan broken = plan;
   broken.ranks[0].threadblocks[0].steps[1].count = 0;

@@ -44,6 +44,10 @@ struct WorldOptions {
 };
 
 class Communicator;
+class ValidatedPlan;
+namespace detail {
+struct WorldCall;
+} // namespace detail
 
 /// N ranks in this process. Shared by its communicators, which keep it
 /// alive; thread-safe.
@@ -104,6 +108,10 @@ public:
   /// and the destructor waits for the round to end.
   Status execute(const Plan &plan, const void *sendbuf, void *recvbuf, size_t count, DataType type,
                  RedOp op);
+  /// execute() of a plan validated once (PreparedCall.h), for callers that
+  /// run one plan many times: no validation or checksum per call.
+  Status execute(const ValidatedPlan &plan, const void *sendbuf, void *recvbuf, size_t count,
+                 DataType type, RedOp op);
 
   /// The kind of the last execute()'s outcome (None after a success).
   ErrorKind lastErrorKind() const { return lastKind; }
@@ -111,6 +119,8 @@ public:
   const std::string &lastErrorMessage() const { return lastMessage; }
 
 private:
+  /// Deposits \p call in this rank's slot and waits for the round's outcome.
+  Status rendezvous(detail::WorldCall call);
   Communicator(std::shared_ptr<World> world, int rank) : world(std::move(world)), myRank(rank) {}
   std::shared_ptr<World> world;
   int myRank;

@@ -120,6 +120,8 @@ BufferElements collectiveBufferElements(CollectiveKind kind, uint32_t nranks, ui
 /// an error when they do not fit the collective (or it is custom).
 Result<uint32_t> planChunksPerUnit(const PlanInfo &info);
 
+class ValidatedPlan;
+
 /// Every rank of a plan, in this process.
 class LocalWorld {
 public:
@@ -138,6 +140,10 @@ public:
   ///    place), or which writes its input, runs on a copy of the input.
   /// With RedOp::Avg the plan runs as Sum and each rank divides its
   /// complete result by nranks at the end (reduce: the root only).
+  Status run(const ValidatedPlan &plan, const std::vector<const void *> &sendbufs,
+             const std::vector<void *> &recvbufs, uint64_t count, DataType type, RedOp op,
+             const ExecOptions &options = ExecOptions()) const;
+  /// run() of \p plan, validated for this call (ValidatedPlan::borrow()).
   Status run(const Plan &plan, const std::vector<const void *> &sendbufs,
              const std::vector<void *> &recvbufs, uint64_t count, DataType type, RedOp op,
              const ExecOptions &options = ExecOptions()) const;
