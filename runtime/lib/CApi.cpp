@@ -435,9 +435,14 @@ collResult_t collExecute(const void *sendbuf, void *recvbuf, size_t count, collD
     // A process group reports each call's kind itself: a call refused
     // because another runs leaves the group's last error alone.
     ErrorKind kind = ErrorKind::None;
-    Status s = comm->comm
-                   ? comm->comm->execute(plan->plan, sendbuf, recvbuf, count, type, redOp)
-                   : comm->group->execute(plan->plan, sendbuf, recvbuf, count, type, redOp, &kind);
+    Status s = Status::success();
+    if (comm->comm)
+      s = plan->valid ? comm->comm->execute(*plan->valid, sendbuf, recvbuf, count, type, redOp)
+                      : comm->comm->execute(plan->plan, sendbuf, recvbuf, count, type, redOp);
+    else
+      s = plan->valid
+              ? comm->group->execute(*plan->valid, sendbuf, recvbuf, count, type, redOp, &kind)
+              : comm->group->execute(plan->plan, sendbuf, recvbuf, count, type, redOp, &kind);
     if (s)
       return collSuccess;
     return fail(toResult(comm->comm ? comm->lastKind() : kind), s.message());

@@ -12,6 +12,7 @@
 #include "coll/Runtime/Communicator.h"
 #include "coll/Runtime/DataType.h"
 #include "coll/Runtime/Plan.h"
+#include "coll/Runtime/PreparedCall.h"
 #include "coll/Runtime/ProcessGroup.h"
 #include "coll/Runtime/Status.h"
 #include "coll/coll.h"
@@ -19,6 +20,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 
 namespace coll {
@@ -60,7 +62,18 @@ private:
 } // namespace coll
 
 struct collPlan {
+  explicit collPlan(coll::Plan p) : plan(std::move(p)) {
+    // Validated once, here: a plan that fits no executor (a custom
+    // collective) still loads, and each execute() reports why.
+    coll::Result<coll::ValidatedPlan> v = coll::ValidatedPlan::borrow(plan);
+    if (v)
+      valid = std::move(*v);
+  }
+  collPlan(const collPlan &) = delete;
+  collPlan &operator=(const collPlan &) = delete;
   coll::Plan plan;
+  /// `plan` validated (refers to it), when it is valid.
+  std::optional<coll::ValidatedPlan> valid;
 };
 
 /// A rank of a World (comm), of a job of processes (group), or of a

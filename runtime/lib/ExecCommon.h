@@ -1,10 +1,10 @@
 //===- ExecCommon.h - What the CPU executors share -------------*- C++ -*-===//
 //
 // The parts of a CPU run that do not depend on where the ranks live:
-// binding a rank's buffers as the plan sees them (in place or out of
-// place), one threadblock's interpreter and its platform, the messages that
-// say where a threadblock stopped and what it waited for, and the worker
-// loop that runs threadblocks round-robin. LocalWorld (ThreadExecutor.cpp)
+// a prepared call (PreparedCall.h) resolved to host memory, one
+// threadblock's interpreter and its platform, the messages that say where a
+// threadblock stopped and what it waited for, the worker loop that runs
+// threadblocks round-robin, and the one way worker threads start. LocalWorld (ThreadExecutor.cpp)
 // and ProcessGroup (ProcessGroup.cpp) are built from them. Private to the
 // runtime library.
 //
@@ -74,79 +74,6 @@ inline std::unique_ptr<TbRun> makeTbRun(const Threadblock &tb, uint32_t rank, ui
   return t;
 }
 
-/// A rank's buffers as the plan addresses them, and what to do around the
-/// run so that the user's buffers end up right.
-struct RankBinding {
-  char *input = nullptr;
-  char *output = nullptr;
-  std::vector<char> inputCopy; ///< A private copy of the user's input, when needed.
-  const char *copyOutFrom = nullptr;
-  char *copyOutTo = nullptr;
-  uint64_t copyOutBytes = 0;
-  std::vector<char> scratch;
-};
-
-inline bool overlaps(const char *a, uint64_t aBytes, const char *b, uint64_t bBytes) {
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
-}
-
-/// Sets up \p b for rank \p r (the rules are LocalWorld::run's, Executor.h).
-inline void bindRank(const Plan &plan, uint32_t r, const void *sendbuf, void *recvbuf,
-                     const BufferElements &elems, uint64_t count, size_t es, RankBinding &b) {
-  CollectiveKind kind = plan.info.collective;
-  char *in = static_cast<char *>(const_cast<void *>(sendbuf));
-  char *out = static_cast<char *>(recvbuf);
-  uint64_t inBytes = elems.input * es, outBytes = elems.output * es, unitBytes = count * es;
-  b.input = in;
-  b.output = out;
-  if (count == 0)
-    return;
-  bool alias = isInPlaceCall(kind, r, in, out, unitBytes);
-  bool overlap = overlaps(in, inBytes, out, outBytes);
-  auto snapshot = [&] {
-    b.inputCopy.assign(in, in + inBytes);
-    return b.inputCopy.data();
-  };
-
-  if (!plan.info.inplace) {
-    // Out-of-place plan: it must not see its output change under its input,
-    // and must not write the user's (const) input.
-    if (overlap || writesInput(plan.ranks[r]))
-      b.input = snapshot();
-    return;
-  }
-  if (alias)
-    return; // The plan's one buffer is the user's.
-
-  // In-place plan called out of place: put the input where the plan expects
-  // it, leaving sendbuf untouched.
-  const char *src = overlap ? snapshot() : in;
-  switch (kind) {
-  case CollectiveKind::AllGather:
-    // Rank r's input is block r of its output.
-    std::memcpy(out + r * unitBytes, src, unitBytes);
-    b.input = out + r * unitBytes;
-    break;
-  case CollectiveKind::ReduceScatter:
-    // The plan works in the whole input and leaves the result in block r:
-    // run on a copy and copy block r out.
-    if (!overlap)
-      snapshot();
-    b.input = b.inputCopy.data();
-    b.output = b.input + r * unitBytes;
-    b.copyOutFrom = b.output;
-    b.copyOutTo = out;
-    b.copyOutBytes = unitBytes;
-    break;
-  default:
-    // allreduce, broadcast, reduce: output and input are the same slots.
-    std::memcpy(out, src, unitBytes);
-    b.input = out;
-    break;
-  }
-}
-
 /// A prepared call (PreparedCall.h) resolved to host memory: the private
 /// copy of the input, and the buffers the plan sees as Input and Output.
 struct HostBinding {
@@ -187,33 +114,6 @@ inline void finishHost(const PreparedCall &c, const HostBinding &b, uint32_t nra
     kernels.divide(c.args.recvbuf, c.args.count, nranks);
 }
 
-/// The layout of a run: slices no larger than the largest chunk keep the
-/// FIFOs small for small counts.
-inline ChunkLayout runLayout(uint64_t count, uint32_t chunks, uint64_t sliceElements) {
-  ChunkLayout layout = ChunkLayout::make(count, chunks, 1);
-  return ChunkLayout::make(count, chunks,
-                           std::max<uint64_t>(1, std::min(sliceElements, layout.maxChunk)));
-}
-
-/// The bytes of a private copy of rank \p r's input that bindRank() makes
-/// (0 when it makes none), by the same rules.
-inline uint64_t inputCopyBytes(const Plan &plan, uint32_t r, const void *sendbuf,
-                               const void *recvbuf, const BufferElements &elems, uint64_t count,
-                               size_t es) {
-  if (count == 0)
-    return 0;
-  CollectiveKind kind = plan.info.collective;
-  const char *in = static_cast<const char *>(sendbuf);
-  const char *out = static_cast<const char *>(recvbuf);
-  uint64_t inBytes = elems.input * es;
-  bool overlap = overlaps(in, inBytes, out, elems.output * es);
-  if (!plan.info.inplace)
-    return overlap || writesInput(plan.ranks[r]) ? inBytes : 0;
-  if (isInPlaceCall(kind, r, in, out, count * es))
-    return 0;
-  return overlap || kind == CollectiveKind::ReduceScatter ? inBytes : 0;
-}
-
 /// Adds rank \p r's scratch and, when \p fifos, the FIFOs it receives on
 /// (in its own memory, as LocalWorld allocates them) to \p d.
 inline Status addRankDemand(MemoryDemand &d, const Plan &plan, uint32_t r,
@@ -236,37 +136,6 @@ inline Status addRankDemand(MemoryDemand &d, const Plan &plan, uint32_t r,
         return s;
   }
   return Status::success();
-}
-
-/// Checks the memory one rank of a job of processes allocates besides its
-/// buffers: its scratch, its call's shared-memory segment of
-/// \p segmentBytes (its FIFOs and counters) and a copy of its input, with
-/// overflow checks and against the cap \p limitOption (0: the default of
-/// this rank's buffer bytes), named \p optionName in the error.
-inline Status checkRankMemory(const Plan &plan, uint32_t r, const ChunkLayout &layout, size_t es,
-                              uint64_t segmentBytes, const void *sendbuf, const void *recvbuf,
-                              uint64_t count, uint64_t limitOption, const char *optionName,
-                              ErrorKind *kind = nullptr) {
-  const BufferElements elems =
-      collectiveBufferElements(plan.info.collective, plan.info.nranks, count);
-  // A size that overflows is the plan's fault; one over the cap is not.
-  if (kind)
-    *kind = ErrorKind::InvalidPlan;
-  MemoryDemand d;
-  if (Status s = addRankDemand(d, plan, r, layout, es, /*fifos=*/false); !s)
-    return s;
-  if (Status s = d.add(cat("rank ", r, "'s connections (shared memory)"), segmentBytes); !s)
-    return s;
-  if (Status s = d.add(cat("a copy of rank ", r, "'s input"),
-                       inputCopyBytes(plan, r, sendbuf, recvbuf, elems, count, es));
-      !s)
-    return s;
-  uint64_t bufferBytes = 0;
-  if (__builtin_add_overflow(elems.input * es, elems.output * es, &bufferBytes))
-    bufferBytes = ~uint64_t(0);
-  if (kind)
-    *kind = ErrorKind::SystemError;
-  return checkMemoryLimit(d, limitOption, bufferBytes, optionName);
 }
 
 /// "" when \p bytes from \p buf fit in the allocation of \p allocations
@@ -308,17 +177,6 @@ inline Status allocateZeroed(std::vector<char> &v, uint64_t bytes, const std::st
     return Status::error(cat("cannot allocate ", bytes, " bytes for ", what, ": too large"));
   }
   return Status::success();
-}
-
-/// After a successful run: copies a result computed away from the user's
-/// output into it, then applies Avg's division.
-inline void finishRank(const PlanInfo &info, uint32_t r, const RankBinding &b, void *recvbuf,
-                       uint64_t count, RedOp op, const HostKernels &kernels) {
-  if (b.copyOutBytes)
-    std::memcpy(b.copyOutTo, b.copyOutFrom, b.copyOutBytes);
-  if (op == RedOp::Avg && count > 0 && collectiveReduces(info.collective) &&
-      collectiveDefinesOutput(info.collective, info.root, r))
-    kernels.divide(recvbuf, count, info.nranks);
 }
 
 /// "rank 1 threadblock 0 step 3 (rrs, slice 0)".
@@ -544,10 +402,11 @@ Status runLocalWorld(const ValidatedPlan &plan, const std::vector<const void *> 
                      const std::vector<void *> &recvbufs, uint64_t count, DataType type, RedOp op,
                      const ExecOptions &options, RunControl *control);
 
-/// checkRankMemory() for rank \p c.rank's prepared call \p c of \p plan:
-/// its scratch, its call's shared-memory segment of \p segmentBytes and the
-/// private copy of its input (PreparedCall::copyBytes), against the cap
-/// \p limitOption of its buffers' bytes.
+/// Checks the memory rank \p c.rank of a job of processes allocates
+/// besides its buffers for its prepared call \p c of \p plan: its scratch, its call's shared-memory
+/// segment of \p segmentBytes and the private copy of its input (PreparedCall::copyBytes), against
+/// the cap \p limitOption (0: the default of its buffers' bytes), named \p optionName in the error;
+/// with overflow checks.
 inline Status checkRankMemory(const ValidatedPlan &plan, const PreparedCall &c,
                               uint64_t segmentBytes, uint64_t limitOption, const char *optionName,
                               ErrorKind *kind = nullptr) {
