@@ -89,8 +89,11 @@ Result<ValidatedPlan> ValidatedPlan::check(std::shared_ptr<const Plan> plan,
   if (knownSum) {
     v.sum = *knownSum;
   } else {
+    // The checksum a file of this plan stores (over the bytes after the
+    // header), so that a plan made in memory and the same plan loaded from
+    // a file have one identity.
     std::vector<uint8_t> bytes = serializePlan(*plan);
-    v.sum = planChecksum(bytes.data(), bytes.size());
+    v.sum = planformat::storedChecksum(bytes.data(), bytes.size());
   }
   v.thePlan = std::move(plan);
   return v;
@@ -206,7 +209,7 @@ CallError checkCall(const Plan &plan, uint32_t rank, const CallArgs &a, const Ca
                                            " ranks, but the ", o.worldName, " has ", o.worldRanks));
   if (rank >= info.nranks)
     return bad(ErrorKind::InvalidArgument,
-               cat("rank ", rank, " is out of range: the plan has ", info.nranks, " ranks"));
+               cat("not a rank of the plan, which has ", info.nranks, " ranks"));
   if (!holdsRank)
     return bad(ErrorKind::InvalidPlan,
                o.ownSectionSuffices
