@@ -52,6 +52,12 @@ TEST(ProcessExecutorTest, HandRingAllCases) {
   runAll("ring", 4, {"--hand-ring", "2", "--cases", "all", "--slice", "64"});
 }
 
+// A plan validated once (ValidatedPlan) and run many times.
+TEST(ProcessExecutorTest, HandRingValidatedPlan) {
+  runAll("ring-validated", 3,
+         {"--hand-ring", "2", "--cases", "all", "--slice", "64", "--validated", "--loop", "2"});
+}
+
 // Two ranks, and the default slice size.
 TEST(ProcessExecutorTest, HandRingTwoRanks) {
   runAll("ring2", 2, {"--hand-ring", "2", "--cases", "all"});

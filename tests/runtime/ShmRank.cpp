@@ -11,7 +11,7 @@
 //                    [--stop-after-ms MS] [--exit-after-ms MS] [--abort-after-ms MS]
 //                    [--capi] [--no-check] [--hand-idle]
 //                    [--delay-ms MS] [--overlap] [--fail-alloc-above BYTES]
-//                    [--recreate K]
+//                    [--recreate K] [--validated]
 //
 // --die-after-ms, --stop-after-ms, --exit-after-ms and --abort-after-ms
 // end this process with SIGKILL, stop it with SIGSTOP, end it with
@@ -24,7 +24,8 @@
 // so that the executor copies the input. --fail-alloc-above makes every
 // C++ allocation larger than BYTES throw std::bad_alloc from the first
 // call on. --recreate K joins, runs the calls and leaves the job K times in
-// a row, under the same job name.
+// a row, under the same job name. --validated validates the plan once
+// (ValidatedPlan) and calls execute() with it.
 // Exit status: 0 every element right, 1 a wrong element, 2 bad usage, 3 an
 // execute() error, 4 a create() error. Errors are printed as
 // "error: <kind>: <message>".
@@ -44,6 +45,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -105,6 +107,7 @@ struct Args {
   bool overlap = false;
   size_t failAllocAbove = 0;
   uint64_t recreate = 1;
+  bool validated = false;
 };
 
 /// The hand-written ring between ranks 0 and 1 in a plan of \p n ranks:
@@ -272,6 +275,8 @@ int main(int argc, char **argv) {
       a.loop = std::strtoull(next(), nullptr, 10);
     else if (s == "--slice")
       a.options.sliceElements = std::strtoull(next(), nullptr, 10);
+    else if (s == "--validated")
+      a.validated = true;
     else if (s == "--workers")
       a.options.workers = uint32_t(std::atoi(next()));
     else if (s == "--timeout")
@@ -372,6 +377,15 @@ int main(int argc, char **argv) {
       return 4;
     }
     ProcessGroup &g = **group;
+    std::optional<ValidatedPlan> validated;
+    if (a.validated) {
+      Result<ValidatedPlan> v = ValidatedPlan::borrow(plan);
+      if (!v) {
+        std::fprintf(stderr, "error: %s\n", v.message().c_str());
+        return 2;
+      }
+      validated.emplace(*v);
+    }
     for (uint64_t iter = 0; iter < a.loop && status == 0; ++iter)
       for (size_t i = 0; i < cases.size(); ++i) {
         const RunCase &c = cases[i];
@@ -380,7 +394,8 @@ int main(int argc, char **argv) {
           makeBuffers(plan, c, b);
         uint64_t count = uint64_t(int64_t(c.count) + a.countOffset);
         beforeFirstCall(a);
-        Status s = g.execute(plan, b.send[me], b.recv[me], count, c.type, c.op);
+        Status s = validated ? g.execute(*validated, b.send[me], b.recv[me], count, c.type, c.op)
+                             : g.execute(plan, b.send[me], b.recv[me], count, c.type, c.op);
         startTimer();
         if (!s) {
           std::fprintf(stderr, "error: %s: %s\n", errorKindName(g.lastErrorKind()),
