@@ -10,6 +10,7 @@
 #ifndef COLL_RUNTIME_PLAN_H
 #define COLL_RUNTIME_PLAN_H
 
+#include "coll/Runtime/BufferKind.h"
 #include "coll/Runtime/Collective.h"
 
 #include <cstdint>
@@ -37,43 +38,6 @@ constexpr unsigned numOpcodes() {
 #define COLL_OPCODE(Id, Mnemonic, Recv, Send, ReadSrc, WriteDst, Reduce) +1
 #include "coll/Runtime/Opcodes.def"
       ;
-}
-
-/// The buffers an instruction addresses, from BufferKinds.def.
-enum class BufferKind : uint8_t {
-#define COLL_BUFFER_KIND(Id, Name, Letter) Id,
-#include "coll/Runtime/BufferKinds.def"
-};
-/// Number of buffer kinds: the size of a rank's buffer table.
-constexpr unsigned numBufferKinds() {
-  return 0
-#define COLL_BUFFER_KIND(Id, Name, Letter) +1
-#include "coll/Runtime/BufferKinds.def"
-      ;
-}
-/// Whether \p kind is a value of BufferKind.
-constexpr bool isValidBufferKind(BufferKind kind) {
-  return unsigned(kind) < numBufferKinds();
-}
-/// "input", "output", "scratch"; "?" for an invalid value.
-constexpr const char *bufferKindName(BufferKind kind) {
-  switch (kind) {
-#define COLL_BUFFER_KIND(Id, Name, Letter)                                                         \
-  case BufferKind::Id:                                                                             \
-    return Name;
-#include "coll/Runtime/BufferKinds.def"
-  }
-  return "?";
-}
-/// "i", "o", "s"; "?" for an invalid value.
-constexpr const char *bufferKindLetter(BufferKind kind) {
-  switch (kind) {
-#define COLL_BUFFER_KIND(Id, Name, Letter)                                                         \
-  case BufferKind::Id:                                                                             \
-    return Letter;
-#include "coll/Runtime/BufferKinds.def"
-  }
-  return "?";
 }
 
 /// Wire protocol (docs/plan-format.md).
