@@ -12,38 +12,12 @@
 using namespace coll;
 using namespace coll::compiler;
 
-static BufferKind planBuffer(uint16_t b) {
-  return b == InputBuffer    ? BufferKind::Input
-         : b == OutputBuffer ? BufferKind::Output
-                             : BufferKind::Scratch;
-}
-
-static CollectiveKind planCollective(const Trace &t) {
-  if (!t.builtin)
-    return CollectiveKind::Custom;
-  switch (t.builtin->id) {
-#define CASE(X)                                                                                    \
-  case ast::BuiltinCollective::X:                                                                  \
-    return CollectiveKind::X;
-    CASE(AllReduce)
-    CASE(AllGather)
-    CASE(ReduceScatter)
-    CASE(Broadcast)
-    CASE(Reduce)
-    CASE(Gather)
-    CASE(Scatter)
-    CASE(AllToAll)
-#undef CASE
-  }
-  return CollectiveKind::Custom;
-}
-
 Plan compiler::emitPlan(const Schedule &s) {
   const Trace &t = *s.trace;
   Plan plan;
   PlanInfo &info = plan.info;
   info.name = t.name;
-  info.collective = planCollective(t);
+  info.collective = t.collective();
   info.nranks = t.nranks;
   info.root = t.root;
   info.inputChunks = t.inputChunks * t.instances;
@@ -80,11 +54,11 @@ Plan compiler::emitPlan(const Schedule &s) {
         in.op = st.op;
         in.count = st.count;
         if (oi.readSrc) {
-          in.srcBuf = planBuffer(st.srcBuf);
+          in.srcBuf = planBufferKind(st.srcBuf);
           in.srcOff = st.srcOff;
         }
         if (oi.writeDst) {
-          in.dstBuf = planBuffer(st.dstBuf);
+          in.dstBuf = planBufferKind(st.dstBuf);
           in.dstOff = st.dstOff;
         }
         llvm::ArrayRef<Dependency> deps = tb.depsOf(p);

@@ -172,11 +172,10 @@ bool Instantiator::evalInt(const Expr &e, int64_t &out) {
 void Instantiator::alias(SlotRange &r) const {
   if (!t.inplace || r.buffer == physical || r.buffer >= FirstScratchBuffer)
     return;
-  // allgather: input[r] is output[r][r*C ..]; reducescatter: output[r] is
-  // input[r][r*C ..]; the others alias index for index.
-  if (t.builtin->id == BuiltinCollective::AllGather ||
-      t.builtin->id == BuiltinCollective::ReduceScatter)
-    r.index += r.rank * t.chunks;
+  // The collective's alias: allgather's input[r] is output[r][r*C ..],
+  // reducescatter's output[r] is input[r][r*C ..], the others alias index
+  // for index.
+  r.index += t.inPlaceOffset(r.rank);
   r.buffer = physical;
 }
 
@@ -187,10 +186,9 @@ bool Instantiator::evalRef(const ChunkRefExpr &e, SlotRange &out) {
   if (rank < 0 || rank >= t.nranks)
     return fail(e.rank->getRange(), "rank " + Twine(rank) + " is out of range" + forN() +
                                         " (ranks are 0 .. " + Twine(t.nranks - 1) + ")");
-  uint16_t buffer = e.buffer->bufferKind == ast::BufferKind::Input ? uint16_t(InputBuffer)
-                    : e.buffer->bufferKind == ast::BufferKind::Output
-                        ? uint16_t(OutputBuffer)
-                        : uint16_t(FirstScratchBuffer + e.buffer->index);
+  uint16_t buffer = e.buffer->bufferKind == BufferKind::Scratch
+                        ? uint16_t(FirstScratchBuffer + e.buffer->index)
+                        : uint16_t(e.buffer->bufferKind);
   int64_t size = t.bufferChunks(buffer);
   if (!evalInt(*e.lo, lo))
     return false;
@@ -440,8 +438,8 @@ bool Instantiator::evalUserCollective(const CollectiveDecl &c) {
       if (!evalInt(*bs->size, v))
         return false;
       if (v <= 0 || v > int64_t(opts.maxChunksPerBuffer))
-        return fail(bs->size->getRange(), bufferKindName(bs->which) + " size " + Twine(v) + forN() +
-                                              " is out of range [1, " +
+        return fail(bs->size->getRange(), Twine(bufferKindName(bs->which)) + " size " + Twine(v) +
+                                              forN() + " is out of range [1, " +
                                               Twine(opts.maxChunksPerBuffer) + "]");
       (bs->which == ast::BufferKind::Input ? t.inputChunks : t.outputChunks) = uint32_t(v);
       if (!checkTotalChunks(bs->size->getRange(), 0, "the input and output buffers"))
@@ -551,14 +549,14 @@ bool Instantiator::bindCollective() {
                                           " is out of range [1, " + Twine(opts.maxChunksPerBuffer) +
                                           "]");
     t.chunks = uint32_t(chunks);
-    if (algo.builtin->hasRoot) {
+    if (algo.builtin->rooted) {
       int64_t root = *param("root");
       if (root < 0 || root >= t.nranks)
         return fail(argRange("root"), "root " + Twine(root) + " is out of range" + forN());
       t.root = uint32_t(root);
     }
-    uint64_t in = uint64_t(t.chunks) * (algo.builtin->inputScaledByN ? t.nranks : 1);
-    uint64_t out = uint64_t(t.chunks) * (algo.builtin->outputScaledByN ? t.nranks : 1);
+    uint64_t in = t.chunks * bufferUnits(algo.builtin->kind, /*output=*/false, t.nranks);
+    uint64_t out = t.chunks * bufferUnits(algo.builtin->kind, /*output=*/true, t.nranks);
     if (std::max(in, out) > opts.maxChunksPerBuffer)
       return fail(argRange("chunks"), "buffers of " + Twine(std::max(in, out)) +
                                           " chunks per rank" + forN() + " exceed the limit of " +
@@ -580,13 +578,11 @@ bool Instantiator::bindCollective() {
     if (!algo.builtin)
       return fail(algo.nameRange, "'" + algo.collectiveName + "' has no in-place form");
     t.inplace = true;
-    using BC = BuiltinCollective;
-    BC id = algo.builtin->id;
-    if (id == BC::Gather || id == BC::Scatter || id == BC::AllToAll)
+    if (!hasInPlaceForm(algo.builtin->kind))
       return fail(algo.nameRange, "'" + algo.collectiveName +
                                       "' has no in-place form; remove "
                                       "'inplace = true'");
-    physical = id == BC::AllGather ? OutputBuffer : InputBuffer;
+    physical = t.inPlaceBuffer();
   }
   return true;
 }

@@ -9,10 +9,10 @@ using namespace coll::compiler;
 
 static void printOperand(const Trace &t, uint16_t buf, uint32_t off, uint32_t count,
                          llvm::raw_ostream &os) {
-  if (buf >= FirstScratchBuffer && t.scratchNames.empty())
-    os << "scratch";
+  if (buf >= FirstScratchBuffer)
+    os << bufferKindName(BufferKind::Scratch);
   else
-    os << (buf >= FirstScratchBuffer ? llvm::StringRef("scratch") : t.bufferName(buf));
+    os << t.bufferName(buf);
   os << "[" << off;
   if (count != 1)
     os << " .. " << off + count;

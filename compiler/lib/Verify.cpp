@@ -216,58 +216,31 @@ bool Verifier::execute() {
 }
 
 uint64_t Verifier::outputSlot(uint32_t rank, uint32_t index) const {
-  if (!t.inplace)
-    return slotId(OutputBuffer, rank, index);
   // In-place programs hold the output where the collective's alias puts it.
-  if (t.builtin->id == ast::BuiltinCollective::AllGather)
+  if (!t.inplace || t.inPlaceBuffer() == OutputBuffer)
     return slotId(OutputBuffer, rank, index);
-  if (t.builtin->id == ast::BuiltinCollective::ReduceScatter)
-    return slotId(InputBuffer, rank, rank * t.chunks + index);
-  return slotId(InputBuffer, rank, index);
+  return slotId(InputBuffer, rank, t.inPlaceOffset(rank) + index);
 }
 
 Expected Verifier::expectedFor(uint32_t rank, uint32_t index) {
-  using BC = ast::BuiltinCollective;
   Expected e;
+  CollectiveKind kind = t.collective();
+  if (!collectiveDefinesOutput(kind, t.root, rank))
+    return e;
+  // Output chunk `index` is chunk index % C of unit index / C; unitSource()
+  // names the input unit (of one rank, or of every rank combined) it holds.
   uint32_t C = t.chunks;
-  auto leaf = [&](uint32_t r, uint32_t i) {
-    e.kind = Expected::Leaf;
-    e.leaf = leafId(r, i);
-  };
-  auto column = [&](uint32_t i) {
+  UnitSource s = unitSource(kind, t.root, rank, index / C);
+  uint32_t i = s.block * C + index % C;
+  if (s.everyRank) {
     e.kind = Expected::Set;
     e.count = t.nranks;
     e.hash = columnHash[i];
     e.column = i;
     e.key = i;
-  };
-  switch (t.builtin->id) {
-  case BC::AllReduce:
-    column(index);
-    break;
-  case BC::AllGather:
-    leaf(index / C, index % C);
-    break;
-  case BC::ReduceScatter:
-    column(rank * C + index);
-    break;
-  case BC::Broadcast:
-    leaf(t.root, index);
-    break;
-  case BC::Reduce:
-    if (rank == t.root)
-      column(index);
-    break;
-  case BC::Gather:
-    if (rank == t.root)
-      leaf(index / C, index % C);
-    break;
-  case BC::Scatter:
-    leaf(t.root, rank * C + index);
-    break;
-  case BC::AllToAll:
-    leaf(index / C, rank * C + index % C);
-    break;
+  } else {
+    e.kind = Expected::Leaf;
+    e.leaf = leafId(s.rank, i);
   }
   return e;
 }
@@ -581,8 +554,8 @@ std::optional<VerifyReport> Verifier::run() {
 
   // Initial state: input chunks where the program sees them.
   auto place = [&](uint32_t r, uint32_t i) {
-    uint64_t slot = t.inplace && t.builtin->id == ast::BuiltinCollective::AllGather
-                        ? slotId(OutputBuffer, r, r * t.chunks + i)
+    uint64_t slot = t.inplace && t.inPlaceBuffer() == OutputBuffer
+                        ? slotId(OutputBuffer, r, t.inPlaceOffset(r) + i)
                         : slotId(InputBuffer, r, i);
     slots[slot] = leafId(r, i);
     ++nodes[leafId(r, i)].holders;

@@ -56,18 +56,6 @@ llvm::StringRef coll::ast::intFunctionName(IntFunction f) {
   return "?";
 }
 
-llvm::StringRef coll::ast::bufferKindName(BufferKind kind) {
-  switch (kind) {
-  case BufferKind::Input:
-    return "input";
-  case BufferKind::Output:
-    return "output";
-  case BufferKind::Scratch:
-    return "scratch";
-  }
-  return "?";
-}
-
 llvm::StringRef coll::ast::protocolName(Protocol p) {
   switch (p) {
   case Protocol::Simple:
@@ -78,22 +66,6 @@ llvm::StringRef coll::ast::protocolName(Protocol p) {
     return "LL128";
   }
   return "?";
-}
-
-llvm::ArrayRef<BuiltinCollectiveInfo> coll::ast::builtinCollectives() {
-  static const BuiltinCollectiveInfo table[] = {
-#define COLL_COLLECTIVE(Id, Name, HasRoot, InByN, OutByN, Reduces)                                 \
-  {BuiltinCollective::Id, Name, HasRoot, InByN, OutByN, Reduces},
-#include "coll/Lang/Builtins.def"
-  };
-  return table;
-}
-
-const BuiltinCollectiveInfo *coll::ast::findBuiltinCollective(llvm::StringRef name) {
-  for (const BuiltinCollectiveInfo &info : builtinCollectives())
-    if (info.name == name)
-      return &info;
-  return nullptr;
 }
 
 template <typename T>

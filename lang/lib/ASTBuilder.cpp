@@ -105,7 +105,8 @@ std::unique_ptr<CollectiveDecl> Builder::buildCollective(CollParser::CollectiveD
 
 StmtPtr Builder::buildCollectiveItem(CollParser::CollectiveItemContext &ctx) {
   if (auto *b = dynamic_cast<CollParser::BufferSizeItemContext *>(&ctx)) {
-    BufferKind which = b->kw->getText() == "input" ? BufferKind::Input : BufferKind::Output;
+    BufferKind which = b->kw->getText() == bufferKindName(BufferKind::Input) ? BufferKind::Input
+                                                                             : BufferKind::Output;
     return std::make_unique<BufferSizeStmt>(range(&ctx), which, buildExpr(*b->size));
   }
   if (auto *p = dynamic_cast<CollParser::PreItemContext *>(&ctx)) {

@@ -315,10 +315,17 @@ ValueKind Sema::checkCall(CallExpr &e) {
   return ValueKind::Int;
 }
 
+/// Whether \p ref names the collective's buffer of \p kind (`input`,
+/// `output`).
+static bool namesBuffer(const ChunkRefExpr *ref, BufferKind kind) {
+  return ref && ref->bufferName == bufferKindName(kind);
+}
+
 ValueKind Sema::checkChunkRef(ChunkRefExpr &e) {
   bool ok = true;
-  if (e.bufferName == "input" || e.bufferName == "output") {
-    e.buffer = e.bufferName == "input" ? inputBuf : outputBuf;
+  bool isInput = namesBuffer(&e, BufferKind::Input);
+  if (isInput || namesBuffer(&e, BufferKind::Output)) {
+    e.buffer = isInput ? inputBuf : outputBuf;
     if (!e.buffer) {
       diag.error(e.bufferRange, "'" + e.bufferName +
                                     "' is only available inside an algorithm "
@@ -392,7 +399,7 @@ ValueKind Sema::checkReduceAll(ReduceAllExpr &e) {
   popScope();
   if (ok) {
     auto *ref = llvm::dyn_cast<ChunkRefExpr>(e.element.get());
-    if (!ref || ref->bufferName != "input") {
+    if (!namesBuffer(ref, BufferKind::Input)) {
       diag.error(e.element->getRange(), "a reduction in a post-condition combines input chunks; "
                                         "expected input[rank][index]");
       return ValueKind::Unknown;
@@ -504,7 +511,7 @@ void Sema::checkStmt(Stmt &s) {
       checkForClause(*p->clause);
     if (expectChunk(*p->ref, "a pre-condition")) {
       auto *ref = llvm::dyn_cast<ChunkRefExpr>(p->ref.get());
-      if (!ref || ref->bufferName != "input")
+      if (!namesBuffer(ref, BufferKind::Input))
         diag.error(p->ref->getRange(), "a pre-condition names input chunks that hold data; "
                                        "expected input[rank][index]");
     }
@@ -520,14 +527,14 @@ void Sema::checkPost(PostStmt &p) {
     checkForClause(*p.clause);
   if (expectChunk(*p.target, "a post-condition")) {
     auto *ref = llvm::dyn_cast<ChunkRefExpr>(p.target.get());
-    if (!ref || ref->bufferName != "output")
+    if (!namesBuffer(ref, BufferKind::Output))
       diag.error(p.target->getRange(), "a post-condition states what an output chunk holds; "
                                        "expected output[rank][index] on the left of '=='");
   }
   allowReduceAll = true;
   if (expectChunk(*p.value, "the value of a post-condition")) {
     auto *ref = llvm::dyn_cast<ChunkRefExpr>(p.value.get());
-    if (!llvm::isa<ReduceAllExpr>(p.value.get()) && (!ref || ref->bufferName != "input"))
+    if (!llvm::isa<ReduceAllExpr>(p.value.get()) && (!namesBuffer(ref, BufferKind::Input)))
       diag.error(p.value->getRange(), "the value of a post-condition is an input chunk or "
                                       "'reduce(input[j][i] for j in ...)'");
   }
@@ -572,7 +579,8 @@ void Sema::checkCollective(CollectiveDecl &c) {
     if (auto *bs = llvm::dyn_cast<BufferSizeStmt>(item.get())) {
       BufferSizeStmt *&slot = bs->which == BufferKind::Input ? c.inputSize : c.outputSize;
       if (slot) {
-        diag.error(bs->getRange(), "the " + bufferKindName(bs->which) + " size is declared twice");
+        diag.error(bs->getRange(),
+                   Twine("the ") + bufferKindName(bs->which) + " size is declared twice");
         diag.note(slot->getRange(), "first declared here");
       } else {
         slot = bs;
@@ -605,7 +613,7 @@ void Sema::checkCollectiveArgs(AlgorithmDecl &a) {
   std::vector<const Expr *> defaults;
   std::vector<bool> hasDefault;
   if (a.builtin) {
-    if (a.builtin->hasRoot) {
+    if (a.builtin->rooted) {
       names.push_back("root");
       defaults.push_back(nullptr);
       hasDefault.push_back(false);
@@ -708,9 +716,7 @@ void Sema::checkOptions(AlgorithmDecl &a) {
         continue;
       }
       a.inplace = *v == 1;
-      bool hasAlias = a.builtin && a.builtin->id != BuiltinCollective::Gather &&
-                      a.builtin->id != BuiltinCollective::Scatter &&
-                      a.builtin->id != BuiltinCollective::AllToAll;
+      bool hasAlias = a.builtin && hasInPlaceForm(a.builtin->kind);
       if (a.inplace && !hasAlias && (a.builtin || a.userCollective))
         diag.error(opt.value->getRange(), "collective '" + a.collectiveName +
                                               "' defines no in-place alias; write the result "
@@ -733,7 +739,7 @@ void Sema::checkOptions(AlgorithmDecl &a) {
 
 void Sema::checkAlgorithm(AlgorithmDecl &a) {
   algorithm = &a;
-  a.builtin = findBuiltinCollective(a.collectiveName);
+  a.builtin = findCollective(a.collectiveName);
   if (!a.builtin) {
     for (CollectiveDecl *c : module.collectives())
       if (c->name == a.collectiveName)
@@ -741,8 +747,8 @@ void Sema::checkAlgorithm(AlgorithmDecl &a) {
     if (!a.userCollective) {
       diag.error(a.collectiveRange, "unknown collective '" + a.collectiveName + "'");
       std::vector<std::string> candidates;
-      for (const auto &b : builtinCollectives())
-        candidates.push_back(b.name.str());
+      for (unsigned k = 0; k < numBuiltinCollectives(); ++k)
+        candidates.push_back(collectiveName(CollectiveKind(k)));
       for (CollectiveDecl *c : module.collectives())
         candidates.push_back(c->name);
       std::string guess = detail::closestName(a.collectiveName, candidates);
@@ -776,7 +782,7 @@ void Sema::run() {
       continue;
     auto &space = llvm::isa<CollectiveDecl>(d.get()) ? collectives : algorithms;
     const char *what = llvm::isa<CollectiveDecl>(d.get()) ? "collective" : "algorithm";
-    if (llvm::isa<CollectiveDecl>(d.get()) && findBuiltinCollective(d->name)) {
+    if (llvm::isa<CollectiveDecl>(d.get()) && findCollective(d->name)) {
       diag.error(d->nameRange, "collective '" + d->name + "' is built in; choose another name");
     } else if (Decl *prev = space.lookup(d->name)) {
       diag.error(d->nameRange, Twine(what) + " '" + d->name + "' is already declared");

@@ -32,7 +32,7 @@ std::string compileAndRun(CompilerRun &run, uint32_t n, unsigned seeds = 8,
     if (!err.empty())
       return "seed " + std::to_string(seed) + ": " + err;
     // What the verifier says about bitwise identity is what the plan does.
-    if (c->trace->builtin && c->trace->builtin->id == ast::BuiltinCollective::AllReduce)
+    if (c->trace->collective() == CollectiveKind::AllReduce)
       for (uint32_t i = 0; i < c->plan.info.outputChunks; ++i) {
         bool same = sim.sameTreeOnAllRanks(i);
         bool claimed =

@@ -81,12 +81,12 @@ protected:
     t.algorithm = run.algorithm();
     t.name = "hand";
     t.collectiveName = collective.str();
-    t.builtin = ast::findBuiltinCollective(collective);
+    t.builtin = findCollective(collective);
     EXPECT_NE(t.builtin, nullptr) << collective.str();
     t.nranks = n;
     t.chunks = chunks;
-    t.inputChunks = chunks * (t.builtin->inputScaledByN ? n : 1);
-    t.outputChunks = chunks * (t.builtin->outputScaledByN ? n : 1);
+    t.inputChunks = chunks * bufferUnits(t.builtin->kind, /*output=*/false, n);
+    t.outputChunks = chunks * bufferUnits(t.builtin->kind, /*output=*/true, n);
     t.inplace = inplace;
     t.sites = run.topLevelTransfers();
     return t;

@@ -72,7 +72,7 @@ TEST(Sema, CollectiveArgumentsAndOptions) {
   ASSERT_TRUE(run.ok()) << run.printed;
   AlgorithmDecl *a = run.module->algorithms()[0];
   ASSERT_TRUE(a->builtin);
-  EXPECT_EQ(a->builtin->name, "broadcast");
+  EXPECT_STREQ(a->builtin->name, "broadcast");
   ASSERT_EQ(a->collParamNames.size(), 2u);
   EXPECT_EQ(a->collParamNames[0], "root");
   EXPECT_EQ(a->collParamNames[1], "chunks");

@@ -17,8 +17,20 @@
 
 namespace coll::compiler {
 
-/// Buffer numbers in a trace: 0 input, 1 output, 2 + k scratch buffer k.
-enum : uint16_t { InputBuffer = 0, OutputBuffer = 1, FirstScratchBuffer = 2 };
+/// Buffer numbers in a trace: input and output as BufferKind numbers them,
+/// then scratch buffer k as FirstScratchBuffer + k.
+enum : uint16_t {
+  InputBuffer = uint16_t(BufferKind::Input),
+  OutputBuffer = uint16_t(BufferKind::Output),
+  FirstScratchBuffer = uint16_t(BufferKind::Scratch),
+};
+static_assert(InputBuffer < FirstScratchBuffer && OutputBuffer < FirstScratchBuffer,
+              "scratch buffers number after input and output");
+
+/// The plan's buffer of trace buffer \p b.
+inline BufferKind planBufferKind(uint16_t b) {
+  return b >= FirstScratchBuffer ? BufferKind::Scratch : BufferKind(b);
+}
 
 /// `count` consecutive chunks of one rank's buffer.
 struct SlotRange {
@@ -56,7 +68,7 @@ struct Trace {
   const ast::AlgorithmDecl *algorithm = nullptr;
   std::string name;
   std::string collectiveName;
-  const ast::BuiltinCollectiveInfo *builtin = nullptr; ///< Null for a user collective.
+  const CollectiveInfo *builtin = nullptr; ///< Null for a user collective.
   uint32_t nranks = 0;
   uint32_t chunks = 1; ///< The collective's `chunks` (C).
   uint32_t root = 0;
@@ -75,6 +87,21 @@ struct Trace {
   std::vector<std::pair<uint32_t, uint32_t>> userPre;
   bool hasUserPre = false;
 
+  /// The collective a plan of this trace implements: Custom for a user
+  /// collective.
+  CollectiveKind collective() const { return builtin ? builtin->kind : CollectiveKind::Custom; }
+  /// In-place programs: the buffer that both `input` and `output` name (the
+  /// one of the collective's alias that holds the other).
+  uint16_t inPlaceBuffer() const {
+    return collectiveInfo(collective()).inPlace == InPlaceAlias::InputInOutput ? OutputBuffer
+                                                                               : InputBuffer;
+  }
+  /// In-place programs: the chunk of inPlaceBuffer() on rank \p rank where
+  /// the other buffer starts.
+  uint32_t inPlaceOffset(uint32_t rank) const {
+    return uint32_t(inPlaceBlock(collective(), rank)) * chunks;
+  }
+
   /// Chunks per rank of buffer \p b.
   uint32_t bufferChunks(uint16_t b) const {
     return b == InputBuffer    ? inputChunks
@@ -83,10 +110,8 @@ struct Trace {
   }
   /// "input", "output" or the scratch buffer's name.
   llvm::StringRef bufferName(uint16_t b) const {
-    if (b == InputBuffer)
-      return "input";
-    if (b == OutputBuffer)
-      return "output";
+    if (b < FirstScratchBuffer)
+      return bufferKindName(planBufferKind(b));
     return scratchNames[b - FirstScratchBuffer];
   }
 };

@@ -9,6 +9,9 @@
 #ifndef COLL_LANG_AST_H
 #define COLL_LANG_AST_H
 
+#include "coll/Runtime/BufferKind.h"
+#include "coll/Runtime/Collective.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Casting.h"
@@ -321,9 +324,9 @@ public:
   unsigned index = 0;
 };
 
-/// Which buffer a chunk reference names.
-enum class BufferKind { Input, Output, Scratch };
-llvm::StringRef bufferKindName(BufferKind kind);
+/// Which buffer a chunk reference names (BufferKinds.def).
+using coll::BufferKind;
+using coll::bufferKindName;
 
 class BufferDecl : public Decl {
 public:
@@ -462,26 +465,6 @@ public:
 // Top-level declarations
 //===----------------------------------------------------------------------===//
 
-/// The standard collectives, from Builtins.def.
-enum class BuiltinCollective {
-#define COLL_COLLECTIVE(Id, Name, HasRoot, InByN, OutByN, Reduces) Id,
-#include "coll/Lang/Builtins.def"
-};
-
-/// Static facts about a standard collective.
-struct BuiltinCollectiveInfo {
-  BuiltinCollective id;
-  llvm::StringRef name;
-  bool hasRoot;
-  bool inputScaledByN;
-  bool outputScaledByN;
-  bool reduces;
-};
-/// The table of standard collectives.
-llvm::ArrayRef<BuiltinCollectiveInfo> builtinCollectives();
-/// Looks a standard collective up by name.
-const BuiltinCollectiveInfo *findBuiltinCollective(llvm::StringRef name);
-
 /// `collective name(params) { input[..]; output[..]; pre ...; post ...; }`
 class CollectiveDecl : public Decl {
 public:
@@ -490,8 +473,8 @@ public:
   static bool classof(const Node *n) { return n->getKind() == NodeKind::Collective; }
   std::vector<std::unique_ptr<CollParamDecl>> params;
   std::vector<StmtPtr> items; ///< BufferSize, Pre, Post, Require and Let statements.
-  BufferDecl input{{}, "input", {}, BufferKind::Input};
-  BufferDecl output{{}, "output", {}, BufferKind::Output};
+  BufferDecl input{{}, bufferKindName(BufferKind::Input), {}, BufferKind::Input};
+  BufferDecl output{{}, bufferKindName(BufferKind::Output), {}, BufferKind::Output};
   /// The builder dropped a malformed item (already diagnosed).
   bool hasMalformedItems = false;
   // Set by Sema:
@@ -522,12 +505,12 @@ public:
   std::vector<NamedArg> collArgs;
   std::vector<NamedArg> options;
   std::unique_ptr<BlockStmt> body;
-  BufferDecl input{{}, "input", {}, BufferKind::Input};
-  BufferDecl output{{}, "output", {}, BufferKind::Output};
+  BufferDecl input{{}, bufferKindName(BufferKind::Input), {}, BufferKind::Input};
+  BufferDecl output{{}, bufferKindName(BufferKind::Output), {}, BufferKind::Output};
 
   // Set by Sema:
-  const BuiltinCollectiveInfo *builtin = nullptr; ///< The standard collective, or
-  CollectiveDecl *userCollective = nullptr;       ///< the user-declared one.
+  const CollectiveInfo *builtin = nullptr;  ///< The standard collective, or
+  CollectiveDecl *userCollective = nullptr; ///< the user-declared one.
   /// The value of every collective parameter in declaration order (an
   /// argument's expression or the parameter's default).
   std::vector<const Expr *> collParamValues;
