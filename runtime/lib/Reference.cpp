@@ -1,8 +1,9 @@
 //===- Reference.cpp - Straightforward collectives for checking -----------===//
 //
-// Each collective is its post-condition (docs/language.md, built-in collectives) written
-// as loops over ranks with memcpy and the shared element kernels, nothing
-// more, so that it is easy to trust.
+// Every collective is its post-condition (docs/language.md, built-in
+// collectives; unitSource() in Collective.h) written as loops over ranks and
+// units with memcpy and the shared element kernels, nothing more, so that it
+// is easy to trust.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,43 +53,26 @@ Status referenceCollective(CollectiveKind kind, uint32_t nranks, uint32_t root, 
       k.divide(dst, count, nranks);
   };
 
-  switch (kind) {
-  case CollectiveKind::AllReduce:
-    reduceInto(out(0, 0), 0);
-    for (uint32_t r = 1; r < nranks; ++r)
-      std::memcpy(out(r, 0), out(0, 0), unit);
-    break;
-  case CollectiveKind::AllGather:
-    for (uint32_t r = 0; r < nranks; ++r)
-      for (uint32_t j = 0; j < nranks; ++j)
-        std::memcpy(out(r, j), in(j, 0), unit);
-    break;
-  case CollectiveKind::ReduceScatter:
-    for (uint32_t r = 0; r < nranks; ++r)
-      reduceInto(out(r, 0), r);
-    break;
-  case CollectiveKind::Broadcast:
-    for (uint32_t r = 0; r < nranks; ++r)
-      std::memcpy(out(r, 0), in(root, 0), unit);
-    break;
-  case CollectiveKind::Reduce:
-    reduceInto(out(root, 0), 0);
-    break;
-  case CollectiveKind::Gather:
-    for (uint32_t j = 0; j < nranks; ++j)
-      std::memcpy(out(root, j), in(j, 0), unit);
-    break;
-  case CollectiveKind::Scatter:
-    for (uint32_t r = 0; r < nranks; ++r)
-      std::memcpy(out(r, 0), in(root, r), unit);
-    break;
-  case CollectiveKind::AllToAll:
-    for (uint32_t r = 0; r < nranks; ++r)
-      for (uint32_t j = 0; j < nranks; ++j)
-        std::memcpy(out(r, j), in(j, r), unit);
-    break;
-  case CollectiveKind::Custom:
-    break;
+  // Every defined output unit from the input unit(s) unitSource() names. A
+  // reduction is computed once per input unit and copied to the other
+  // outputs that hold it (allreduce).
+  const uint64_t inUnits = bufferUnits(kind, /*output=*/false, nranks);
+  const uint64_t outUnits = bufferUnits(kind, /*output=*/true, nranks);
+  std::vector<const char *> reduced(inUnits, nullptr);
+  for (uint32_t r = 0; r < nranks; ++r) {
+    if (!collectiveDefinesOutput(kind, root, r))
+      continue;
+    for (uint32_t b = 0; b < outUnits; ++b) {
+      UnitSource s = unitSource(kind, root, r, b);
+      if (!s.everyRank) {
+        std::memcpy(out(r, b), in(s.rank, s.block), unit);
+      } else if (const char *done = reduced[s.block]) {
+        std::memcpy(out(r, b), done, unit);
+      } else {
+        reduceInto(out(r, b), s.block);
+        reduced[s.block] = out(r, b);
+      }
+    }
   }
   return Status::success();
 }

@@ -96,6 +96,8 @@ Status deviceReference(CollectiveKind kind, uint32_t nranks, uint32_t root, uint
     return Status::error("bad reference arguments");
   if (count == 0)
     return Status::success();
+  if (kind == CollectiveKind::Custom)
+    return Status::error("custom collectives have no reference");
   const uint64_t es = dataTypeSize(type), unit = count * es;
   const void **table = nullptr;
   cudaError_t err = cudaMalloc(&table, nranks * sizeof(void *));
@@ -128,43 +130,26 @@ Status deviceReference(CollectiveKind kind, uint32_t nranks, uint32_t root, uint
     if (!err)
       err = cudaGetLastError();
   };
-  switch (kind) {
-  case CollectiveKind::AllReduce:
-    reduceInto(out(0, 0), 0);
-    for (uint32_t r = 1; r < nranks; ++r)
-      copy(out(r, 0), out(0, 0));
-    break;
-  case CollectiveKind::AllGather:
-    for (uint32_t r = 0; r < nranks; ++r)
-      for (uint32_t j = 0; j < nranks; ++j)
-        copy(out(r, j), in(j, 0));
-    break;
-  case CollectiveKind::ReduceScatter:
-    for (uint32_t r = 0; r < nranks; ++r)
-      reduceInto(out(r, 0), r);
-    break;
-  case CollectiveKind::Broadcast:
-    for (uint32_t r = 0; r < nranks; ++r)
-      copy(out(r, 0), in(root, 0));
-    break;
-  case CollectiveKind::Reduce:
-    reduceInto(out(root, 0), 0);
-    break;
-  case CollectiveKind::Gather:
-    for (uint32_t j = 0; j < nranks; ++j)
-      copy(out(root, j), in(j, 0));
-    break;
-  case CollectiveKind::Scatter:
-    for (uint32_t r = 0; r < nranks; ++r)
-      copy(out(r, 0), in(root, r));
-    break;
-  case CollectiveKind::AllToAll:
-    for (uint32_t r = 0; r < nranks; ++r)
-      for (uint32_t j = 0; j < nranks; ++j)
-        copy(out(r, j), in(j, r));
-    break;
-  case CollectiveKind::Custom:
-    return Status::error("custom collectives have no reference");
+  // Every defined output unit from the input unit(s) unitSource() names; a
+  // reduction is computed once per input unit and copied to the other
+  // outputs that hold it (allreduce).
+  const uint64_t inUnits = bufferUnits(kind, /*output=*/false, nranks);
+  const uint64_t outUnits = bufferUnits(kind, /*output=*/true, nranks);
+  std::vector<const char *> reduced(inUnits, nullptr);
+  for (uint32_t r = 0; r < nranks; ++r) {
+    if (!collectiveDefinesOutput(kind, root, r))
+      continue;
+    for (uint32_t b = 0; b < outUnits; ++b) {
+      UnitSource s = unitSource(kind, root, r, b);
+      if (!s.everyRank) {
+        copy(out(r, b), in(s.rank, s.block));
+      } else if (const char *done = reduced[s.block]) {
+        copy(out(r, b), done);
+      } else {
+        reduceInto(out(r, b), s.block);
+        reduced[s.block] = out(r, b);
+      }
+    }
   }
   if (!err)
     err = cudaDeviceSynchronize();

@@ -95,9 +95,9 @@ private:
     uint32_t inChunks = plan.info.inputChunks;
     for (uint32_t r = 0; r < nranks(); ++r) {
       pcs[r].assign(plan.ranks[r].threadblocks.size(), 0);
-      mem[r][0].assign(plan.info.inputChunks, 0);
-      mem[r][1].assign(plan.info.outputChunks, 0);
-      mem[r][2].assign(plan.ranks[r].scratchChunks, 0);
+      buffer(r, BufferKind::Input).assign(plan.info.inputChunks, 0);
+      buffer(r, BufferKind::Output).assign(plan.info.outputChunks, 0);
+      buffer(r, BufferKind::Scratch).assign(plan.ranks[r].scratchChunks, 0);
     }
     // Every input chunk holds data where the program sees it.
     for (uint32_t r = 0; r < nranks(); ++r)
@@ -111,33 +111,41 @@ private:
       }
   }
 
-  /// In-place plans address one buffer: the collective's alias.
-  std::pair<int, uint32_t> resolve(uint32_t rank, BufferKind buf, uint32_t off) const {
-    if (buf == BufferKind::Scratch)
-      return {2, off};
-    if (!plan.info.inplace)
-      return {buf == BufferKind::Input ? 0 : 1, off};
-    switch (plan.info.collective) {
-    case CollectiveKind::AllGather:
-      // input[r] is output[r][r * C ..].
-      return buf == BufferKind::Output ? std::make_pair(1, off)
-                                       : std::make_pair(1, rank * plan.info.inputChunks + off);
-    case CollectiveKind::ReduceScatter:
-      // output[r] is input[r][r * C ..].
-      return buf == BufferKind::Input ? std::make_pair(0, off)
-                                      : std::make_pair(0, rank * plan.info.outputChunks + off);
-    default:
-      return {0, off};
-    }
+  std::vector<uint32_t> &buffer(uint32_t rank, BufferKind buf) { return mem[rank][unsigned(buf)]; }
+  const std::vector<uint32_t> &buffer(uint32_t rank, BufferKind buf) const {
+    return mem[rank][unsigned(buf)];
+  }
+  /// Units (of C chunks) per rank of the input (\p output false) or output.
+  uint32_t unitChunks(bool output) const {
+    const PlanInfo &info = plan.info;
+    return uint32_t((output ? info.outputChunks : info.inputChunks) /
+                    bufferUnits(info.collective, output, nranks()));
+  }
+
+  /// In-place plans address one buffer: the collective's alias. The other
+  /// buffer is one unit, block inPlaceBlock() of it (allgather's input[r] is
+  /// output[r][r * C ..], reducescatter's output[r] is input[r][r * C ..]).
+  std::pair<BufferKind, uint32_t> resolve(uint32_t rank, BufferKind buf, uint32_t off) const {
+    if (buf == BufferKind::Scratch || !plan.info.inplace)
+      return {buf, off};
+    CollectiveKind kind = plan.info.collective;
+    BufferKind both = collectiveInfo(kind).inPlace == InPlaceAlias::InputInOutput
+                          ? BufferKind::Output
+                          : BufferKind::Input;
+    if (buf == both)
+      return {both, off};
+    return {both, uint32_t(inPlaceBlock(kind, rank)) * unitChunks(buf == BufferKind::Output) + off};
   }
   uint32_t read(uint32_t rank, BufferKind buf, uint32_t off) const {
     auto [b, o] = resolve(rank, buf, off);
-    return o < mem[rank][b].size() ? mem[rank][b][o] : 0;
+    const std::vector<uint32_t> &m = buffer(rank, b);
+    return o < m.size() ? m[o] : 0;
   }
   void write(uint32_t rank, BufferKind buf, uint32_t off, uint32_t v) {
     auto [b, o] = resolve(rank, buf, off);
-    if (o < mem[rank][b].size())
-      mem[rank][b][o] = v;
+    std::vector<uint32_t> &m = buffer(rank, b);
+    if (o < m.size())
+      m[o] = v;
   }
   uint32_t reduce(uint32_t in, uint32_t local) {
     auto [it, inserted] = pairs.try_emplace({in, local}, uint32_t(nodes.size()));
@@ -281,45 +289,22 @@ private:
       return "output[" + std::to_string(r) + "][" + std::to_string(i) + "] is " + describe(v) +
              ", expected the reduction of column " + std::to_string(column);
     };
-    for (uint32_t r = 0; r < n; ++r)
+    if (info.collective == CollectiveKind::Custom)
+      return "";
+    // Output chunk i is chunk i % U of unit i / U; unitSource() names the
+    // input unit (of one rank, or of every rank combined) it must hold.
+    const uint32_t unit = unitChunks(/*output=*/true);
+    for (uint32_t r = 0; r < n; ++r) {
+      if (!collectiveDefinesOutput(info.collective, info.root, r))
+        continue;
       for (uint32_t i = 0; i < info.outputChunks; ++i) {
-        std::string err;
-        uint32_t cin = info.inputChunks, cout = info.outputChunks;
-        switch (info.collective) {
-        case CollectiveKind::AllReduce:
-          err = expectColumn(r, i, i);
-          break;
-        case CollectiveKind::AllGather:
-          err = expectLeaf(r, i, i / cin, i % cin);
-          break;
-        case CollectiveKind::ReduceScatter:
-          err = expectColumn(r, i, r * cout + i);
-          break;
-        case CollectiveKind::Broadcast:
-          err = expectLeaf(r, i, info.root, i);
-          break;
-        case CollectiveKind::Reduce:
-          if (r == info.root)
-            err = expectColumn(r, i, i);
-          break;
-        case CollectiveKind::Gather:
-          if (r == info.root)
-            err = expectLeaf(r, i, i / cin, i % cin);
-          break;
-        case CollectiveKind::Scatter:
-          err = expectLeaf(r, i, info.root, r * cout + i);
-          break;
-        case CollectiveKind::AllToAll: {
-          uint32_t block = cin / n;
-          err = expectLeaf(r, i, i / block, r * block + i % block);
-          break;
-        }
-        case CollectiveKind::Custom:
-          break;
-        }
+        UnitSource s = unitSource(info.collective, info.root, r, i / unit);
+        uint32_t in = s.block * unit + i % unit;
+        std::string err = s.everyRank ? expectColumn(r, i, in) : expectLeaf(r, i, s.rank, in);
         if (!err.empty())
           return err;
       }
+    }
     return "";
   }
 
@@ -333,7 +318,7 @@ private:
   std::map<std::pair<uint32_t, uint32_t>, uint32_t> pairs;
   std::map<ConnKey, std::deque<std::vector<uint32_t>>> queues;
   std::vector<std::vector<uint32_t>> pcs;
-  std::vector<std::array<std::vector<uint32_t>, 3>> mem;
+  std::vector<std::array<std::vector<uint32_t>, numBufferKinds()>> mem;
 };
 
 } // namespace coll::test
