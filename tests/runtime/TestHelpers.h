@@ -72,8 +72,12 @@ inline void placeBuffers(const Plan &plan, const RunCase &c, WorldBuffers &b,
     if (c.inplace) {
       b.both[r].assign(std::max(e.input, e.output) * es + 1, char(0xa5));
       char *p = b.both[r].data();
-      char *send = info.collective == CollectiveKind::AllGather ? p + r * unit : p;
-      char *recv = info.collective == CollectiveKind::ReduceScatter ? p + r * unit : p;
+      // The collective's alias: one buffer holds the other at block
+      // inPlaceBlock() (allgather's input, reducescatter's output).
+      const InPlaceAlias alias = collectiveInfo(info.collective).inPlace;
+      char *inner = p + inPlaceBlock(info.collective, r) * unit;
+      char *send = alias == InPlaceAlias::InputInOutput ? inner : p;
+      char *recv = alias == InPlaceAlias::OutputInInput ? inner : p;
       std::memcpy(send, b.original[r].data(), e.input * es);
       b.send[r] = send;
       b.recv[r] = recv;

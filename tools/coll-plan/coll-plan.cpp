@@ -48,8 +48,7 @@ void printInfo(const Plan &plan, uint64_t checksum, size_t bytes, std::ostream &
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(checksum));
   os << "plan:          " << info.name << "\n"
      << "collective:    " << collectiveName(info.collective);
-  if (info.collective == CollectiveKind::Broadcast || info.collective == CollectiveKind::Reduce ||
-      info.collective == CollectiveKind::Gather || info.collective == CollectiveKind::Scatter)
+  if (collectiveInfo(info.collective).rooted)
     os << " (root " << info.root << ")";
   os << (info.inplace ? ", in-place" : ", out-of-place") << "\n"
      << "ranks:         " << info.nranks << "\n"

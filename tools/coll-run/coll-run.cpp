@@ -372,9 +372,7 @@ int main(int argc, char **argv) {
   const uint64_t count = o.size / es / sizeFactor(info.collective, nranks);
   const BufferElements elems = collectiveBufferElements(info.collective, nranks, count);
   const uint64_t unitBytes = count * es;
-  if (o.inplace &&
-      (info.collective == CollectiveKind::Gather || info.collective == CollectiveKind::Scatter ||
-       info.collective == CollectiveKind::AllToAll))
+  if (o.inplace && !hasInPlaceForm(info.collective))
     return fail(std::string(collectiveName(info.collective)) + " has no in-place form");
 
   // Buffers and test data. Processes mode: the send and receive buffers
@@ -403,8 +401,12 @@ int main(int argc, char **argv) {
     originals[r] = b.original.data();
     if (o.inplace) {
       char *p = buffer(b.both, std::max(elems.input, elems.output) * es);
-      b.send = info.collective == CollectiveKind::AllGather ? p + r * unitBytes : p;
-      b.recv = info.collective == CollectiveKind::ReduceScatter ? p + r * unitBytes : p;
+      // The collective's alias: one buffer holds the other at block
+      // inPlaceBlock() (allgather's input, reducescatter's output).
+      const InPlaceAlias alias = collectiveInfo(info.collective).inPlace;
+      const uint64_t inner = inPlaceBlock(info.collective, r) * unitBytes;
+      b.send = alias == InPlaceAlias::InputInOutput ? p + inner : p;
+      b.recv = alias == InPlaceAlias::OutputInInput ? p + inner : p;
       if (o.processes)
         snapshots[r] = arena.take(elems.output * es);
     } else {
