@@ -105,7 +105,7 @@ struct WorldState {
 
 /// What the threadblocks of one rank share.
 struct RankState {
-  char *buffers[3] = {nullptr, nullptr, nullptr}; ///< Indexed by BufferKind.
+  char *buffers[numBufferKinds()] = {}; ///< Indexed by BufferKind.
   /// Per threadblock: steps finished over all slices (slice * steps + step
   /// + 1 after step `step` of slice `slice`). Monotonic. Owned by the
   /// executor.

@@ -492,8 +492,11 @@ const PlanEdit PlanEdits[] = {
              "rank 2 threadblock 0 step 4: opcode rcs has no source, but its source fields are "
              "set (buffer kind 2, offset 0); unused fields must be zero"},
     PlanEdit{"UnknownSourceBuffer",
-             [](Plan &p) { tbOf(p, 0, 0).steps[0].srcBuf = static_cast<BufferKind>(3); },
-             "rank 0 threadblock 0 step 0: unknown source buffer kind 3"},
+             [](Plan &p) {
+               tbOf(p, 0, 0).steps[0].srcBuf = static_cast<BufferKind>(numBufferKinds());
+             },
+             "rank 0 threadblock 0 step 0: unknown source buffer kind " +
+                 std::to_string(numBufferKinds())},
     PlanEdit{"UnknownDestinationBuffer",
              [](Plan &p) { tbOf(p, 0, 1).steps[1].dstBuf = static_cast<BufferKind>(200); },
              "rank 0 threadblock 1 step 1: unknown destination buffer kind 200"},

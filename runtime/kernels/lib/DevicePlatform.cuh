@@ -47,8 +47,8 @@ public:
 
   __device__ DevicePlatform(const KernelParams &params, const TbDesc &desc, uint32_t block)
       : k(params), tb(desc), block(block), net(params) {
-    for (int b = 0; b < 3; ++b)
-      buffers[b] = k.rankBuffers[3 * tb.rank + b];
+    for (unsigned b = 0; b < NumBuffers; ++b)
+      buffers[b] = k.rankBuffers[NumBuffers * tb.rank + b];
     if (tb.sendFifo >= 0)
       send = k.fifos[tb.sendFifo];
     if (tb.recvFifo >= 0)
@@ -315,7 +315,9 @@ private:
   const TbDesc &tb;
   uint32_t block;
   Net net;
-  char *buffers[3];
+  /// A rank's buffer table: one per BufferKind.
+  static constexpr unsigned NumBuffers = numBufferKinds();
+  char *buffers[NumBuffers];
   FifoDesc send, recv;
   char *staging = nullptr;  ///< Network sends: the slot being filled.
   uint64_t stagedBytes = 0; ///< Its bytes written so far.

@@ -114,7 +114,7 @@ struct KernelParams {
   const Instruction *steps;
   const Dependency *deps;
   const FifoDesc *fifos;
-  char *const *rankBuffers; ///< 3 per rank, indexed by BufferKind.
+  char *const *rankBuffers; ///< numBufferKinds() per rank, indexed by BufferKind.
   uint64_t *progress;       ///< Per CTA, at a stride of progressStride words.
   uint32_t progressStride;
   ChunkLayout layout;
