@@ -121,13 +121,6 @@ template <class T> std::vector<T> download(const void *p, uint64_t n) {
   return v;
 }
 
-/// Whether \p kind has an in-place form (Executor.h).
-bool hasInPlaceForm(CollectiveKind kind) {
-  return kind == CollectiveKind::AllReduce || kind == CollectiveKind::Broadcast ||
-         kind == CollectiveKind::Reduce || kind == CollectiveKind::AllGather ||
-         kind == CollectiveKind::ReduceScatter;
-}
-
 /// One checked run of \p world: inputs filled on the device, the reference
 /// computed from them, the run, every defined output compared. Returns "" or
 /// what went wrong; sets \p skipped when the buffers do not fit the arena.
@@ -551,11 +544,11 @@ TEST(DeviceWorld, ArgumentErrors) {
   Status s = (*world)->run({a}, {a}, 10, DataType::Float32, RedOp::Sum);
   EXPECT_EQ(s.message(), "the plan has 2 ranks but 1 send and 1 receive buffers were given");
   s = (*world)->run({a, nullptr}, {a, a}, 10, DataType::Float32, RedOp::Sum);
-  EXPECT_EQ(s.message(), "rank 1 has a null send buffer");
+  EXPECT_EQ(s.message(), "rank 1: the send buffer is null (count is not 0)");
   s = (*world)->run({a, a}, {a, static_cast<char *>(a) + 2}, 10, DataType::Float32, RedOp::Sum);
-  EXPECT_EQ(s.message(), "rank 1's receive buffer is not aligned to its 4-byte elements");
+  EXPECT_EQ(s.message(), "rank 1: the receive buffer is not aligned to its 4-byte elements");
   s = (*world)->run({a, a}, {a, a}, 10, DataType(200), RedOp::Sum);
-  EXPECT_EQ(s.message(), "invalid data type 200 or operator 0");
+  EXPECT_EQ(s.message(), "rank 0: invalid data type 200");
   EXPECT_TRUE(
       (*world)->run({nullptr, nullptr}, {nullptr, nullptr}, 0, DataType::Float32, RedOp::Sum).ok());
   DeviceOptions o;
@@ -563,6 +556,17 @@ TEST(DeviceWorld, ArgumentErrors) {
   EXPECT_EQ(DeviceWorld::create(plan, o).message(),
             "threads per block must be a multiple of 32 in [32, 1024], not 100");
   cudaFree(a);
+}
+
+TEST(DeviceWorld, RunsEveryRankOfThePlan) {
+  // Refused before the device is touched.
+  std::vector<uint8_t> bytes = serializePlan(ringAllReduce(2, 2));
+  Result<ValidatedPlan> one = ValidatedPlan::parse(bytes.data(), bytes.size(), 1);
+  ASSERT_TRUE(one) << one.message();
+  EXPECT_EQ(DeviceWorld::create(*one).message(),
+            "the plan was loaded for rank 1 only; a DeviceWorld runs every rank");
+  EXPECT_EQ(DeviceWorld::create(one->plan()).message(),
+            "the plan was loaded for rank 1 only; a DeviceWorld runs every rank");
 }
 
 TEST(DeviceWorld, TooManyThreadblocksForOneGpu) {

@@ -30,6 +30,7 @@
 #include "coll/Runtime/PlanIO.h"
 #include "coll/Runtime/Reference.h"
 
+#include <cstdio>
 #include <cstring>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -68,7 +69,7 @@ TEST(LaunchTables, OneRankOfARing) {
   EXPECT_EQ(t.fifos[0].depth, 2u);
   EXPECT_EQ(t.fifoMaxCount, (std::vector<uint32_t>{1, 1}));
   EXPECT_EQ(t.steps.size(), p.ranks[1].threadblocks[0].steps.size());
-  EXPECT_EQ(t.writesInput, std::vector<bool>{false});
+  EXPECT_FALSE(writesInput(p.ranks[1]));
   EXPECT_EQ(t.tbs[0].progressSteps, 0u) << "no threadblock waits for another";
 }
 
@@ -100,75 +101,131 @@ TEST(LaunchTables, SliceShapeStaysWithinTheSlots) {
       }
 }
 
+TEST(LaunchTables, PreparedCallsHaveTheLaunchsSliceShape) {
+  Plan p = ringAllReduce(4, 2);
+  Result<ValidatedPlan> v = ValidatedPlan::make(p);
+  ASSERT_TRUE(v) << v.message();
+  std::vector<char> buffers(1 << 16);
+  for (uint64_t sliceBytes : {16ull, 100ull, 4096ull})
+    for (DataType type : {DataType::Uint8, DataType::Float32, DataType::Float64})
+      for (uint64_t count : {1ull, 7ull, 1000ull}) {
+        PreparedCall c = prepareCall(*v, 1, {buffers.data(), buffers.data(), count, type},
+                                     launchCallOptions(sliceBytes, type));
+        ASSERT_FALSE(c.error) << c.error.message;
+        SliceShape s = sliceShape(count, v->chunksPerUnit(), sliceBytes, dataTypeSize(type));
+        EXPECT_EQ(c.layout.sliceElements, s.layout.sliceElements);
+        EXPECT_EQ(c.layout.numSlices, s.layout.numSlices);
+        EXPECT_EQ(c.layout.maxChunk, s.layout.maxChunk);
+      }
+  PreparedCall c = prepareCall(*v, 1, {buffers.data(), buffers.data() + 2, 10},
+                               launchCallOptions(4096, DataType::Float32));
+  EXPECT_EQ(c.error.message, "rank 1: the receive buffer is not aligned to its 4-byte elements");
+}
+
 /// Host addresses standing in for device buffers (never dereferenced).
 struct FakeBuffers {
   std::vector<char> memory = std::vector<char>(4096);
   char *at(uint64_t offset) { return memory.data() + offset; }
 };
 
+/// Rank \p rank's call of \p plan on \p count floats at \p send and
+/// \p recv, and its buffers with the private copy at \p copy.
+struct BoundCall {
+  PreparedCall call;
+  DeviceBinding b;
+};
+BoundCall bindOn(const Plan &plan, uint32_t rank, char *send, char *recv, uint64_t count,
+                 char *copy) {
+  Result<ValidatedPlan> v = ValidatedPlan::make(plan);
+  if (!v) {
+    ADD_FAILURE() << v.message();
+    return {};
+  }
+  BoundCall out;
+  out.call = prepareCall(*v, rank, {send, recv, count, DataType::Float32},
+                         launchCallOptions(4096, DataType::Float32));
+  EXPECT_FALSE(out.call.error) << out.call.error.message;
+  out.b = bindCall(out.call, copy);
+  return out;
+}
+
+/// A plan of \p n ranks without steps.
+Plan stepless(CollectiveKind kind, uint32_t n, uint32_t in, uint32_t out, bool inplace) {
+  Plan p = makePlan("stepless", kind, n, in, out, 1);
+  p.info.inplace = inplace;
+  return p;
+}
+
 TEST(Binding, OutOfPlacePlan) {
   FakeBuffers m;
+  const Plan p = stepless(CollectiveKind::AllReduce, 2, 1, 1, false);
   // Separate buffers, a plan that does not write its input: nothing to copy.
-  RankBinding b = bindRankBuffers(CollectiveKind::AllReduce, false, false, 1, m.at(0), m.at(1024),
-                                  400, 400, 400, m.at(2048));
-  EXPECT_FALSE(b.needsPrivateCopy);
-  EXPECT_EQ(b.input, m.at(0));
-  EXPECT_EQ(b.output, m.at(1024));
-  EXPECT_TRUE(b.before.empty() && b.after.empty());
+  BoundCall c = bindOn(p, 1, m.at(0), m.at(1024), 100, m.at(2048));
+  EXPECT_EQ(c.call.copyBytes, 0u);
+  EXPECT_EQ(c.b.input, m.at(0));
+  EXPECT_EQ(c.b.output, m.at(1024));
+  EXPECT_TRUE(c.b.before.empty() && c.b.after.empty());
   // Called in place: the input is copied first.
-  b = bindRankBuffers(CollectiveKind::AllReduce, false, false, 1, m.at(0), m.at(0), 400, 400, 400,
-                      m.at(2048));
-  EXPECT_TRUE(b.needsPrivateCopy);
-  EXPECT_EQ(b.input, m.at(2048));
-  EXPECT_EQ(b.output, m.at(0));
-  ASSERT_EQ(b.before.size(), 1u);
-  EXPECT_EQ(b.before[0].to, m.at(2048));
-  EXPECT_EQ(b.before[0].from, m.at(0));
-  EXPECT_EQ(b.before[0].bytes, 400u);
+  c = bindOn(p, 1, m.at(0), m.at(0), 100, m.at(2048));
+  EXPECT_EQ(c.call.copyBytes, 400u);
+  EXPECT_EQ(c.b.input, m.at(2048));
+  EXPECT_EQ(c.b.output, m.at(0));
+  ASSERT_EQ(c.b.before.size(), 1u);
+  EXPECT_EQ(c.b.before[0].to, m.at(2048));
+  EXPECT_EQ(c.b.before[0].from, m.at(0));
+  EXPECT_EQ(c.b.before[0].bytes, 400u);
   // A plan that writes its input always runs on a copy.
-  b = bindRankBuffers(CollectiveKind::AllReduce, false, true, 1, m.at(0), m.at(1024), 400, 400, 400,
-                      m.at(2048));
-  EXPECT_TRUE(b.needsPrivateCopy);
-  EXPECT_EQ(b.input, m.at(2048));
+  Plan writes = p;
+  Threadblock tb;
+  add(tb, step(Opcode::Copy, O, 0, I, 0, 1));
+  writes.ranks[1].threadblocks = {tb};
+  c = bindOn(writes, 1, m.at(0), m.at(1024), 100, m.at(2048));
+  EXPECT_EQ(c.call.copyBytes, 400u);
+  EXPECT_EQ(c.b.input, m.at(2048));
 }
 
 TEST(Binding, InPlacePlan) {
   FakeBuffers m;
+  const Plan gather = stepless(CollectiveKind::AllGather, 4, 1, 4, true);
   // The alias: one buffer, no copies.
-  RankBinding b = bindRankBuffers(CollectiveKind::AllGather, true, false, 2, m.at(200), m.at(0),
-                                  100, 400, 100, m.at(2048));
-  EXPECT_FALSE(b.needsPrivateCopy);
-  EXPECT_EQ(b.input, m.at(200));
-  EXPECT_TRUE(b.before.empty());
+  BoundCall c = bindOn(gather, 2, m.at(200), m.at(0), 25, m.at(2048));
+  EXPECT_EQ(c.call.copyBytes, 0u);
+  EXPECT_EQ(c.b.input, m.at(200));
+  EXPECT_TRUE(c.b.before.empty());
   // Out of place: the input goes to its place in the output first.
-  b = bindRankBuffers(CollectiveKind::AllGather, true, false, 2, m.at(1024), m.at(0), 100, 400, 100,
-                      m.at(2048));
-  EXPECT_FALSE(b.needsPrivateCopy);
-  EXPECT_EQ(b.input, m.at(200));
-  ASSERT_EQ(b.before.size(), 1u);
-  EXPECT_EQ(b.before[0].to, m.at(200));
-  EXPECT_EQ(b.before[0].from, m.at(1024));
+  c = bindOn(gather, 2, m.at(1024), m.at(0), 25, m.at(2048));
+  EXPECT_EQ(c.call.copyBytes, 0u);
+  EXPECT_EQ(c.b.input, m.at(200));
+  ASSERT_EQ(c.b.before.size(), 1u);
+  EXPECT_EQ(c.b.before[0].to, m.at(200));
+  EXPECT_EQ(c.b.before[0].from, m.at(1024));
   // Reducescatter out of place: runs in a copy, block r copied out after.
-  b = bindRankBuffers(CollectiveKind::ReduceScatter, true, false, 1, m.at(0), m.at(1024), 400, 100,
-                      100, m.at(2048));
-  EXPECT_TRUE(b.needsPrivateCopy);
-  EXPECT_EQ(b.input, m.at(2048));
-  EXPECT_EQ(b.output, m.at(2148));
-  ASSERT_EQ(b.before.size(), 1u);
-  EXPECT_EQ(b.before[0].to, m.at(2048));
-  ASSERT_EQ(b.after.size(), 1u);
-  EXPECT_EQ(b.after[0].to, m.at(1024));
-  EXPECT_EQ(b.after[0].from, m.at(2148));
-  EXPECT_EQ(b.after[0].bytes, 100u);
+  c = bindOn(stepless(CollectiveKind::ReduceScatter, 4, 4, 1, true), 1, m.at(0), m.at(1024), 25,
+             m.at(2048));
+  EXPECT_EQ(c.call.copyBytes, 400u);
+  EXPECT_EQ(c.b.input, m.at(2048));
+  EXPECT_EQ(c.b.output, m.at(2148));
+  ASSERT_EQ(c.b.before.size(), 1u);
+  EXPECT_EQ(c.b.before[0].to, m.at(2048));
+  ASSERT_EQ(c.b.after.size(), 1u);
+  EXPECT_EQ(c.b.after[0].to, m.at(1024));
+  EXPECT_EQ(c.b.after[0].from, m.at(2148));
+  EXPECT_EQ(c.b.after[0].bytes, 100u);
   // Allreduce out of place with overlapping buffers: through the copy.
-  b = bindRankBuffers(CollectiveKind::AllReduce, true, false, 0, m.at(0), m.at(100), 400, 400, 400,
-                      m.at(2048));
-  EXPECT_TRUE(b.needsPrivateCopy);
-  ASSERT_EQ(b.before.size(), 2u);
-  EXPECT_EQ(b.before[0].to, m.at(2048));
-  EXPECT_EQ(b.before[1].to, m.at(100));
-  EXPECT_EQ(b.before[1].from, m.at(2048));
-  EXPECT_EQ(b.input, m.at(100));
+  c = bindOn(stepless(CollectiveKind::AllReduce, 4, 1, 1, true), 0, m.at(0), m.at(100), 100,
+             m.at(2048));
+  EXPECT_EQ(c.call.copyBytes, 400u);
+  ASSERT_EQ(c.b.before.size(), 2u);
+  EXPECT_EQ(c.b.before[0].to, m.at(2048));
+  EXPECT_EQ(c.b.before[1].to, m.at(100));
+  EXPECT_EQ(c.b.before[1].from, m.at(2048));
+  EXPECT_EQ(c.b.input, m.at(100));
+}
+
+uint64_t checksumOf(const Plan &p) {
+  Result<ValidatedPlan> v = ValidatedPlan::make(p);
+  EXPECT_TRUE(v) << v.message();
+  return v ? v->checksum() : 0;
 }
 
 std::vector<PeerHello> hellosOf(const Plan &p) {
@@ -176,78 +233,83 @@ std::vector<PeerHello> hellosOf(const Plan &p) {
   for (uint32_t r = 0; r < p.info.nranks; ++r) {
     hellos[r].rank = r;
     hellos[r].nranks = p.info.nranks;
-    hellos[r].plan = planIdentity(p, r);
+    hellos[r].plan = checksumOf(p);
     hellos[r].sliceBytes = 1024;
   }
   return hellos;
 }
 
-std::vector<uint64_t> sectionHashes(const Plan &p) {
-  std::vector<uint64_t> h;
-  for (const RankPlan &rp : p.ranks)
-    h.push_back(hashRankPlan(rp));
-  return h;
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
 }
 
 TEST(Setup, SamePlanEverywhere) {
   Plan p = ringAllReduce(4, 2);
-  EXPECT_TRUE(checkHellos(hellosOf(p), 0, sectionHashes(p)));
-  EXPECT_TRUE(checkHellos(hellosOf(p), 3, {}));
+  EXPECT_TRUE(checkHellos(hellosOf(p)));
 }
 
 TEST(Setup, SectionLoadedAloneHasTheSameIdentity) {
   Plan p = ringAllReduce(3, 2);
   std::vector<uint8_t> bytes = serializePlan(p);
-  Result<Plan> whole = parsePlan(bytes.data(), bytes.size());
-  Result<Plan> one = parsePlan(bytes.data(), bytes.size(), 1);
+  Result<ValidatedPlan> whole = ValidatedPlan::parse(bytes.data(), bytes.size());
+  Result<ValidatedPlan> one = ValidatedPlan::parse(bytes.data(), bytes.size(), 1);
   ASSERT_TRUE(whole) << whole.message();
   ASSERT_TRUE(one) << one.message();
-  PlanIdentity a = planIdentity(*whole, 1), b = planIdentity(*one, 1);
-  EXPECT_EQ(a.info, b.info);
-  EXPECT_EQ(a.section, b.section);
-  EXPECT_NE(a.whole, 0u);
-  EXPECT_EQ(b.whole, 0u);
-  EXPECT_NE(planIdentity(*whole, 0).section, a.section);
+  EXPECT_TRUE(whole->holdsEveryRank());
+  EXPECT_FALSE(one->holdsEveryRank());
+  EXPECT_EQ(whole->checksum(), one->checksum());
+  // A plan made in memory: the checksum its file would store.
+  EXPECT_EQ(checksumOf(p), whole->checksum());
+  Plan q = ringAllReduce(3, 3);
+  std::vector<uint8_t> other = serializePlan(q);
+  Result<ValidatedPlan> otherOne = ValidatedPlan::parse(other.data(), other.size(), 1);
+  ASSERT_TRUE(otherOne) << otherOne.message();
+  EXPECT_NE(otherOne->checksum(), one->checksum());
 }
 
 TEST(Setup, DifferentPlansNameTheRanks) {
   Plan p = ringAllReduce(4, 2), q = ringAllReduce(4, 3);
   std::vector<PeerHello> hellos = hellosOf(p);
-  hellos[2].plan = planIdentity(q, 2);
-  hellos[3].plan = planIdentity(q, 3);
-  Status st = checkHellos(hellos, 0, sectionHashes(p));
+  hellos[2].plan = checksumOf(q);
+  hellos[3].plan = checksumOf(q);
+  Status st = checkHellos(hellos);
   ASSERT_FALSE(st);
-  EXPECT_NE(st.message().find("ranks 2 and 3"), std::string::npos) << st.message();
-  EXPECT_NE(st.message().find("rank 0's"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message(), "the ranks hold different plans: ranks 2 and 3 hold a plan that differs "
+                          "from rank 0's (checksum " +
+                              hex(checksumOf(q)) + " on rank 2, " + hex(checksumOf(p)) +
+                              " on rank 0)");
 
-  // The same facts, another section on rank 1: its whole plan differs.
+  // The same facts, another section on rank 1, whole or loaded alone.
   Plan r = p;
   r.ranks[1].threadblocks[0].steps[0].count = 3;
+  std::vector<uint8_t> bytes = serializePlan(r);
+  Result<ValidatedPlan> alone = ValidatedPlan::parse(bytes.data(), bytes.size(), 1);
+  ASSERT_TRUE(alone) << alone.message();
   hellos = hellosOf(p);
-  hellos[1].plan = planIdentity(r, 1);
-  st = checkHellos(hellos, 0, sectionHashes(p));
+  hellos[1].plan = alone->checksum();
+  st = checkHellos(hellos);
   ASSERT_FALSE(st);
   EXPECT_NE(st.message().find("rank 1 holds a plan that differs from rank 0"), std::string::npos)
       << st.message();
 
-  // Rank 1 holds its section only: rank 0 finds it differs from its copy.
   hellos = hellosOf(p);
-  hellos[1].plan = planIdentity(r, 1);
-  hellos[1].plan.whole = 0;
-  st = checkHellos(hellos, 0, sectionHashes(p));
+  hellos[1].nranks = 3;
+  st = checkHellos(hellos);
   ASSERT_FALSE(st);
-  EXPECT_NE(st.message().find("section of rank 1 differs from rank 0's copy"), std::string::npos)
-      << st.message();
+  EXPECT_EQ(st.message(), "the ranks hold different plans: rank 1 holds a plan of another number "
+                          "of ranks than rank 0's 4");
 
   hellos = hellosOf(p);
   hellos[3].sliceBytes = 2048;
-  st = checkHellos(hellos, 0, {});
+  st = checkHellos(hellos);
   ASSERT_FALSE(st);
   EXPECT_NE(st.message().find("rank 3 uses another slice size"), std::string::npos) << st.message();
 
   hellos = hellosOf(p);
   hellos[1].failed = 1;
-  st = checkHellos(hellos, 0, {});
+  st = checkHellos(hellos);
   ASSERT_FALSE(st);
   EXPECT_NE(st.message().find("rank 1 could not prepare its part"), std::string::npos)
       << st.message();
@@ -686,7 +748,7 @@ TEST(LaunchHelpers, StagingCopiesInOneLaunch) {
   ASSERT_EQ(cudaMemcpy(dsrc, src.data(), srcBytes, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemset(ddst, 0xcd, dstBytes), cudaSuccess);
   const uint64_t sizes[] = {1, 15, 16, 17, 100, 4095, 65536 + 13, 200003, 1000000, 33};
-  std::vector<StagingCopy> copies;
+  std::vector<kernels::StagingCopy> copies;
   uint64_t at = 0;
   for (uint32_t i = 0; i < 80; ++i) {
     uint64_t bytes = sizes[i % 10], from = (i * 37) % 4096 + i % 16, to = at + (i * 5) % 16;
@@ -704,7 +766,7 @@ TEST(LaunchHelpers, StagingCopiesInOneLaunch) {
   ASSERT_EQ(launchStagingCopies(copies, stream), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   std::vector<unsigned char> want(dstBytes, 0xcd), got(dstBytes);
-  for (const StagingCopy &c : copies)
+  for (const kernels::StagingCopy &c : copies)
     std::memcpy(want.data() + (c.to - ddst), src.data() + (c.from - dsrc), c.bytes);
   ASSERT_EQ(cudaMemcpy(got.data(), ddst, dstBytes, cudaMemcpyDeviceToHost), cudaSuccess);
   uint64_t wrong = 0, first = 0;
@@ -801,8 +863,7 @@ TEST(IdleRanks, ARankWithoutThreadblocksHasEmptyTables) {
   EXPECT_TRUE(t.remoteSends.empty());
   EXPECT_EQ(t.numRecvFifos, 0u);
   EXPECT_EQ(t.sharedSteps, 0u);
-  ASSERT_EQ(t.writesInput.size(), 1u);
-  EXPECT_FALSE(t.writesInput[0]);
+  EXPECT_FALSE(writesInput(p.ranks[2]));
   Result<ConnectionLayout> l = layoutConnections(t, p.ranks[2], 2, 4096, std::vector<bool>(4));
   ASSERT_TRUE(l) << l.message();
   EXPECT_TRUE(l->entries.empty());
@@ -828,7 +889,7 @@ TEST(IdleRanks, ARankWithoutThreadblocksHasEmptyTables) {
   // A launch of the idle rank allocates nothing but a copy it may need.
   const SliceShape shape = sliceShape(1000, *planChunksPerUnit(p.info), 4096, 4);
   Result<LaunchMemory> m = layoutLaunchMemory(t, idle, shape.layout, shape.pieceStride, 4,
-                                              /*slots=*/false, {false}, 4000, MemoryCap());
+                                              /*slots=*/false, {0}, MemoryCap());
   ASSERT_TRUE(m) << m.message();
   EXPECT_EQ(m->slotBytes + m->scratchBytes + m->copyBytes, 0u);
 }
@@ -848,11 +909,9 @@ TEST(IdleRanks, EveryRankOnOneDevice) {
   EXPECT_TRUE(t.remoteSends.empty());
   EXPECT_EQ(t.tbs[0].sendFifo, t.tbs[1].recvFifo);
   EXPECT_EQ(t.tbs[1].sendFifo, t.tbs[0].recvFifo);
-  EXPECT_EQ(t.writesInput.size(), 4u);
   const SliceShape shape = sliceShape(1000, *planChunksPerUnit(p.info), 4096, 4);
-  Result<LaunchMemory> m =
-      layoutLaunchMemory(t, sections, shape.layout, shape.pieceStride, 4,
-                         /*slots=*/true, {false, false, true, false}, 4000, MemoryCap());
+  Result<LaunchMemory> m = layoutLaunchMemory(t, sections, shape.layout, shape.pieceStride, 4,
+                                              /*slots=*/true, {0, 0, 4000, 0}, MemoryCap());
   ASSERT_TRUE(m) << m.message();
   EXPECT_EQ(m->slotBytes, 2 * 2 * shape.pieceStride);
   EXPECT_EQ(m->scratchBytes, 0u);
@@ -876,12 +935,12 @@ TEST(IdleRanks, OneRankWithoutThreadblocks) {
   // Called out of place, the in-place plan's input is staged into the
   // output, and nothing else happens.
   std::vector<float> in(7), out(7);
-  RankBinding b = bindRankBuffers(CollectiveKind::AllReduce, true, false, 0, in.data(), out.data(),
-                                  28, 28, 28, nullptr);
-  ASSERT_EQ(b.before.size(), 1u);
-  EXPECT_EQ(b.before[0].to, reinterpret_cast<char *>(out.data()));
-  EXPECT_EQ(b.before[0].bytes, 28u);
-  EXPECT_FALSE(b.needsPrivateCopy);
+  BoundCall c = bindOn(p, 0, reinterpret_cast<char *>(in.data()),
+                       reinterpret_cast<char *>(out.data()), 7, nullptr);
+  ASSERT_EQ(c.b.before.size(), 1u);
+  EXPECT_EQ(c.b.before[0].to, reinterpret_cast<char *>(out.data()));
+  EXPECT_EQ(c.b.before[0].bytes, 28u);
+  EXPECT_EQ(c.call.copyBytes, 0u);
 }
 
 TEST(LaunchMemory, SizeOverflowNamesThePlanField) {
@@ -891,7 +950,7 @@ TEST(LaunchMemory, SizeOverflowNamesThePlanField) {
   LaunchTables t = buildLaunchTables(p.info, one);
   const ChunkLayout layout = ChunkLayout::make(uint64_t(1) << 40, 2, 1 << 20);
   Result<LaunchMemory> m =
-      layoutLaunchMemory(t, one, layout, 16, 8, /*slots=*/true, {false}, 0, MemoryCap());
+      layoutLaunchMemory(t, one, layout, 16, 8, /*slots=*/true, {0}, MemoryCap());
   ASSERT_FALSE(m);
   EXPECT_EQ(m.message(), "rank 0's scratch (scratchChunks 4294967295 x 549755813888 elements x 8 "
                          "bytes) overflows 64 bits");
@@ -903,7 +962,7 @@ TEST(LaunchMemory, SizeOverflowNamesThePlanField) {
   for (uint32_t r = 0; r < 4; ++r)
     all.push_back({r, &ring.ranks[r]});
   LaunchTables rt = buildLaunchTables(ring.info, all);
-  m = layoutLaunchMemory(rt, all, layout, uint64_t(1) << 40, 8, /*slots=*/true, {}, 0, MemoryCap());
+  m = layoutLaunchMemory(rt, all, layout, uint64_t(1) << 40, 8, /*slots=*/true, {}, MemoryCap());
   ASSERT_FALSE(m);
   EXPECT_EQ(m.message(), "the FIFO of rank 0 threadblock 0 (connectionDepth 4294967295 x 1 chunks "
                          "per message x 1099511627776 bytes per slice) overflows 64 bits");
@@ -925,7 +984,7 @@ TEST(LaunchMemory, CapNamesTheLargestPart) {
   MemoryCap cap;
   cap.bufferBytes = 16384;
   cap.option = "DeviceOptions::memoryLimitBytes";
-  Result<LaunchMemory> m = layoutLaunchMemory(t, one, layout, 4096, 4, true, {false}, 8192, cap);
+  Result<LaunchMemory> m = layoutLaunchMemory(t, one, layout, 4096, 4, true, {0}, cap);
   ASSERT_FALSE(m);
   EXPECT_NE(m.message().find("17179869184 bytes for rank 0's scratch (scratchChunks 4194304 x 1024 "
                              "elements x 4 bytes); raise the limit with "
@@ -933,7 +992,7 @@ TEST(LaunchMemory, CapNamesTheLargestPart) {
             std::string::npos)
       << m.message();
   cap.limitBytes = noMemoryLimit;
-  m = layoutLaunchMemory(t, one, layout, 4096, 4, true, {false}, 8192, cap);
+  m = layoutLaunchMemory(t, one, layout, 4096, 4, true, {0}, cap);
   ASSERT_TRUE(m) << m.message();
   EXPECT_EQ(m->scratchBytes, uint64_t(1) << 34);
 
@@ -943,7 +1002,7 @@ TEST(LaunchMemory, CapNamesTheLargestPart) {
   cap.heldBytes = 1000;
   cap.heldWhat = "rank 0's connection memory";
   cap.option = "NcclOptions::memoryLimitBytes";
-  m = layoutLaunchMemory(t, one, layout, 4096, 4, false, {false}, 8192, cap);
+  m = layoutLaunchMemory(t, one, layout, 4096, 4, false, {0}, cap);
   ASSERT_FALSE(m);
   EXPECT_EQ(m.message(), "the call needs 1000 bytes of memory besides its buffers, more than the "
                          "memory limit of 100 bytes: 1000 bytes for rank 0's connection memory; "

@@ -31,6 +31,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,10 @@ class LoopbackWorld {
 public:
   /// "" or what went wrong.
   std::string setUp(const Plan &whole, uint64_t sliceBytes, double timeoutSeconds) {
+    Result<ValidatedPlan> v = ValidatedPlan::make(whole);
+    if (!v)
+      return v.message();
+    validated = *v;
     info = whole.info;
     const uint32_t n = info.nranks;
     const uint64_t stride = maxPieceStride(sliceBytes);
@@ -165,25 +170,25 @@ public:
       return "no loopback kernel for this type and operator";
     const size_t es = dataTypeSize(type);
     const uint32_t chunks = *planChunksPerUnit(info);
-    const BufferElements elems = collectiveBufferElements(info.collective, n, count);
     std::vector<uint32_t> which = active;
     if (which.empty())
       for (uint32_t r = 0; r < n; ++r)
         which.push_back(r);
-    std::vector<RankBinding> bindings(n);
+    std::vector<DeviceBinding> bindings(n);
     for (uint32_t r : which) {
       LoopbackRank &rk = *ranks[r];
       const SliceShape shape = sliceShape(count, chunks, rk.options.sliceBytes, es);
-      auto bind = [&](char *copy) {
-        return bindRankBuffers(info.collective, info.inplace, rk.tables.writesInput[0], r, send[r],
-                               recv[r], elems.input * es, elems.output * es, count * es, copy);
-      };
+      CallOptions o = launchCallOptions(rk.options.sliceBytes, type);
+      o.worldRanks = n;
+      PreparedCall call = prepareCall(*validated, r, {send[r], recv[r], count, type, op}, o);
+      if (call.error)
+        return call.error.message;
       const uint64_t scratchBytes =
           shape.layout.scratchElements(rk.plan.ranks[0].scratchChunks) * es;
-      if (rk.scratch.reserve(scratchBytes) || rk.privateCopy.reserve(elems.input * es))
+      if (rk.scratch.reserve(scratchBytes) || rk.privateCopy.reserve(call.copyBytes))
         return "cannot allocate scratch";
-      RankBinding &b = bindings[r] = bind(rk.privateCopy.ptr);
-      for (const StagingCopy &c : b.before)
+      DeviceBinding &b = bindings[r] = bindCall(call, rk.privateCopy.ptr);
+      for (const kernels::StagingCopy &c : b.before)
         if (cudaMemcpy(c.to, c.from, c.bytes, cudaMemcpyDeviceToDevice))
           return "cannot stage an input";
       std::vector<char *> table(3);
@@ -216,13 +221,14 @@ public:
                                                  rk.options.timeoutSeconds)
                                .message()
                          : "stopped without a recorded failure";
-      for (const StagingCopy &c : bindings[r].after)
+      for (const kernels::StagingCopy &c : bindings[r].after)
         if (cudaMemcpy(c.to, c.from, c.bytes, cudaMemcpyDeviceToDevice))
           return "cannot copy a result out";
     }
     return "";
   }
 
+  std::optional<ValidatedPlan> validated;
   PlanInfo info;
   std::vector<std::unique_ptr<LoopbackRank>> ranks;
   uint32_t signalsPerRank = 0;

@@ -2,8 +2,9 @@
 //
 // The host side of the CUDA executor: uploads the plan as tables of
 // threadblocks, instructions, dependencies and FIFOs; sizes scratch and
-// connection memory for each launch's count and data type; binds the
-// ranks' buffers as LocalWorld does (in place or out of place); launches
+// connection memory for each launch's count and data type; prepares each
+// rank's call (prepareCall, PreparedCall.h) and resolves its buffers and
+// staging copies to device memory; launches
 // one cooperative grid (all CTAs resident at once, or an error); and turns
 // the device's error record into a message.
 //
@@ -16,6 +17,7 @@
 #include "coll/Runtime/PlanIO.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <limits>
 
@@ -25,7 +27,8 @@ using namespace kernels;
 
 /// The state behind a DeviceWorld.
 struct DeviceWorldState {
-  Plan plan;
+  explicit DeviceWorldState(const ValidatedPlan &plan) : plan(plan) {}
+  ValidatedPlan plan;
   DeviceOptions options;
   int device = 0;
   uint32_t numBlocks = 0;
@@ -82,10 +85,19 @@ Result<std::unique_ptr<DeviceWorld>> DeviceWorld::create(const Plan &plan,
   if (plan.loadedRank >= 0)
     return Status::error(cat("the plan was loaded for rank ", plan.loadedRank,
                              " only; a DeviceWorld runs every rank"));
-  if (Status st = validatePlan(plan); !st)
-    return Status::error("invalid plan: " + st.message());
-  if (Result<uint32_t> c = planChunksPerUnit(plan.info); !c)
-    return c.getStatus();
+  // The world keeps the plan: a copy, validated once.
+  Result<ValidatedPlan> validated = ValidatedPlan::make(plan);
+  if (!validated)
+    return validated.getStatus();
+  return create(*validated, options);
+}
+
+Result<std::unique_ptr<DeviceWorld>> DeviceWorld::create(const ValidatedPlan &validated,
+                                                         const DeviceOptions &options) {
+  if (!validated.holdsEveryRank())
+    return Status::error(cat("the plan was loaded for rank ", validated.plan().loadedRank,
+                             " only; a DeviceWorld runs every rank"));
+  const Plan &plan = validated.plan();
   if (options.threadsPerBlock == 0 || options.threadsPerBlock % 32 ||
       options.threadsPerBlock > 1024)
     return Status::error(cat("threads per block must be a multiple of 32 in [32, 1024], not ",
@@ -95,8 +107,7 @@ Result<std::unique_ptr<DeviceWorld>> DeviceWorld::create(const Plan &plan,
   if (!(options.timeoutSeconds > 0) || options.timeoutSeconds > 1e9)
     return Status::error("the timeout must be in (0, 1e9] seconds");
 
-  auto st = std::make_unique<DeviceWorldState>();
-  st->plan = plan;
+  auto st = std::make_unique<DeviceWorldState>(validated);
   st->options = options;
   cudaError_t err;
   if (options.device >= 0) {
@@ -117,7 +128,7 @@ Result<std::unique_ptr<DeviceWorld>> DeviceWorld::create(const Plan &plan,
   // Tables: threadblocks in rank order, their instructions and dependencies
   // concatenated; one FIFO per receiving threadblock.
   for (uint32_t r = 0; r < plan.info.nranks; ++r)
-    st->sections.push_back({r, &st->plan.ranks[r]});
+    st->sections.push_back({r, st->plan.section(r)});
   st->tables = buildLaunchTables(plan.info, st->sections);
   const std::vector<Instruction> &steps = st->tables.steps;
   const std::vector<Dependency> &deps = st->tables.deps;
@@ -174,55 +185,58 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
                            const std::vector<void *> &recvbufs, uint64_t count, DataType type,
                            RedOp op, cudaStream_t stream) {
   DeviceWorldState &w = *s;
-  const PlanInfo &info = w.plan.info;
+  const PlanInfo &info = w.plan.info();
   const uint32_t nranks = info.nranks;
   if (sendbufs.size() != nranks || recvbufs.size() != nranks)
     return Status::error(cat("the plan has ", nranks, " ranks but ", sendbufs.size(), " send and ",
                              recvbufs.size(), " receive buffers were given"));
-  KernelFn fn;
-  size_t es;
-  if (Status st = checkLaunchArguments(type, op, count, nranks, fn, es); !st)
-    return st;
+  // Each rank's call, prepared as every executor's is: the first rank
+  // whose arguments are bad names itself.
+  CallOptions callOptions = launchCallOptions(w.options.sliceBytes, type);
+  callOptions.worldRanks = nranks;
+  std::vector<PreparedCall> calls;
+  calls.reserve(nranks);
+  for (uint32_t r = 0; r < nranks; ++r) {
+    calls.push_back(
+        prepareCall(w.plan, r, {sendbufs[r], recvbufs[r], count, type, op}, callOptions));
+    if (calls.back().error)
+      return calls.back().error.status();
+  }
   if (count == 0)
     return Status::success();
-  for (uint32_t r = 0; r < nranks; ++r)
-    if (Status st = checkRankBuffers(r, sendbufs[r], recvbufs[r], es); !st)
-      return st;
+  const KernelFn fn = selectKernel(type, op);
+  assert(fn && "prepareCall() accepts only the types and operators of a kernel");
+  const size_t es = calls[0].elementSize;
   // Launches share the counters and memory: one stream at a time, so a
   // launch on another stream first waits for the last one.
   cudaError_t err;
   if (w.launched && stream != w.lastStream && (err = cudaStreamSynchronize(w.lastStream)))
     return w.fail("a previous launch failed", err);
-  const uint32_t chunks = *planChunksPerUnit(info);
-  const BufferElements elems = collectiveBufferElements(info.collective, nranks, count);
 
   // Slices of sliceBytes, no larger than the largest chunk; message pieces
-  // start 16-byte aligned.
-  const SliceShape shape = sliceShape(count, chunks, w.options.sliceBytes, es);
+  // start 16-byte aligned. The prepared calls have the same layout.
+  const SliceShape shape = sliceShape(count, w.plan.chunksPerUnit(), w.options.sliceBytes, es);
   const ChunkLayout &layout = shape.layout;
   const uint64_t pieceStride = shape.pieceStride;
+  assert(layout.sliceElements == calls[0].layout.sliceElements &&
+         layout.numSlices == calls[0].layout.numSlices && "one slice shape");
 
   // Memory for this count: FIFO slots, scratch, private input copies, sized
   // with overflow checks and capped before anything is allocated. Growing
   // frees memory that earlier launches may still use: wait for them first.
-  const uint64_t inBytes = elems.input * es, outBytes = elems.output * es, unitBytes = count * es;
-  auto bind = [&](uint32_t r, char *privateCopy) {
-    return bindRankBuffers(info.collective, info.inplace, w.tables.writesInput[r], r, sendbufs[r],
-                           recvbufs[r], inBytes, outBytes, unitBytes, privateCopy);
-  };
-  std::vector<bool> privateCopy(nranks);
+  std::vector<uint64_t> privateCopy(nranks);
   MemoryCap cap;
   cap.limitBytes = w.options.memoryLimitBytes;
   cap.option = "DeviceOptions::memoryLimitBytes";
   for (uint32_t r = 0; r < nranks; ++r) {
-    // A private copy of the input: see the binding below.
-    privateCopy[r] = bind(r, nullptr).needsPrivateCopy;
-    const uint64_t rankBytes = inBytes + outBytes; // Below 2^63: checkLaunchArguments.
+    privateCopy[r] = calls[r].copyBytes;
+    // Below 2^63: prepareCall() bounds the count.
+    const uint64_t rankBytes = calls[r].inputBytes + calls[r].outputBytes;
     cap.bufferBytes =
         cap.bufferBytes > ~uint64_t(0) - rankBytes ? ~uint64_t(0) : cap.bufferBytes + rankBytes;
   }
   Result<LaunchMemory> memory = layoutLaunchMemory(w.tables, w.sections, layout, pieceStride, es,
-                                                   /*slots=*/true, privateCopy, inBytes, cap);
+                                                   /*slots=*/true, privateCopy, cap);
   if (!memory)
     return memory.getStatus();
   const uint64_t slotBytes = memory->slotBytes, scratchBytes = memory->scratchBytes,
@@ -255,25 +269,27 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
     w.slotsPieceStride = pieceStride;
   }
 
-  // Bind each rank's buffers as the plan addresses them (LocalWorld's rules,
-  // Executor.h), with device-to-device copies on the stream.
-  // A rank's copies run in order; the ranks' i-th copies (a wave) run
-  // together.
+  // Each rank's Input and Output as its prepared call places them, with
+  // device-to-device copies on the stream. A rank's copies run in order;
+  // the ranks' i-th copies (a wave) run together.
   std::vector<char *> table(size_t(nranks) * 3);
-  std::vector<std::vector<StagingCopy>> waves;
-  std::vector<StagingCopy> copyOuts;
+  std::vector<std::vector<kernels::StagingCopy>> waves;
+  std::vector<kernels::StagingCopy> copyOuts;
+  std::vector<void *> divided;
   for (uint32_t r = 0; r < nranks; ++r) {
-    RankBinding b = bind(r, w.inputCopies.ptr + copyOffset[r]);
+    DeviceBinding b = bindCall(calls[r], w.inputCopies.ptr + copyOffset[r]);
     if (waves.size() < b.before.size())
       waves.resize(b.before.size());
     for (size_t i = 0; i < b.before.size(); ++i)
       waves[i].push_back(b.before[i]);
     copyOuts.insert(copyOuts.end(), b.after.begin(), b.after.end());
+    if (calls[r].divideByRanks)
+      divided.push_back(recvbufs[r]);
     table[3 * r + unsigned(BufferKind::Input)] = b.input;
     table[3 * r + unsigned(BufferKind::Output)] = b.output;
     table[3 * r + unsigned(BufferKind::Scratch)] = w.scratchMemory.ptr + scratchOffset[r];
   }
-  for (const std::vector<StagingCopy> &wave : waves)
+  for (const std::vector<kernels::StagingCopy> &wave : waves)
     if ((err = launchStagingCopies(wave, stream)))
       return w.fail("cannot stage the ranks' inputs", err);
   if (table != w.rankBuffers) {
@@ -297,19 +313,13 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
   // Finish: results computed away from the user's output, then Avg.
   if ((err = launchStagingCopies(copyOuts, stream)))
     return w.fail("cannot copy the results out", err);
-  if (op == RedOp::Avg && collectiveReduces(info.collective)) {
-    std::vector<void *> outputs;
-    for (uint32_t r = 0; r < nranks; ++r)
-      if (collectiveDefinesOutput(info.collective, info.root, r))
-        outputs.push_back(recvbufs[r]);
-    if ((err = launchDivide(type, outputs, count, nranks, stream)))
-      return w.fail("cannot launch the division of avg", err);
-  }
+  if (!divided.empty() && (err = launchDivide(type, divided, count, nranks, stream)))
+    return w.fail("cannot launch the division of avg", err);
   return Status::success();
 }
 
 Status DeviceWorldState::describeFailure(const DeviceError &e) const {
-  return describeDeviceFailure(e, tables, sections, plan.info.connectionDepth,
+  return describeDeviceFailure(e, tables, sections, plan.info().connectionDepth,
                                options.timeoutSeconds);
 }
 

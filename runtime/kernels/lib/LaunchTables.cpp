@@ -15,14 +15,6 @@
 
 namespace coll::kernels {
 
-bool planWritesInput(const RankPlan &rp) {
-  for (const Threadblock &tb : rp.threadblocks)
-    for (const Instruction &in : tb.steps)
-      if (opcodeFlags(in.op).writeDst && in.dstBuf == BufferKind::Input)
-        return true;
-  return false;
-}
-
 LaunchTables buildLaunchTables(const PlanInfo &info, const std::vector<RankSection> &sections) {
   LaunchTables t;
   // Receive FIFOs by (receiver, sender, channel), in the order of their
@@ -33,7 +25,6 @@ LaunchTables buildLaunchTables(const PlanInfo &info, const std::vector<RankSecti
   for (uint32_t s = 0; s < sections.size(); ++s) {
     const RankPlan &rp = *sections[s].plan;
     sectionOf[sections[s].rank] = s;
-    t.writesInput.push_back(planWritesInput(rp));
     uint32_t first = uint32_t(t.tbs.size());
     for (uint32_t b = 0; b < rp.threadblocks.size(); ++b) {
       const Threadblock &tb = rp.threadblocks[b];
@@ -124,11 +115,21 @@ uint64_t maxPieceStride(uint64_t sliceBytes) {
   return roundUp(std::max<uint64_t>(sliceBytes, 8), 16);
 }
 
+CallOptions launchCallOptions(uint64_t sliceBytes, DataType type) {
+  CallOptions o;
+  // An invalid type is prepareCall()'s error; any slice size does until then.
+  const uint64_t es = unsigned(type) < numDataTypes() ? dataTypeSize(type) : 1;
+  // sliceShape()'s slice: both layouts cap it at the largest chunk.
+  o.sliceElements = std::max<uint64_t>(1, sliceBytes / es);
+  o.alignedBuffers = true;
+  return o;
+}
+
 Result<LaunchMemory> layoutLaunchMemory(const LaunchTables &tables,
                                         const std::vector<RankSection> &sections,
                                         const ChunkLayout &layout, uint64_t pieceStride, size_t es,
-                                        bool slots, const std::vector<bool> &privateCopy,
-                                        uint64_t inBytes, const MemoryCap &cap) {
+                                        bool slots, const std::vector<uint64_t> &copyBytes,
+                                        const MemoryCap &cap) {
   using detail::checkedBytes;
   using detail::checkedRoundUp;
   LaunchMemory m;
@@ -169,9 +170,9 @@ Result<LaunchMemory> layoutLaunchMemory(const LaunchTables &tables,
     m.scratchOffset[s] = m.scratchBytes;
     m.scratchBytes += *bytes;
     m.copyOffset[s] = m.copyBytes;
-    if (s < privateCopy.size() && privateCopy[s]) {
+    if (s < copyBytes.size() && copyBytes[s]) {
       const std::string copyWhat = cat("a copy of rank ", rank, "'s input");
-      Result<uint64_t> copy = checkedRoundUp(copyWhat, inBytes, kAlign);
+      Result<uint64_t> copy = checkedRoundUp(copyWhat, copyBytes[s], kAlign);
       if (!copy)
         return copy.getStatus();
       if (Status st = d.add(copyWhat, *copy); !st)
@@ -184,81 +185,19 @@ Result<LaunchMemory> layoutLaunchMemory(const LaunchTables &tables,
   return m;
 }
 
-namespace {
-
-bool overlaps(const char *a, uint64_t aBytes, const char *b, uint64_t bBytes) {
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
-}
-
-} // namespace
-
-Status checkLaunchArguments(DataType type, RedOp op, uint64_t count, uint32_t nranks, KernelFn &fn,
-                            size_t &es) {
-  fn = selectKernel(type, op);
-  es = dataTypeSize(type);
-  if (!fn || es == 0)
-    return Status::error(cat("invalid data type ", unsigned(type), " or operator ", unsigned(op)));
-  if (count > std::numeric_limits<uint64_t>::max() / es / nranks / 4)
-    return Status::error(cat("count ", count, " is too large"));
-  return Status::success();
-}
-
-Status checkRankBuffers(uint32_t rank, const void *sendbuf, const void *recvbuf, size_t es) {
-  if (!sendbuf || !recvbuf)
-    return Status::error(
-        cat("rank ", rank, " has a null ", sendbuf ? "receive" : "send", " buffer"));
-  if (reinterpret_cast<uintptr_t>(sendbuf) % es || reinterpret_cast<uintptr_t>(recvbuf) % es)
-    return Status::error(cat("rank ", rank, "'s ",
-                             reinterpret_cast<uintptr_t>(sendbuf) % es ? "send" : "receive",
-                             " buffer is not aligned to its ", es, "-byte elements"));
-  return Status::success();
-}
-
-RankBinding bindRankBuffers(CollectiveKind kind, bool inplacePlan, bool writesInput, uint32_t rank,
-                            const void *sendbuf, void *recvbuf, uint64_t inBytes, uint64_t outBytes,
-                            uint64_t unitBytes, char *privateCopy) {
-  RankBinding b;
-  char *in = static_cast<char *>(const_cast<void *>(sendbuf));
-  char *out = static_cast<char *>(recvbuf);
-  const bool alias = isInPlaceCall(kind, rank, in, out, unitBytes);
-  const bool overlap = overlaps(in, inBytes, out, outBytes);
-  b.needsPrivateCopy = inplacePlan ? !alias && (overlap || kind == CollectiveKind::ReduceScatter)
-                                   : overlap || writesInput;
-  auto snapshot = [&]() -> char * {
-    b.before.push_back({privateCopy, in, inBytes});
-    return privateCopy;
+DeviceBinding bindCall(const PreparedCall &call, char *copy) {
+  DeviceBinding b;
+  const void *send = call.args.sendbuf;
+  void *recv = call.args.recvbuf;
+  b.input = resolve(call.input, send, recv, copy);
+  b.output = resolve(call.output, send, recv, copy);
+  auto device = [&](const coll::StagingCopy &c) {
+    return StagingCopy{resolve(c.to, send, recv, copy), resolve(c.from, send, recv, copy), c.bytes};
   };
-  b.input = in;
-  b.output = out;
-  if (!inplacePlan) {
-    // An out-of-place plan whose input overlaps its output, or which writes
-    // its input, runs on a copy of the input.
-    if (b.needsPrivateCopy)
-      b.input = snapshot();
-  } else if (!alias) {
-    // An in-place plan called out of place: the input goes to its alias
-    // position in the output (through a copy when they overlap);
-    // reducescatter runs in a copy of the input and copies block r out.
-    const char *src = overlap ? snapshot() : in;
-    switch (kind) {
-    case CollectiveKind::AllGather:
-      b.before.push_back({out + rank * unitBytes, src, unitBytes});
-      b.input = out + rank * unitBytes;
-      break;
-    case CollectiveKind::ReduceScatter:
-      if (!overlap)
-        snapshot();
-      b.input = privateCopy;
-      b.output = privateCopy + rank * unitBytes;
-      b.after.push_back({out, b.output, unitBytes});
-      break;
-    default:
-      b.before.push_back({out, src, unitBytes});
-      b.input = out;
-      break;
-    }
-  }
+  for (const coll::StagingCopy &c : call.before)
+    b.before.push_back(device(c));
+  for (const coll::StagingCopy &c : call.after)
+    b.after.push_back(device(c));
   return b;
 }
 

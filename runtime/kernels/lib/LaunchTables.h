@@ -2,10 +2,10 @@
 /// \file
 /// What DeviceWorld (every rank on one GPU) and NcclCommunicator (one rank
 /// per GPU) share on the host: the kernel's tables for a set of ranks, the
-/// slice shape of a launch, how a rank's buffers are bound to the plan's
-/// Input and Output (LocalWorld's in-place rules, coll/Runtime/Executor.h),
-/// the text of a device-side failure, and small CUDA helpers. Everything
-/// but the helpers at the end is pure host logic.
+/// slice shape of a launch, a prepared call (coll/Runtime/PreparedCall.h)
+/// resolved to device pointers, the text of a device-side failure, and
+/// small CUDA helpers. Everything but the helpers at the end is pure host
+/// logic.
 //===----------------------------------------------------------------------===//
 #ifndef COLL_KERNELS_LIB_LAUNCHTABLES_H
 #define COLL_KERNELS_LIB_LAUNCHTABLES_H
@@ -13,6 +13,7 @@
 #include "DeviceKernel.h"
 #include "coll/Kernels/DeviceWorld.h"
 #include "coll/Runtime/Plan.h"
+#include "coll/Runtime/PreparedCall.h"
 #include "coll/Runtime/Status.h"
 
 #include <cstdint>
@@ -68,17 +69,13 @@ struct LaunchTables {
   std::vector<uint32_t> fifoBlock;    ///< The receiving CTA (receive FIFOs).
   uint32_t numRecvFifos = 0;          ///< fifos[0, numRecvFifos) are receive FIFOs.
   std::vector<RemoteSend> remoteSends;
-  std::vector<bool> writesInput; ///< Per section: a step writes its Input.
-  uint32_t sharedSteps = 0;      ///< Steps held in shared memory per CTA.
+  uint32_t sharedSteps = 0; ///< Steps held in shared memory per CTA.
 };
 
 /// Tables for \p sections of a plan with \p info (validated). A send to a
 /// rank in \p sections uses that rank's receive FIFO; a send to any other
 /// rank gets a FIFO of its own, listed in LaunchTables::remoteSends.
 LaunchTables buildLaunchTables(const PlanInfo &info, const std::vector<RankSection> &sections);
-
-/// Whether a step of \p rp writes the Input buffer.
-bool planWritesInput(const RankPlan &rp);
 
 /// How a launch of \p count elements of \p elementBytes moves through the
 /// plan's \p chunks chunks: slices of at most \p sliceBytes, no larger than
@@ -92,6 +89,11 @@ SliceShape sliceShape(uint64_t count, uint32_t chunks, uint64_t sliceBytes, uint
 /// The largest pieceStride of sliceShape() for \p sliceBytes, any count
 /// and any data type.
 uint64_t maxPieceStride(uint64_t sliceBytes);
+
+/// The CallOptions of a launch of \p type with slices of \p sliceBytes:
+/// device buffers must be aligned to their elements, and the slice is
+/// sliceShape()'s, so that the prepared call's layout is the launch's.
+CallOptions launchCallOptions(uint64_t sliceBytes, DataType type);
 
 /// Where a launch keeps, in device memory of its own, what it needs
 /// besides the user's buffers: FIFO slots (DeviceWorld, where every FIFO
@@ -113,18 +115,19 @@ struct MemoryCap {
   std::string heldWhat;     ///< What that is.
 };
 
-/// Lays out the memory of a launch of \p tables (built for \p sections) in \p layout with \p
-/// es-byte elements: the FIFO slots of \p pieceStride bytes per chunk when \p slots, each section's
-/// scratch, and a private copy of \p inBytes for each section whose
-/// \p privateCopy is set. Every size is computed with overflow checks and
+/// Lays out the memory of a launch of \p tables (built for \p sections) in
+/// \p layout with \p es-byte elements: the FIFO slots of \p pieceStride
+/// bytes per chunk when \p slots, each section's scratch, and each
+/// section's private copy of its input of \p copyBytes (PreparedCall::
+/// copyBytes; 0 or missing: none). Every size is computed with overflow checks and
 /// the total held against \p cap before anything is allocated: an error
 /// names the plan field behind the size that overflows, or the largest
 /// part of a total above the cap.
 Result<LaunchMemory> layoutLaunchMemory(const LaunchTables &tables,
                                         const std::vector<RankSection> &sections,
                                         const ChunkLayout &layout, uint64_t pieceStride, size_t es,
-                                        bool slots, const std::vector<bool> &privateCopy,
-                                        uint64_t inBytes, const MemoryCap &cap);
+                                        bool slots, const std::vector<uint64_t> &copyBytes,
+                                        const MemoryCap &cap);
 
 /// A device-to-device copy on the launch's stream.
 struct StagingCopy {
@@ -144,35 +147,18 @@ cudaError_t launchStagingCopies(const std::vector<StagingCopy> &copies, cudaStre
 cudaError_t launchDivide(DataType type, const std::vector<void *> &ptrs, uint64_t n,
                          uint32_t nranks, cudaStream_t stream);
 
-/// How one rank's user buffers are bound to the plan's Input and Output
-/// (LocalWorld's rules, Executor.h).
-struct RankBinding {
-  /// The run needs a private copy of the input (inputBytes).
-  bool needsPrivateCopy = false;
+/// A prepared call's buffers on the device: the plan's Input and Output,
+/// and the staging copies before and after the run, resolved against the
+/// call's send and receive buffers and \p copy, the launch's private copy
+/// of the input (PreparedCall::copyBytes of it; may be null when there is
+/// none).
+struct DeviceBinding {
   char *input = nullptr;
   char *output = nullptr;
   std::vector<StagingCopy> before; ///< In order, before the kernel.
   std::vector<StagingCopy> after;  ///< After the kernel (the result, copied out).
 };
-
-/// Binds \p rank's \p sendbuf (\p inBytes) and \p recvbuf (\p outBytes) for
-/// a plan of \p kind, in place or not (\p inplacePlan), that writes its
-/// input or not; \p unitBytes is the user's count in bytes and
-/// \p privateCopy is where a private copy of the input goes (may be null
-/// when only needsPrivateCopy is wanted).
-RankBinding bindRankBuffers(CollectiveKind kind, bool inplacePlan, bool writesInput, uint32_t rank,
-                            const void *sendbuf, void *recvbuf, uint64_t inBytes, uint64_t outBytes,
-                            uint64_t unitBytes, char *privateCopy);
-
-/// Checks the data type, operator and count of a launch of a plan of
-/// \p nranks ranks; sets \p fn to the kernel and \p es to the element size.
-Status checkLaunchArguments(DataType type, RedOp op, uint64_t count, uint32_t nranks, KernelFn &fn,
-                            size_t &es);
-
-/// Checks rank \p rank's buffers of a launch with a nonzero count: not
-/// null, and aligned to their \p es-byte elements (the kernel loads whole
-/// elements; a misaligned one would fault).
-Status checkRankBuffers(uint32_t rank, const void *sendbuf, const void *recvbuf, size_t es);
+DeviceBinding bindCall(const PreparedCall &call, char *copy);
 
 /// The message of device-side failure \p e of a launch of \p tables built
 /// for \p sections (connections of \p depth slots, waits of

@@ -5,9 +5,9 @@
 //  1. Each rank prepares its part alone: its section of the plan, the
 //     kernel's tables, which peers its LSA team holds, the layout of its
 //     connection memory (layoutConnections in NcclSetup.h).
-//  2. Hellos (ncclAllGather of a fixed-size record): the plan's identity,
-//     the slice size, the transport asked for, the memory and GIN signals
-//     needed, whether step 1 failed. Every rank picks the same transport.
+//  2. Hellos (ncclAllGather of a fixed-size record): the plan's identity
+//     (ValidatedPlan::checksum()), the slice size, the transport asked for, the memory and GIN
+//     signals needed, whether step 1 failed. Every rank picks the same transport.
 //  3. Connection memory: IPC, a cudaMalloc exported with a CUDA IPC handle;
 //     symmetric, an ncclMemAlloc of the largest size any rank needs, then
 //     a device communicator (with GIN signals when some connection crosses
@@ -94,7 +94,8 @@ Status cudaFail(const std::string &what, cudaError_t err) {
 
 /// The state behind an NcclCommunicator.
 struct NcclCommunicatorState {
-  Plan plan; ///< This rank's section.
+  std::optional<ValidatedPlan> validated; ///< The plan as given; each launch is prepared on it.
+  Plan plan;                              ///< This rank's section.
   NcclOptions options;
   ncclComm_t comm = nullptr;
   uint32_t rank = 0, nranks = 0;
@@ -171,8 +172,9 @@ struct NcclCommunicatorState {
     return Status::success();
   }
 
-  /// Step 1: this rank's part, alone; fills \p hello.
-  Status prepare(const Plan &whole, PeerHello &hello, std::vector<uint64_t> &localSections);
+  /// Step 1: this rank's part of \p given (or its error), alone; fills
+  /// \p hello.
+  Status prepare(const Result<ValidatedPlan> &given, PeerHello &hello);
   /// Step 3: the connection memory of the chosen transport; fills \p mine.
   Status allocate(const std::vector<PeerHello> &hellos, PeerMemory &mine);
   /// Step 5: reaches the peers and uploads the FIFO table.
@@ -184,8 +186,7 @@ struct NcclCommunicatorState {
   Status collect(bool block);
 };
 
-Status NcclCommunicatorState::prepare(const Plan &whole, PeerHello &hello,
-                                      std::vector<uint64_t> &localSections) {
+Status NcclCommunicatorState::prepare(const Result<ValidatedPlan> &given, PeerHello &hello) {
   const NcclOptions &o = options;
   if (o.threadsPerBlock == 0 || o.threadsPerBlock % 32 || o.threadsPerBlock > 1024)
     return Status::error(
@@ -196,24 +197,23 @@ Status NcclCommunicatorState::prepare(const Plan &whole, PeerHello &hello,
     return Status::error("the timeout must be in (0, 1e9] seconds");
   if (uint32_t(o.transport) > uint32_t(NcclTransport::Symmetric))
     return Status::error(cat("unknown transport ", uint32_t(o.transport)));
-  if (whole.info.nranks != nranks)
+  if (!given)
+    return given.getStatus();
+  const ValidatedPlan &whole = given.value();
+  hello.nranks = whole.info().nranks;
+  if (whole.info().nranks != nranks)
     return Status::error(
-        cat("the plan has ", whole.info.nranks, " ranks but the NCCL communicator has ", nranks));
-  if (Status st = validatePlan(whole); !st)
-    return Status::error("invalid plan: " + st.message());
-  if (Result<uint32_t> c = planChunksPerUnit(whole.info); !c)
-    return c.getStatus();
-  if (whole.loadedRank >= 0 && uint32_t(whole.loadedRank) != rank)
-    return Status::error(cat("the plan was loaded for rank ", whole.loadedRank,
+        cat("the plan has ", whole.info().nranks, " ranks but the NCCL communicator has ", nranks));
+  if (!whole.section(rank))
+    return Status::error(cat("the plan was loaded for rank ", whole.plan().loadedRank,
                              ", but this is rank ", rank, " of the NCCL communicator"));
 
-  // This rank's section, and the plan's identity.
-  hello.plan = planIdentity(whole, rank);
-  if (whole.loadedRank < 0)
-    for (const RankPlan &rp : whole.ranks)
-      localSections.push_back(hashRankPlan(rp));
-  plan.info = whole.info;
-  plan.ranks = {whole.loadedRank >= 0 ? whole.ranks[0] : whole.ranks[rank]};
+  // This rank's section, and the plan's identity: the checksum of the
+  // file every rank loaded, whole or for itself.
+  validated = whole;
+  hello.plan = whole.checksum();
+  plan.info = whole.info();
+  plan.ranks = {*whole.section(rank)};
   plan.loadedRank = int32_t(rank);
   sections = {{rank, &plan.ranks[0]}};
   tables = buildLaunchTables(plan.info, sections);
@@ -406,6 +406,25 @@ Status NcclCommunicatorState::agree(const Status &mine, const char *what) {
 
 Result<std::unique_ptr<NcclCommunicator>>
 NcclCommunicator::create(const Plan &plan, ncclComm_t comm, const NcclOptions &options) {
+  // The communicator keeps the plan: a copy, validated once. A section
+  // alone has lost the checksum of its file, which the ranks compare.
+  if (plan.loadedRank >= 0)
+    return join(
+        Status::error(cat("the plan '", plan.info.name, "' was loaded for rank ", plan.loadedRank,
+                          " only, without the checksum of its file that the ranks "
+                          "compare: load it with ValidatedPlan::load(path, rank)")),
+        comm, options);
+  return join(ValidatedPlan::make(plan), comm, options);
+}
+
+Result<std::unique_ptr<NcclCommunicator>>
+NcclCommunicator::create(const ValidatedPlan &plan, ncclComm_t comm, const NcclOptions &options) {
+  return join(plan, comm, options);
+}
+
+Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::join(const Result<ValidatedPlan> &plan,
+                                                                 ncclComm_t comm,
+                                                                 const NcclOptions &options) {
   if (!comm)
     return Status::error("the NCCL communicator is null");
   auto st = std::make_unique<NcclCommunicatorState>();
@@ -429,13 +448,11 @@ NcclCommunicator::create(const Plan &plan, ncclComm_t comm, const NcclOptions &o
   // 1 and 2: prepare alone, then meet.
   PeerHello hello;
   hello.rank = st->rank;
-  hello.nranks = plan.info.nranks;
   hello.sliceBytes = options.sliceBytes;
   hello.processToken = processToken();
   hello.device = st->device;
   hello.transport = uint32_t(options.transport);
-  std::vector<uint64_t> localSections;
-  Status prepared = st->prepare(plan, hello, localSections);
+  Status prepared = st->prepare(plan, hello);
   if (!prepared) {
     hello.failed = 1;
     hello.numEntries = 0;
@@ -447,7 +464,7 @@ NcclCommunicator::create(const Plan &plan, ncclComm_t comm, const NcclOptions &o
   std::memcpy(hellos.data(), bytes.data(), bytes.size());
   if (!prepared)
     return prepared;
-  if (Status x = checkHellos(hellos, st->rank, localSections); !x)
+  if (Status x = checkHellos(hellos); !x)
     return x;
   Result<NcclTransport> transport = chooseTransport(hellos);
   if (!transport)
@@ -580,44 +597,41 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
   if (w.failure)
     return Status::error("an earlier run failed (" + w.failure->message() +
                          "); the communicator cannot run again");
-  const PlanInfo &info = w.plan.info;
-  const uint32_t nranks = info.nranks;
-  KernelFn fn;
-  size_t es;
-  if (Status st = checkLaunchArguments(type, op, count, nranks, fn, es); !st)
-    return st;
+  // This rank's call, prepared as every executor's is.
+  CallOptions callOptions = launchCallOptions(w.options.sliceBytes, type);
+  callOptions.worldRanks = w.nranks;
+  callOptions.worldName = "communicator";
+  callOptions.ownSectionSuffices = true;
+  const PreparedCall call =
+      prepareCall(*w.validated, w.rank, {sendbuf, recvbuf, count, type, op}, callOptions);
+  if (call.error)
+    return call.error.status();
+  if (count == 0)
+    return Status::success();
   // The GIN kernel where this rank has peers over the network (its
   // occupancy was checked in prepare()).
   const void *network = w.symmetric && w.networkPeers ? w.symmetric->networkParams() : nullptr;
-  if (network)
-    fn = selectGinKernel(type, op); // Valid wherever selectKernel's is.
-  if (count == 0)
-    return Status::success();
-  if (Status st = checkRankBuffers(w.rank, sendbuf, recvbuf, es); !st)
-    return st;
+  const KernelFn fn = network ? selectGinKernel(type, op) : selectKernel(type, op);
+  assert(fn && "prepareCall() accepts only the types and operators of a kernel");
   DeviceScope scope(w.device);
-  const uint32_t chunks = *planChunksPerUnit(info);
-  const BufferElements elems = collectiveBufferElements(info.collective, nranks, count);
-  const SliceShape shape = sliceShape(count, chunks, w.options.sliceBytes, es);
+  const size_t es = call.elementSize;
+  const SliceShape shape =
+      sliceShape(count, w.validated->chunksPerUnit(), w.options.sliceBytes, es);
   const ChunkLayout &layout = shape.layout;
+  assert(layout.sliceElements == call.layout.sliceElements &&
+         layout.numSlices == call.layout.numSlices && "one slice shape");
   assert(shape.pieceStride <= w.slotStride && "slots are sized for the largest slice");
 
   // Scratch and a private input copy for this count; growing frees memory
   // that earlier launches may still use: wait for them first.
-  const uint64_t inBytes = elems.input * es, outBytes = elems.output * es, unitBytes = count * es;
-  auto bind = [&](char *privateCopy) {
-    return bindRankBuffers(info.collective, info.inplace, w.tables.writesInput[0], w.rank, sendbuf,
-                           recvbuf, inBytes, outBytes, unitBytes, privateCopy);
-  };
   MemoryCap cap;
   cap.limitBytes = w.options.memoryLimitBytes;
   cap.option = "NcclOptions::memoryLimitBytes";
-  cap.bufferBytes = inBytes + outBytes; // Below 2^63: checkLaunchArguments.
+  cap.bufferBytes = call.inputBytes + call.outputBytes; // Below 2^63: prepareCall().
   cap.heldBytes = w.connections.bytes;
   cap.heldWhat = cat("rank ", w.rank, "'s connection memory");
-  Result<LaunchMemory> memory =
-      layoutLaunchMemory(w.tables, w.sections, layout, shape.pieceStride, es, /*slots=*/false,
-                         {bind(nullptr).needsPrivateCopy}, inBytes, cap);
+  Result<LaunchMemory> memory = layoutLaunchMemory(w.tables, w.sections, layout, shape.pieceStride,
+                                                   es, /*slots=*/false, {call.copyBytes}, cap);
   if (!memory)
     return memory.getStatus();
   const uint64_t scratchBytes = memory->scratchBytes, copyBytes = memory->copyBytes;
@@ -631,9 +645,10 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
           err);
   }
 
-  // Bind the buffers as the plan addresses them, copies on the stream.
-  RankBinding b = bind(w.inputCopies.ptr);
-  for (const StagingCopy &c : b.before)
+  // The plan's Input and Output as the prepared call places them, copies
+  // on the stream.
+  const DeviceBinding b = bindCall(call, w.inputCopies.ptr);
+  for (const kernels::StagingCopy &c : b.before)
     if ((err = cudaMemcpyAsync(c.to, c.from, c.bytes, cudaMemcpyDeviceToDevice, stream)))
       return cudaFail(cat("cannot stage rank ", w.rank, "'s input"), err);
   std::vector<char *> table(3);
@@ -657,12 +672,10 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
   w.sliceBase += layout.numSlices;
 
   // Finish: results computed away from the user's output, then Avg.
-  for (const StagingCopy &c : b.after)
+  for (const kernels::StagingCopy &c : b.after)
     if ((err = cudaMemcpyAsync(c.to, c.from, c.bytes, cudaMemcpyDeviceToDevice, stream)))
       return cudaFail("cannot copy a result out", err);
-  if (op == RedOp::Avg && collectiveReduces(info.collective) &&
-      collectiveDefinesOutput(info.collective, info.root, w.rank) &&
-      (err = launchDivide(type, recvbuf, count, nranks, stream)))
+  if (call.divideByRanks && (err = launchDivide(type, recvbuf, count, w.nranks, stream)))
     return cudaFail("cannot launch the division of avg", err);
   if ((err = cudaEventRecord(w.lastLaunch, stream)))
     return cudaFail("cannot record the launch", err);

@@ -4,8 +4,8 @@
 
 #include "MemoryDemand.h"
 #include "coll/Runtime/Executor.h"
-#include "coll/Runtime/PlanIO.h"
 
+#include <cstdio>
 #include <map>
 #include <tuple>
 
@@ -13,95 +13,11 @@ namespace coll::kernels {
 
 namespace {
 
-/// Little-endian bytes of the fields hashed, so that the hash does not
-/// depend on struct padding or the host.
-class HashWriter {
-public:
-  void u8(uint8_t v) { bytes.push_back(v); }
-  void u32(uint32_t v) {
-    for (int i = 0; i < 4; ++i)
-      bytes.push_back(uint8_t(v >> (8 * i)));
-  }
-  void str(const std::string &s) {
-    u32(uint32_t(s.size()));
-    bytes.insert(bytes.end(), s.begin(), s.end());
-  }
-  uint64_t hash() const { return planChecksum(bytes.data(), bytes.size()); }
-
-private:
-  std::vector<uint8_t> bytes;
-};
-
-} // namespace
-
-uint64_t hashPlanInfo(const PlanInfo &info) {
-  HashWriter w;
-  w.str(info.name);
-  w.u8(uint8_t(info.collective));
-  w.u32(info.nranks);
-  w.u32(info.root);
-  w.u32(info.inputChunks);
-  w.u32(info.outputChunks);
-  w.u8(uint8_t(info.protocol));
-  w.u32(info.connectionDepth);
-  w.u32(info.instances);
-  w.u8(info.inplace);
-  return w.hash();
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
 }
-
-uint64_t hashRankPlan(const RankPlan &rp) {
-  HashWriter w;
-  w.u32(rp.scratchChunks);
-  w.u32(uint32_t(rp.threadblocks.size()));
-  for (const Threadblock &tb : rp.threadblocks) {
-    w.u32(uint32_t(tb.sendPeer));
-    w.u32(uint32_t(tb.recvPeer));
-    w.u32(tb.channel);
-    w.u32(uint32_t(tb.steps.size()));
-    for (const Instruction &in : tb.steps) {
-      w.u8(uint8_t(in.op));
-      w.u8(uint8_t(in.srcBuf));
-      w.u8(uint8_t(in.dstBuf));
-      w.u32(in.srcOff);
-      w.u32(in.dstOff);
-      w.u32(in.count);
-      w.u32(in.depBegin);
-      w.u32(in.depCount);
-    }
-    w.u32(uint32_t(tb.deps.size()));
-    for (const Dependency &d : tb.deps) {
-      w.u32(d.tb);
-      w.u32(d.step);
-    }
-  }
-  return w.hash();
-}
-
-PlanIdentity planIdentity(const Plan &plan, uint32_t rank) {
-  PlanIdentity id;
-  id.info = hashPlanInfo(plan.info);
-  if (plan.loadedRank >= 0) {
-    id.section = plan.ranks.empty() ? 0 : hashRankPlan(plan.ranks[0]);
-    return id;
-  }
-  HashWriter w;
-  w.u32(uint32_t(id.info));
-  w.u32(uint32_t(id.info >> 32));
-  for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
-    uint64_t h = hashRankPlan(plan.ranks[r]);
-    if (r == rank)
-      id.section = h;
-    w.u32(uint32_t(h));
-    w.u32(uint32_t(h >> 32));
-  }
-  id.whole = w.hash();
-  // 0 means "not known"; a real hash of 0 is merely less unique.
-  if (id.whole == 0)
-    id.whole = 1;
-  return id;
-}
-
-namespace {
 
 /// \p one for a single rank, else \p many.
 const char *verb(const std::vector<uint32_t> &ranks, const char *one, const char *many) {
@@ -122,8 +38,7 @@ std::string formatRanks(const std::vector<uint32_t> &ranks) {
   return s;
 }
 
-Status checkHellos(const std::vector<PeerHello> &hellos, uint32_t self,
-                   const std::vector<uint64_t> &localSections) {
+Status checkHellos(const std::vector<PeerHello> &hellos) {
   const uint32_t n = uint32_t(hellos.size());
   std::vector<uint32_t> bad;
   for (uint32_t r = 0; r < n; ++r)
@@ -150,39 +65,14 @@ Status checkHellos(const std::vector<PeerHello> &hellos, uint32_t self,
     return Status::error(
         cat("the ranks hold different plans: ", formatRanks(bad), " ", verb(bad, "holds", "hold"),
             " a plan of another number of ranks than rank 0's ", hellos[0].nranks));
-  if (!(bad = differ([](const PeerHello &h) { return h.plan.info; })).empty())
-    return Status::error(cat("the ranks hold different plans: ", formatRanks(bad), " ",
-                             verb(bad, "holds", "hold"),
-                             " a plan whose facts (name, collective, chunks, protocol, "
-                             "depth) differ from rank 0's"));
+  if (!(bad = differ([](const PeerHello &h) { return h.plan; })).empty())
+    return Status::error(
+        cat("the ranks hold different plans: ", formatRanks(bad), " ", verb(bad, "holds", "hold"),
+            " a plan that differs from rank 0's (checksum ", hex64(hellos[bad[0]].plan),
+            " on rank ", bad[0], ", ", hex64(hellos[0].plan), " on rank 0)"));
   if (!(bad = differ([](const PeerHello &h) { return h.sliceBytes; })).empty())
     return Status::error(cat(formatRanks(bad), " ", verb(bad, "uses", "use"),
                              " another slice size than rank 0's ", hellos[0].sliceBytes, " bytes"));
-  // Whole plans: all the same where known.
-  int32_t firstWhole = -1;
-  for (uint32_t r = 0; r < n; ++r) {
-    if (!hellos[r].plan.whole)
-      continue;
-    if (firstWhole < 0)
-      firstWhole = int32_t(r);
-    else if (hellos[r].plan.whole != hellos[firstWhole].plan.whole)
-      bad.push_back(r);
-  }
-  if (!bad.empty())
-    return Status::error(cat("the ranks hold different plans: ", formatRanks(bad), " ",
-                             verb(bad, "holds", "hold"), " a plan that differs from rank ",
-                             firstWhole, "'s"));
-  // Sections, against the whole plan this rank holds.
-  if (localSections.size() == n) {
-    for (uint32_t r = 0; r < n; ++r)
-      if (hellos[r].plan.section != localSections[r])
-        bad.push_back(r);
-    if (!bad.empty())
-      return Status::error(cat("the ranks hold different plans: the ",
-                               verb(bad, "section", "sections"), " of ", formatRanks(bad), " ",
-                               verb(bad, "differs", "differ"), " from rank ", self,
-                               "'s copy of the plan"));
-  }
   return Status::success();
 }
 

@@ -20,21 +20,6 @@
 
 namespace coll::kernels {
 
-/// Hashes that identify a plan across ranks, whether a rank holds the whole
-/// plan or only its section.
-struct PlanIdentity {
-  uint64_t info = 0;    ///< The plan's global facts (PlanInfo).
-  uint64_t section = 0; ///< This rank's section.
-  uint64_t whole = 0;   ///< Every section; 0 when the rank holds only its own.
-};
-
-/// A 64-bit hash of \p info.
-uint64_t hashPlanInfo(const PlanInfo &info);
-/// A 64-bit hash of one rank's section.
-uint64_t hashRankPlan(const RankPlan &rp);
-/// The identity of \p plan as rank \p rank holds it.
-PlanIdentity planIdentity(const Plan &plan, uint32_t rank);
-
 /// What each rank tells every other first; fixed size.
 struct PeerHello {
   static constexpr uint64_t kMagic = 0x6c6c6f434c43434eull;
@@ -43,7 +28,9 @@ struct PeerHello {
   uint32_t nranks = 0; ///< The plan's ranks.
   uint32_t failed = 0; ///< Nonzero: this rank could not prepare its part.
   uint32_t reserved = 0;
-  PlanIdentity plan;
+  /// The plan's identity, ValidatedPlan::checksum(): that of the file it
+  /// was loaded from, whole or for one rank.
+  uint64_t plan = 0;
   uint64_t sliceBytes = 0;   ///< Options that shape the FIFOs and counters.
   uint64_t processToken = 0; ///< Equal for ranks of one process.
   int32_t device = -1;
@@ -128,14 +115,12 @@ Result<ConnectionLayout> layoutConnections(const LaunchTables &tables, const Ran
 void bindLocalConnections(LaunchTables &tables, const ConnectionLayout &layout, char *base);
 
 /// Checks that the gathered \p hellos (indexed by NCCL rank) agree with each
-/// other and with rank \p self's view: no rank failed to prepare its part,
-/// every rank found where it should be,
-/// the same plan facts, the same slice size, the same whole plan wherever a
-/// rank holds it, and, when \p self holds the whole plan (\p localSections
-/// its sections' hashes, else empty), each rank's section as \p self has it.
-/// The error names the ranks that differ.
-Status checkHellos(const std::vector<PeerHello> &hellos, uint32_t self,
-                   const std::vector<uint64_t> &localSections);
+/// other: every rank found where it should be, no rank failed to prepare
+/// its part, plans of as many ranks, the same plan (its checksum) and the
+/// same slice size. Equal checksums mean equal plans also where a rank
+/// holds only its section: it has the checksum of the file it was loaded
+/// from. The error names every rank that differs from rank 0.
+Status checkHellos(const std::vector<PeerHello> &hellos);
 
 /// The other end of each of rank \p self's connections.
 struct ConnectionMatch {

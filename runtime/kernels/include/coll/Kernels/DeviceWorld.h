@@ -14,8 +14,10 @@
 /// out stops every CTA and wait() names the rank, threadblock, step and what
 /// it waited for.
 ///
-/// Buffers are device pointers; counts, in-place rules and Avg follow
-/// LocalWorld (coll/Runtime/Executor.h).
+/// Buffers are device pointers; each rank's call is prepared as every
+/// executor's is (prepareCall(), coll/Runtime/PreparedCall.h): counts,
+/// in-place rules and Avg follow LocalWorld (coll/Runtime/Executor.h), and
+/// buffers must be aligned to their elements.
 //===----------------------------------------------------------------------===//
 #ifndef COLL_KERNELS_DEVICEWORLD_H
 #define COLL_KERNELS_DEVICEWORLD_H
@@ -23,6 +25,7 @@
 #include "coll/Runtime/DataType.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/Plan.h"
+#include "coll/Runtime/PreparedCall.h"
 #include "coll/Runtime/Status.h"
 
 #include <cstdint>
@@ -81,8 +84,12 @@ struct DeviceWorldState;
 /// serves one stream at a time.
 class DeviceWorld {
 public:
-  /// Validates \p plan, uploads it and checks that its threadblocks fit on
-  /// the device at once.
+  /// Uploads \p plan, which must hold every rank, and checks that its
+  /// threadblocks fit on the device at once. The world keeps \p plan
+  /// (shared; a borrowed plan must outlive the world).
+  static Result<std::unique_ptr<DeviceWorld>> create(const ValidatedPlan &plan,
+                                                     const DeviceOptions &options = {});
+  /// Validates a copy of \p plan, then create() of that.
   static Result<std::unique_ptr<DeviceWorld>> create(const Plan &plan,
                                                      const DeviceOptions &options = {});
   ~DeviceWorld();
@@ -91,8 +98,8 @@ public:
 
   /// Enqueues one run on \p stream: sendbufs[r] and recvbufs[r] are rank
   /// r's device buffers, sized by collectiveBufferElements(). Errors found
-  /// on the host are returned here; errors on the device (a wait that timed
-  /// out) by wait().
+  /// on the host are returned here (prepareCall()'s, naming the rank); errors on the device (a wait
+  /// that timed out) by wait().
   Status launch(const std::vector<const void *> &sendbufs, const std::vector<void *> &recvbufs,
                 uint64_t count, DataType type, RedOp op, cudaStream_t stream = nullptr);
   /// Waits for \p stream and reports the first failure of the runs launched

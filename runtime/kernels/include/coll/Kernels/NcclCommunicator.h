@@ -25,6 +25,7 @@
 
 #include "coll/Runtime/DataType.h"
 #include "coll/Runtime/Plan.h"
+#include "coll/Runtime/PreparedCall.h"
 #include "coll/Runtime/Status.h"
 
 #include <cstdint>
@@ -81,11 +82,18 @@ struct NcclCommunicatorState;
 class NcclCommunicator {
 public:
   /// Collective over \p comm: every rank calls it with the same plan, whole
-  /// or loaded for that rank (loadPlanFile(path, rank)). Checks that the
-  /// plan has ncclCommCount() ranks and that every rank holds the same plan
-  /// (the error names the ranks that differ), allocates this rank's
-  /// connection memory and maps its peers'. Runs on \p comm's device; the
-  /// caller's current device is left as it was.
+  /// or loaded for that rank (ValidatedPlan::load(path, rank)). Checks that
+  /// the plan has ncclCommCount() ranks and that every rank holds the same
+  /// plan (the same ValidatedPlan::checksum(); the error names the ranks
+  /// that differ), allocates this rank's connection memory and maps its
+  /// peers'. Runs on \p comm's device; the caller's current device is left
+  /// as it was. The communicator keeps \p plan (shared; a borrowed plan
+  /// must outlive it).
+  static Result<std::unique_ptr<NcclCommunicator>>
+  create(const ValidatedPlan &plan, ncclComm_t comm, const NcclOptions &options = {});
+  /// create() of a validated copy of \p plan, which must hold every rank: a
+  /// plan loaded for one rank has its file's identity only as a
+  /// ValidatedPlan.
   static Result<std::unique_ptr<NcclCommunicator>> create(const Plan &plan, ncclComm_t comm,
                                                           const NcclOptions &options = {});
   /// Collective: waits until every rank has finished its runs (peers write
@@ -97,8 +105,10 @@ public:
 
   /// Enqueues this rank's part of one run on \p stream: \p sendbuf and
   /// \p recvbuf are device buffers of this rank's GPU, sized by
-  /// collectiveBufferElements(); in-place rules and Avg as LocalWorld
-  /// (Executor.h). Errors found on the host are returned here; errors on
+  /// collectiveBufferElements(); the call is prepared as every executor's
+  /// is (prepareCall(), PreparedCall.h): in-place rules and Avg as
+  /// LocalWorld (Executor.h), buffers aligned to their elements. Errors
+  /// found on the host are returned here, naming the rank; errors on
   /// the device (a wait that timed out) by wait() or check().
   Status launch(const void *sendbuf, void *recvbuf, uint64_t count, DataType type, RedOp op,
                 cudaStream_t stream);
@@ -133,6 +143,10 @@ public:
 
 private:
   explicit NcclCommunicator(std::unique_ptr<NcclCommunicatorState> state);
+  /// create() of \p plan; a rank whose plan is an error joins the setup
+  /// to fail it on every rank.
+  static Result<std::unique_ptr<NcclCommunicator>>
+  join(const Result<ValidatedPlan> &plan, ncclComm_t comm, const NcclOptions &options);
   std::unique_ptr<NcclCommunicatorState> s;
 };
 
