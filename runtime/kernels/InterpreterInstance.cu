@@ -22,7 +22,7 @@ namespace {
 
 /// The Platform of Interpreter.h for one CTA with no connections.
 struct LocalDevicePlatform {
-  char *buffers[3];
+  char *buffers[numBufferKinds()];
   ChunkLayout layout;
 
   __device__ MemPiece piece(BufferKind buf, uint32_t chunk, uint64_t slice) const {

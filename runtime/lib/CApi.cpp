@@ -420,7 +420,7 @@ collResult_t collExecute(const void *sendbuf, void *recvbuf, size_t count, collD
       // A device communicator runs the plan it was created with, on the
       // default stream, and waits.
       DeviceCommunicatorBase &d = *comm->device;
-      if (!d.runsPlan(plan->plan))
+      if (!plan->valid || !d.runsPlan(plan->valid->checksum()))
         return fail(collMismatch, d.record(Status::error("collExecute: the plan is not the one "
                                                          "the communicator was created with"),
                                            ErrorKind::Mismatch)

@@ -32,8 +32,9 @@ public:
   virtual ~DeviceCommunicatorBase() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /// Whether \p plan is, by content, the plan the communicator runs.
-  virtual bool runsPlan(const Plan &plan) const = 0;
+  /// Whether the plan of identity \p checksum (ValidatedPlan::checksum()) is
+  /// the plan the communicator runs.
+  virtual bool runsPlan(uint64_t checksum) const = 0;
   /// Enqueues one run on \p stream.
   virtual Status executeAsync(const void *sendbuf, void *recvbuf, size_t count, DataType type,
                               RedOp op, void *stream) = 0;

@@ -347,10 +347,12 @@ struct FirstError {
 /// threads of their own (timer slack 1 us, so that short sleeps stay
 /// short), worker 0 on the calling thread when \p callerWorks, else on a
 /// thread too; then joins them all. A thread that cannot start is
-/// \p first's error, and no more start (those started are joined). work
-/// must not throw.
-template <class Work>
-void runWorkerThreads(size_t n, bool callerWorks, WorldState &world, FirstError &first, Work work) {
+/// \p first's error ("<who>cannot start a worker thread: ..."), after which
+/// \p wake() runs (to wake workers that may sleep) and no more start; those
+/// started are joined. work must not throw.
+template <class Work, class Wake>
+void runWorkerThreads(size_t n, bool callerWorks, WorldState &world, FirstError &first, Work work,
+                      const std::string &who, Wake wake) {
   std::vector<std::thread> threads;
   threads.reserve(n);
   for (size_t w = callerWorks ? 1 : 0; w < n; ++w) {
@@ -366,10 +368,11 @@ void runWorkerThreads(size_t n, bool callerWorks, WorldState &world, FirstError 
       // even when the message cannot be built.
       try {
         first.set(world, ErrorKind::SystemError,
-                  cat("cannot start a worker thread: ", currentException().first));
+                  cat(who, "cannot start a worker thread: ", currentException().first));
       } catch (...) {
         first.setKind(world, ErrorKind::SystemError);
       }
+      wake();
       break;
     }
   }

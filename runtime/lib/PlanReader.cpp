@@ -287,6 +287,11 @@ Result<Plan> parsePlan(const uint8_t *data, size_t size, int rank) {
     return s;
   if (Status s = validatePlan(plan); !s)
     return s;
+  if (rank >= 0) {
+    plan.sourceChecksum = storedChecksum(data, size);
+    std::vector<uint8_t> own = serializePlan(plan);
+    plan.parsedChecksum = storedChecksum(own.data(), own.size());
+  }
   return plan;
 }
 

@@ -80,8 +80,8 @@ std::string operandError(const char *role, bool used, const char *opName, Buffer
                   : buf == BufferKind::Output ? info.outputChunks
                                               : rp.scratchChunks;
   if (uint64_t(off) + count > size)
-    return cat(role, " offset ", off, " + count ", count, " exceeds ", bufferKindName(buf), " buffer (",
-               plural(size, "chunk"), ")");
+    return cat(role, " offset ", off, " + count ", count, " exceeds ", bufferKindName(buf),
+               " buffer (", plural(size, "chunk"), ")");
   return {};
 }
 

@@ -91,9 +91,13 @@ Result<ValidatedPlan> ValidatedPlan::check(std::shared_ptr<const Plan> plan,
   } else {
     // The checksum a file of this plan stores (over the bytes after the
     // header), so that a plan made in memory and the same plan loaded from
-    // a file have one identity.
+    // a file have one identity. A section parsed for one rank is named by
+    // its file's checksum, which every rank's load shares, as long as it is
+    // as it was parsed; a changed or hand-built one by its own bytes.
     std::vector<uint8_t> bytes = serializePlan(*plan);
     v.sum = planformat::storedChecksum(bytes.data(), bytes.size());
+    if (plan->loadedRank >= 0 && plan->sourceChecksum && v.sum == plan->parsedChecksum)
+      v.sum = plan->sourceChecksum;
   }
   v.thePlan = std::move(plan);
   return v;
@@ -228,9 +232,9 @@ CallError checkCall(const Plan &plan, uint32_t rank, const CallArgs &a, const Ca
   if (o.sliceElements == 0)
     return bad(ErrorKind::InvalidArgument, "the slice size must be at least 1 element");
   const size_t es = dataTypeSize(a.type);
-  // Room for 4 buffers' worth of bytes of N units: sizes and offsets of
-  // every executor stay in range.
-  if (a.count > std::numeric_limits<uint64_t>::max() / es / info.nranks / 4)
+  // The bytes of N units, with the executor's headroom, stay in range.
+  if (a.count > std::numeric_limits<uint64_t>::max() / es / info.nranks /
+                    std::max<uint32_t>(1, o.countHeadroom))
     return bad(ErrorKind::InvalidArgument, cat("count ", a.count, " is too large"));
   if (a.count > 0 && !a.sendbuf)
     return bad(ErrorKind::InvalidArgument, "the send buffer is null (count is not 0)");

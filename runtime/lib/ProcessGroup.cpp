@@ -372,40 +372,44 @@ PreparedCall prepare(ProcessGroup::State &st, const Plan *plan, const ValidatedP
   options.worldRanks = st.control.nranks;
   options.worldName = "job";
   PreparedCall call;
+  // The arguments first, buffers from allocate() included, whatever the
+  // plan: they need its info only.
+  const Plan &raw = validated ? validated->plan() : *plan;
+  CallError error = checkCall(raw, me, args, options);
+  if (!error && args.count > 0) {
+    const BufferElements e =
+        collectiveBufferElements(raw.info.collective, st.control.nranks, args.count);
+    const uint64_t es = dataTypeSize(args.type);
+    auto size = [](const ShmMapping &m) { return uint64_t(m.size()); };
+    std::string sendOver, recvOver;
+    {
+      std::lock_guard<std::mutex> lock(st.allocationsMutex);
+      sendOver = allocationOverrun("send", args.sendbuf, e.input * es, st.allocations, size);
+      recvOver = allocationOverrun("receive", args.recvbuf, e.output * es, st.allocations, size);
+    }
+    for (const std::string *over : {&sendOver, &recvOver})
+      if (!over->empty()) {
+        error = {ErrorKind::InvalidArgument, cat("rank ", me, ": ", *over)};
+        break;
+      }
+  }
+  if (error) {
+    failCall(call, std::move(error));
+    return call;
+  }
   if (!validated) {
-    call.error = checkCall(*plan, me, args, options);
-    if (call.error)
-      return call;
     Result<ValidatedPlan> v = ValidatedPlan::borrow(*plan);
     if (!v) {
-      call.error = {ErrorKind::InvalidPlan, cat("rank ", me, ": ", v.message())};
+      failCall(call, {ErrorKind::InvalidPlan, cat("rank ", me, ": ", v.message())});
       return call;
     }
     validated = &borrowed.emplace(std::move(*v));
   }
   call = prepareCall(*validated, me, args, options);
-  if (call.error)
-    return call;
-  if (!selectHostKernels(args.type, args.op, kernels)) {
-    failCall(call, {ErrorKind::InvalidArgument,
-                    cat("rank ", me, ": invalid data type ", unsigned(args.type),
-                        " or reduction operator ", unsigned(args.op))});
-    return call;
-  }
-  if (args.count == 0)
-    return call;
-  auto size = [](const ShmMapping &m) { return uint64_t(m.size()); };
-  std::string sendOver, recvOver;
-  {
-    std::lock_guard<std::mutex> lock(st.allocationsMutex);
-    sendOver = allocationOverrun("send", args.sendbuf, call.inputBytes, st.allocations, size);
-    recvOver = allocationOverrun("receive", args.recvbuf, call.outputBytes, st.allocations, size);
-  }
-  for (const std::string *over : {&sendOver, &recvOver})
-    if (!over->empty()) {
-      failCall(call, {ErrorKind::InvalidArgument, cat("rank ", me, ": ", *over)});
-      break;
-    }
+  if (!call.error && !selectHostKernels(args.type, args.op, kernels))
+    failCall(call,
+             {ErrorKind::Internal, cat("rank ", me, ": no host kernel for ",
+                                       dataTypeName(args.type), " and ", redOpName(args.op))});
   return call;
 }
 

@@ -162,26 +162,30 @@ CallError runRank(JobControl &jc, uint64_t seq, const PreparedCall &call, const 
     first.set(world, kind, std::move(message));
     ctl.bell.ring(); // Our other workers may sleep.
   };
-  runWorkerThreads(nworkers, /*callerWorks=*/true, world, first, [&](size_t w) {
-    const std::vector<TbRun *> &tbs = workers[w];
-    try {
-      ShmPacer pacer(jc, seq, tbs);
-      WorkerResult r = runWorker(tbs, world, pacer, jc.options.timeoutSeconds, /*single=*/false);
-      if (!r.ok && !r.aborted)
-        fail(pacer.kind == ErrorKind::None ? ErrorKind::Internal : pacer.kind, r.message);
-    } catch (...) {
-      // Building the message may throw in turn (out of memory again): no
-      // exception may leave a worker thread.
-      try {
-        auto [what, kind] = currentException();
-        fail(kind, cat("rank ", me, ": ", what, " while running call ", seq, " (",
-                       where(*tbs.front()), ")"));
-      } catch (...) {
-        first.setKind(world, ErrorKind::SystemError);
-        ctl.bell.ring();
-      }
-    }
-  });
+  runWorkerThreads(
+      nworkers, /*callerWorks=*/true, world, first,
+      [&](size_t w) {
+        const std::vector<TbRun *> &tbs = workers[w];
+        try {
+          ShmPacer pacer(jc, seq, tbs);
+          WorkerResult r =
+              runWorker(tbs, world, pacer, jc.options.timeoutSeconds, /*single=*/false);
+          if (!r.ok && !r.aborted)
+            fail(pacer.kind == ErrorKind::None ? ErrorKind::Internal : pacer.kind, r.message);
+        } catch (...) {
+          // Building the message may throw in turn (out of memory again): no
+          // exception may leave a worker thread.
+          try {
+            auto [what, kind] = currentException();
+            fail(kind, cat("rank ", me, ": ", what, " while running call ", seq, " (",
+                           where(*tbs.front()), ")"));
+          } catch (...) {
+            first.setKind(world, ErrorKind::SystemError);
+            ctl.bell.ring();
+          }
+        }
+      },
+      cat("rank ", me, ": "), [&] { ctl.bell.ring(); });
   if (!world.failed.load(std::memory_order_relaxed))
     return {};
   CallError error{first.kind, first.message};

@@ -92,27 +92,30 @@ Status runThreads(const std::vector<std::vector<TbRun *>> &workers, WorldState &
     }
     return notes;
   };
-  runWorkerThreads(workers.size(), /*callerWorks=*/false, world, first, [&](size_t w) {
-    const std::vector<TbRun *> &tbs = workers[w];
-    const uint32_t rank = tbs.front()->rank;
-    try {
-      if (options.faultInjection)
-        options.faultInjection(FaultSite::Worker, rank);
-      started[w].store(true, std::memory_order_relaxed);
-      ThreadPacer pacer(timeout, control);
-      WorkerResult r = runWorker(tbs, world, pacer, timeout, /*single=*/false);
-      if (!r.ok && !r.aborted)
-        first.set(world, ErrorKind::Timeout, r.message + notStarted());
-    } catch (...) {
-      // Building the message may fail for want of memory in turn.
-      try {
-        auto [what, k] = currentException();
-        first.set(world, k, cat("rank ", rank, " failed in a worker thread: ", what));
-      } catch (...) {
-        first.setKind(world, ErrorKind::SystemError);
-      }
-    }
-  });
+  runWorkerThreads(
+      workers.size(), /*callerWorks=*/false, world, first,
+      [&](size_t w) {
+        const std::vector<TbRun *> &tbs = workers[w];
+        const uint32_t rank = tbs.front()->rank;
+        try {
+          if (options.faultInjection)
+            options.faultInjection(FaultSite::Worker, rank);
+          started[w].store(true, std::memory_order_relaxed);
+          ThreadPacer pacer(timeout, control);
+          WorkerResult r = runWorker(tbs, world, pacer, timeout, /*single=*/false);
+          if (!r.ok && !r.aborted)
+            first.set(world, ErrorKind::Timeout, r.message + notStarted());
+        } catch (...) {
+          // Building the message may fail for want of memory in turn.
+          try {
+            auto [what, k] = currentException();
+            first.set(world, k, cat("rank ", rank, " failed in a worker thread: ", what));
+          } catch (...) {
+            first.setKind(world, ErrorKind::SystemError);
+          }
+        }
+      },
+      "", [] {});
   if (!world.failed.load(std::memory_order_relaxed))
     return Status::success();
   kind = first.kind == ErrorKind::None ? ErrorKind::Internal : first.kind;

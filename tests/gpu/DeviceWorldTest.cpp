@@ -143,16 +143,19 @@ std::string checkRun(DeviceWorld &world, const Plan &plan, Arena &arena, DataTyp
       skipped = true;
       return "";
     }
+    const InPlaceAlias alias = collectiveInfo(info.collective).inPlace;
     if (inPlace)
-      in = info.collective == CollectiveKind::AllGather ? out + r * count * es : out;
-    if (inPlace && info.collective == CollectiveKind::ReduceScatter) {
+      in = alias == InPlaceAlias::InputInOutput
+               ? out + inPlaceBlock(info.collective, r) * count * es
+               : out;
+    if (inPlace && alias == InPlaceAlias::OutputInInput) {
       // The output is block r of the input.
       in = arena.take(elems.input * es);
       if (!in) {
         skipped = true;
         return "";
       }
-      out = in + r * count * es;
+      out = in + inPlaceBlock(info.collective, r) * count * es;
     }
     cudaMemset(out, 0xa5, elems.output * es); // Unwritten elements show.
     if (Status s = deviceFillTestInput(type, op, n, r, elems.input, in); !s)

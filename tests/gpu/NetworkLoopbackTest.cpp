@@ -191,7 +191,7 @@ public:
       for (const kernels::StagingCopy &c : b.before)
         if (cudaMemcpy(c.to, c.from, c.bytes, cudaMemcpyDeviceToDevice))
           return "cannot stage an input";
-      std::vector<char *> table(3);
+      std::vector<char *> table(numBufferKinds());
       table[unsigned(BufferKind::Input)] = b.input;
       table[unsigned(BufferKind::Output)] = b.output;
       table[unsigned(BufferKind::Scratch)] = rk.scratch.ptr;

@@ -190,6 +190,23 @@ TEST(ValidatedPlan, ChecksumIsTheFilesAndSurvivesLoadingOneRank) {
   ASSERT_NE(one->section(1), nullptr);
   EXPECT_TRUE(*one->section(1) == plan.ranks[1]);
 
+  // A section parsed for one rank and validated later keeps the file's
+  // checksum too.
+  Result<Plan> section = parsePlan(bytes.data(), bytes.size(), 2);
+  ASSERT_TRUE(section.ok()) << section.message();
+  EXPECT_EQ(section->sourceChecksum, made->checksum());
+  EXPECT_EQ(ValidatedPlan::make(*section)->checksum(), made->checksum());
+  // Changed since it was parsed, it no longer claims the file's identity.
+  Plan changed = *section;
+  changed.info.connectionDepth = 1;
+  EXPECT_NE(ValidatedPlan::make(changed)->checksum(), made->checksum());
+  changed = *section;
+  changed.ranks[0].threadblocks[0].channel = 1;
+  changed.ranks[0].threadblocks[0].channel = 0; // As parsed again.
+  EXPECT_EQ(ValidatedPlan::make(changed)->checksum(), made->checksum());
+  changed.ranks[0].scratchChunks += 1;
+  EXPECT_NE(ValidatedPlan::make(changed)->checksum(), made->checksum());
+
   // A different plan has a different identity.
   Plan other = plan;
   other.info.name = "other";
@@ -279,11 +296,16 @@ TEST(CheckCall, OrderAndWording) {
   EXPECT_EQ(check(plan, 0, good, noSlice),
             P(ErrorKind::InvalidArgument, "rank 0: the slice size must be at least 1 element"));
   bad = good;
-  bad.count = ~uint64_t(0) / 4 / 2 / 4 + 1;
+  bad.count = ~uint64_t(0) / 4 / 2 + 1;
   EXPECT_EQ(check(plan, 0, bad, o),
             P(ErrorKind::InvalidArgument,
               "rank 0: count " + std::to_string(bad.count) + " is too large"));
+  CallOptions roomy = o;
+  roomy.countHeadroom = 4;
+  bad.count = ~uint64_t(0) / 4 / 2 / 4 + 1;
+  EXPECT_EQ(check(plan, 0, bad, roomy).first, ErrorKind::InvalidArgument);
   bad.count = bad.count - 1;
+  EXPECT_EQ(check(plan, 0, bad, roomy), P(ErrorKind::None, ""));
   bad.sendbuf = nullptr;
   EXPECT_EQ(check(plan, 0, bad, o),
             P(ErrorKind::InvalidArgument, "rank 0: the send buffer is null (count is not 0)"));

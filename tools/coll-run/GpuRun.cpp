@@ -26,9 +26,9 @@ struct DeviceMemory {
 
 } // namespace
 
-std::string runOnGpu(const Plan &plan, const std::vector<GpuRankBuffers> &ranks, uint64_t count,
-                     DataType type, RedOp op, uint64_t sliceBytes, double timeoutSeconds,
-                     uint64_t iters, double *timeUs, Timeline *timeline) {
+std::string runOnGpu(const ValidatedPlan &plan, const std::vector<GpuRankBuffers> &ranks,
+                     uint64_t count, DataType type, RedOp op, uint64_t sliceBytes,
+                     double timeoutSeconds, uint64_t iters, double *timeUs, Timeline *timeline) {
   DeviceOptions options;
   if (sliceBytes)
     options.sliceBytes = sliceBytes;

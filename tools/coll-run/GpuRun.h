@@ -11,6 +11,7 @@
 #include "coll/Runtime/DataType.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/Plan.h"
+#include "coll/Runtime/PreparedCall.h"
 
 #include <cstdint>
 #include <string>
@@ -33,9 +34,10 @@ struct GpuRankBuffers {
 /// launch. \p sliceBytes 0: the default. \p timeline, when not null,
 /// receives the steps of the first run (the device's step trace). Returns
 /// "" or the error.
-std::string runOnGpu(const Plan &plan, const std::vector<GpuRankBuffers> &ranks, uint64_t count,
-                     DataType type, RedOp op, uint64_t sliceBytes, double timeoutSeconds,
-                     uint64_t iters, double *timeUs, Timeline *timeline = nullptr);
+std::string runOnGpu(const ValidatedPlan &plan, const std::vector<GpuRankBuffers> &ranks,
+                     uint64_t count, DataType type, RedOp op, uint64_t sliceBytes,
+                     double timeoutSeconds, uint64_t iters, double *timeUs,
+                     Timeline *timeline = nullptr);
 
 } // namespace coll
 

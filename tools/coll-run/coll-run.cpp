@@ -38,6 +38,7 @@
 
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/PlanIO.h"
+#include "coll/Runtime/PreparedCall.h"
 #include "coll/Runtime/ProcessGroup.h"
 #include "coll/Runtime/Reference.h"
 #ifdef COLL_RUN_WITH_GPU
@@ -259,11 +260,11 @@ struct RankReport {
 /// null, receives rank r's output after the checked call (in place, the
 /// timed calls change it). Returns "" or the errors; *timeUs receives the
 /// slowest rank's mean time of a timed call.
-std::string runProcesses(const Plan &plan, const Options &o, uint64_t count,
+std::string runProcesses(const ValidatedPlan &plan, const Options &o, uint64_t count,
                          const std::vector<const void *> &sendbufs,
                          const std::vector<void *> &recvbufs, const std::vector<char *> &snapshots,
                          uint64_t outputBytes, SharedArena &arena, double *timeUs) {
-  const uint32_t nranks = plan.info.nranks;
+  const uint32_t nranks = plan.info().nranks;
   RankReport *reports = reinterpret_cast<RankReport *>(arena.take(sizeof(RankReport) * nranks));
   for (uint32_t r = 0; r < nranks; ++r)
     new (&reports[r]) RankReport();
@@ -354,14 +355,12 @@ int main(int argc, char **argv) {
   if (int rc = parseArgs(argc, argv, o))
     return rc < 0 ? 0 : rc;
 
-  Result<Plan> plan = loadPlanFile(o.planPath);
+  // Validated once: every run below reuses it.
+  Result<ValidatedPlan> plan = ValidatedPlan::load(o.planPath);
   if (!plan)
     return fail(plan.message());
-  const PlanInfo &info = plan->info;
+  const PlanInfo &info = plan->info();
   const uint32_t nranks = info.nranks;
-  Result<uint32_t> chunks = planChunksPerUnit(info);
-  if (!chunks)
-    return fail(chunks.message());
   if (o.processes && nranks > o.maxProcesses)
     return fail("the plan has " + std::to_string(nranks) +
                 " ranks, and --ranks-as processes would start a process for each: more than the "
@@ -481,7 +480,7 @@ int main(int argc, char **argv) {
     return fail(s.message());
   }
   if (!o.tracePath.empty()) {
-    if (Status s = timeline.writeChromeTraceFile(o.tracePath, *plan); !s)
+    if (Status s = timeline.writeChromeTraceFile(o.tracePath, plan->plan()); !s)
       return fail(s.message());
     eo.timeline = nullptr;
   }
@@ -525,7 +524,7 @@ int main(int argc, char **argv) {
   double algbw = timeUs > 0 ? double(bytes) / timeUs / 1e3 : 0;
 
   std::printf("# plan %s: %s, %u ranks, %u chunks per rank unit, %s plan, protocol %s, depth %u\n",
-              info.name.c_str(), collectiveName(info.collective), nranks, *chunks,
+              info.name.c_str(), collectiveName(info.collective), nranks, plan->chunksPerUnit(),
               info.inplace ? "in-place" : "out-of-place", protocolName(info.protocol),
               info.connectionDepth);
   std::printf("# ranks as %s, slice %" PRIu64 " elements, %s call, %" PRIu64 " timed runs\n",

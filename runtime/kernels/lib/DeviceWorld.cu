@@ -141,7 +141,8 @@ Result<std::unique_ptr<DeviceWorld>> DeviceWorld::create(const ValidatedPlan &va
       (err = st->counters.reserve(uint64_t(st->tables.fifos.size()) * 2 * kCounterStride * 8)) ||
       (err = st->abortFlag.reserve(sizeof(unsigned int))) ||
       (err = st->error.reserve(sizeof(DeviceError))) ||
-      (err = st->rankBufferTable.reserve(uint64_t(plan.info.nranks) * 3 * sizeof(char *))))
+      (err = st->rankBufferTable.reserve(uint64_t(plan.info.nranks) * numBufferKinds() *
+                                         sizeof(char *))))
     return st->fail("cannot allocate device memory for the plan", err);
   if (options.traceSteps &&
       ((err = st->trace.reserve(uint64_t(st->numBlocks) * traceBytesPerCta(options.traceSteps))) ||
@@ -272,7 +273,7 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
   // Each rank's Input and Output as its prepared call places them, with
   // device-to-device copies on the stream. A rank's copies run in order;
   // the ranks' i-th copies (a wave) run together.
-  std::vector<char *> table(size_t(nranks) * 3);
+  std::vector<char *> table(size_t(nranks) * numBufferKinds());
   std::vector<std::vector<kernels::StagingCopy>> waves;
   std::vector<kernels::StagingCopy> copyOuts;
   std::vector<void *> divided;
@@ -285,9 +286,10 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
     copyOuts.insert(copyOuts.end(), b.after.begin(), b.after.end());
     if (calls[r].divideByRanks)
       divided.push_back(recvbufs[r]);
-    table[3 * r + unsigned(BufferKind::Input)] = b.input;
-    table[3 * r + unsigned(BufferKind::Output)] = b.output;
-    table[3 * r + unsigned(BufferKind::Scratch)] = w.scratchMemory.ptr + scratchOffset[r];
+    table[numBufferKinds() * r + unsigned(BufferKind::Input)] = b.input;
+    table[numBufferKinds() * r + unsigned(BufferKind::Output)] = b.output;
+    table[numBufferKinds() * r + unsigned(BufferKind::Scratch)] =
+        w.scratchMemory.ptr + scratchOffset[r];
   }
   for (const std::vector<kernels::StagingCopy> &wave : waves)
     if ((err = launchStagingCopies(wave, stream)))

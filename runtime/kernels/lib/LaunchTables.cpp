@@ -122,6 +122,7 @@ CallOptions launchCallOptions(uint64_t sliceBytes, DataType type) {
   // sliceShape()'s slice: both layouts cap it at the largest chunk.
   o.sliceElements = std::max<uint64_t>(1, sliceBytes / es);
   o.alignedBuffers = true;
+  o.countHeadroom = 4;
   return o;
 }
 

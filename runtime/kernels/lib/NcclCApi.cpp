@@ -43,14 +43,7 @@ public:
   explicit NcclDeviceComm(std::unique_ptr<NcclCommunicator> c) : c(std::move(c)) {}
   int rank() const override { return int(c->rank()); }
   int size() const override { return int(c->size()); }
-  bool runsPlan(const Plan &plan) const override {
-    const Plan &mine = c->plan();
-    if (!(plan.info == mine.info))
-      return false;
-    if (plan.loadedRank >= 0)
-      return plan.loadedRank == mine.loadedRank && plan.ranks == mine.ranks;
-    return plan.ranks.size() > c->rank() && plan.ranks[c->rank()] == mine.ranks[0];
-  }
+  bool runsPlan(uint64_t checksum) const override { return checksum == c->planChecksum(); }
   Status executeAsync(const void *sendbuf, void *recvbuf, size_t count, DataType type, RedOp op,
                       void *stream) override {
     Status s = c->launch(sendbuf, recvbuf, count, type, op, static_cast<cudaStream_t>(stream));

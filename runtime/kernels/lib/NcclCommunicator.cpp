@@ -267,7 +267,7 @@ Status NcclCommunicatorState::prepare(const Result<ValidatedPlan> &given, PeerHe
       (err = progress.reserve(uint64_t(numBlocks) * kCounterStride * 8)) ||
       (err = abortFlag.reserve(sizeof(unsigned int))) ||
       (err = error.reserve(sizeof(DeviceError))) ||
-      (err = rankBufferTable.reserve(3 * sizeof(char *))) ||
+      (err = rankBufferTable.reserve(numBufferKinds() * sizeof(char *))) ||
       (err = cudaMemsetAsync(progress.ptr, 0, progress.bytes, setupStream)) ||
       (err = cudaMemsetAsync(abortFlag.ptr, 0, abortFlag.bytes, setupStream)) ||
       (err = cudaMemsetAsync(error.ptr, 0, error.bytes, setupStream)))
@@ -406,14 +406,9 @@ Status NcclCommunicatorState::agree(const Status &mine, const char *what) {
 
 Result<std::unique_ptr<NcclCommunicator>>
 NcclCommunicator::create(const Plan &plan, ncclComm_t comm, const NcclOptions &options) {
-  // The communicator keeps the plan: a copy, validated once. A section
-  // alone has lost the checksum of its file, which the ranks compare.
-  if (plan.loadedRank >= 0)
-    return join(
-        Status::error(cat("the plan '", plan.info.name, "' was loaded for rank ", plan.loadedRank,
-                          " only, without the checksum of its file that the ranks "
-                          "compare: load it with ValidatedPlan::load(path, rank)")),
-        comm, options);
+  // The communicator keeps the plan: a copy, validated once (a section
+  // loaded for one rank and left as parsed keeps its file's checksum,
+  // Plan::sourceChecksum).
   return join(ValidatedPlan::make(plan), comm, options);
 }
 
@@ -581,6 +576,9 @@ uint32_t NcclCommunicator::numBlocks() const {
 const Plan &NcclCommunicator::plan() const {
   return s->plan;
 }
+uint64_t NcclCommunicator::planChecksum() const {
+  return s->validated ? s->validated->checksum() : 0;
+}
 uint32_t NcclCommunicator::ipcPeers() const {
   return s->ipcPeers;
 }
@@ -651,7 +649,7 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
   for (const kernels::StagingCopy &c : b.before)
     if ((err = cudaMemcpyAsync(c.to, c.from, c.bytes, cudaMemcpyDeviceToDevice, stream)))
       return cudaFail(cat("cannot stage rank ", w.rank, "'s input"), err);
-  std::vector<char *> table(3);
+  std::vector<char *> table(numBufferKinds());
   table[unsigned(BufferKind::Input)] = b.input;
   table[unsigned(BufferKind::Output)] = b.output;
   table[unsigned(BufferKind::Scratch)] = w.scratchMemory.ptr;

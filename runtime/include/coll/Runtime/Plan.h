@@ -116,6 +116,12 @@ struct Plan {
   PlanInfo info;
   std::vector<RankPlan> ranks;
   int32_t loadedRank = -1; ///< -1: all ranks are present.
+  /// For a plan parsed for one rank: the checksum its file stores, which
+  /// names the whole plan (ValidatedPlan), and the checksum of the section's
+  /// own bytes as parsed, which tells whether it was changed since. 0: built
+  /// in memory, or parsed whole. Not compared by ==.
+  uint64_t sourceChecksum = 0;
+  uint64_t parsedChecksum = 0;
   bool operator==(const Plan &o) const {
     return info == o.info && ranks == o.ranks && loadedRank == o.loadedRank;
   }

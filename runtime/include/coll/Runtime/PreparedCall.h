@@ -36,8 +36,10 @@ namespace coll {
 /// A plan checked once, by the loader or on construction: validatePlan()
 /// passed and its chunk counts fit its built-in collective
 /// (planChunksPerUnit()). Its identity across ranks and processes is
-/// checksum(): the planChecksum() of its serialized bytes, which is the
-/// checksum stored in the file it was loaded from. Cheap to copy (the plan
+/// checksum(): the checksum a file of the plan stores (planChecksum() of the
+/// bytes after the header), which is also that of a section loaded from the
+/// file for one rank (Plan::sourceChecksum). A section built in memory is
+/// named by its own bytes. Cheap to copy (the plan
 /// is shared, never changed).
 class ValidatedPlan {
 public:
@@ -100,6 +102,9 @@ struct CallOptions {
   bool ownSectionSuffices = false;
   /// Buffers must be aligned to their elements (device executors).
   bool alignedBuffers = false;
+  /// The bytes of N units of the count, times this, must fit in 64 bits:
+  /// room an executor needs for its offsets (device executors: 4).
+  uint32_t countHeadroom = 1;
 };
 
 /// An error of a call, with its kind; kind None is success.

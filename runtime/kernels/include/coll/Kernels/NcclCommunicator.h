@@ -91,9 +91,9 @@ public:
   /// must outlive it).
   static Result<std::unique_ptr<NcclCommunicator>>
   create(const ValidatedPlan &plan, ncclComm_t comm, const NcclOptions &options = {});
-  /// create() of a validated copy of \p plan, which must hold every rank: a
-  /// plan loaded for one rank has its file's identity only as a
-  /// ValidatedPlan.
+  /// create() of a validated copy of \p plan, whole or loaded for this rank
+  /// (loadPlanFile(path, rank)): a section left as it was parsed keeps its
+  /// file's identity; a changed one differs from the other ranks' plans.
   static Result<std::unique_ptr<NcclCommunicator>> create(const Plan &plan, ncclComm_t comm,
                                                           const NcclOptions &options = {});
   /// Collective: waits until every rank has finished its runs (peers write
@@ -133,6 +133,8 @@ public:
   uint32_t numBlocks() const;
   /// The plan: this rank's section only (Plan::loadedRank is rank()).
   const Plan &plan() const;
+  /// The identity of the plan the ranks agreed on (ValidatedPlan::checksum()).
+  uint64_t planChecksum() const;
   /// How many peers were mapped with CUDA IPC (the others share this
   /// process and are reached through peer access).
   uint32_t ipcPeers() const;
