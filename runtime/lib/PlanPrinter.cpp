@@ -46,7 +46,8 @@ void printStep(const Threadblock &tb, uint32_t i, std::ostream &os) {
   line << mnemonic;
   std::vector<std::string> fields;
   auto operand = [](BufferKind buf, uint32_t off) {
-    return cat(isValidBufferKind(buf) ? bufferKindLetter(buf) : cat("?", unsigned(buf)), '[', off, ']');
+    return cat(isValidBufferKind(buf) ? bufferKindLetter(buf) : cat("?", unsigned(buf)), '[', off,
+               ']');
   };
   if (oi.readSrc)
     fields.push_back("src " + operand(in.srcBuf, in.srcOff));
