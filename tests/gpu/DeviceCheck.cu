@@ -131,26 +131,15 @@ Status deviceReference(CollectiveKind kind, uint32_t nranks, uint32_t root, uint
       err = cudaGetLastError();
   };
   // Every defined output unit from the input unit(s) unitSource() names; a
-  // reduction is computed once per input unit and copied to the other
-  // outputs that hold it (allreduce).
-  const uint64_t inUnits = bufferUnits(kind, /*output=*/false, nranks);
-  const uint64_t outUnits = bufferUnits(kind, /*output=*/true, nranks);
-  std::vector<const char *> reduced(inUnits, nullptr);
-  for (uint32_t r = 0; r < nranks; ++r) {
-    if (!collectiveDefinesOutput(kind, root, r))
-      continue;
-    for (uint32_t b = 0; b < outUnits; ++b) {
-      UnitSource s = unitSource(kind, root, r, b);
-      if (!s.everyRank) {
-        copy(out(r, b), in(s.rank, s.block));
-      } else if (const char *done = reduced[s.block]) {
-        copy(out(r, b), done);
-      } else {
-        reduceInto(out(r, b), s.block);
-        reduced[s.block] = out(r, b);
-      }
-    }
-  }
+  // reduction is computed once and copied to the other units that hold it.
+  forEachOutputUnit(kind, nranks, root, [&](OutputUnit u, UnitSource s, const OutputUnit *same) {
+    if (same)
+      copy(out(u.rank, u.block), out(same->rank, same->block));
+    else if (s.everyRank)
+      reduceInto(out(u.rank, u.block), s.block);
+    else
+      copy(out(u.rank, u.block), in(s.rank, s.block));
+  });
   if (!err)
     err = cudaDeviceSynchronize();
   if (err)

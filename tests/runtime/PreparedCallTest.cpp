@@ -70,6 +70,27 @@ TEST(CollectiveTable, UnitSourceIsEveryCollectivesDefinition) {
   }
 }
 
+TEST(CollectiveTable, ForEachOutputUnitVisitsDefinedUnitsAndSharesReductions) {
+  auto visits = [](CollectiveKind kind, uint32_t n, uint32_t root) {
+    std::string v;
+    forEachOutputUnit(kind, n, root, [&](OutputUnit u, UnitSource s, const OutputUnit *same) {
+      v += std::to_string(u.rank) + "." + std::to_string(u.block) + "<";
+      v += s.everyRank ? "*" : std::to_string(s.rank);
+      v += "." + std::to_string(s.block);
+      if (same)
+        v += "=" + std::to_string(same->rank) + "." + std::to_string(same->block);
+      v += " ";
+    });
+    return v;
+  };
+  EXPECT_EQ(visits(CollectiveKind::AllReduce, 3, 0), "0.0<*.0 1.0<*.0=0.0 2.0<*.0=0.0 ");
+  EXPECT_EQ(visits(CollectiveKind::ReduceScatter, 3, 0), "0.0<*.0 1.0<*.1 2.0<*.2 ");
+  EXPECT_EQ(visits(CollectiveKind::Reduce, 3, 2), "2.0<*.0 ");
+  EXPECT_EQ(visits(CollectiveKind::Gather, 2, 1), "1.0<0.0 1.1<1.0 ");
+  EXPECT_EQ(visits(CollectiveKind::AllToAll, 2, 0), "0.0<0.0 0.1<1.0 1.0<0.1 1.1<1.1 ");
+  EXPECT_EQ(visits(CollectiveKind::Scatter, 2, 1), "0.0<1.0 1.0<1.1 ");
+}
+
 TEST(CollectiveTable, Columns) {
   struct Row {
     CollectiveKind kind;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace coll {
 
@@ -141,6 +142,39 @@ constexpr UnitSource unitSource(CollectiveKind kind, uint32_t root, uint32_t ran
   s.rank = c.reduces ? 0 : c.outputByN ? block : root;
   s.block = c.inputByN ? rank : 0;
   return s;
+}
+
+/// One unit of one rank's output.
+struct OutputUnit {
+  uint32_t rank = 0;
+  uint32_t block = 0;
+};
+
+/// Calls visit(unit, source, sameAs) for every defined output unit of
+/// \p kind on \p nranks ranks with root \p root, rank by rank, with its
+/// unitSource(). \p sameAs is an earlier unit that holds the same
+/// combination over every rank (so that a reduction is computed once, then
+/// copied: allreduce), or null.
+template <class Visit>
+void forEachOutputUnit(CollectiveKind kind, uint32_t nranks, uint32_t root, Visit visit) {
+  const uint64_t inUnits = bufferUnits(kind, /*output=*/false, nranks);
+  const uint64_t outUnits = bufferUnits(kind, /*output=*/true, nranks);
+  std::vector<OutputUnit> first(inUnits);
+  std::vector<bool> seen(inUnits, false);
+  for (uint32_t r = 0; r < nranks; ++r) {
+    if (!collectiveDefinesOutput(kind, root, r))
+      continue;
+    for (uint32_t b = 0; b < outUnits; ++b) {
+      const UnitSource s = unitSource(kind, root, r, b);
+      const OutputUnit unit{r, b};
+      const bool shared = s.everyRank && seen[s.block];
+      visit(unit, s, shared ? &first[s.block] : static_cast<const OutputUnit *>(nullptr));
+      if (s.everyRank && !shared) {
+        first[s.block] = unit;
+        seen[s.block] = true;
+      }
+    }
+  }
 }
 
 /// Whether rank \p rank's buffers are \p kind's in-place alias for a unit
