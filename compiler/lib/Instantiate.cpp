@@ -73,6 +73,8 @@ private:
   std::vector<int64_t> params;
   std::vector<int64_t> collParams;
   std::vector<Value> frame;
+  /// The arguments of the function call being evaluated.
+  const std::vector<int64_t> *funcArgs = nullptr;
   uint64_t iterations = 0;
   bool failed = false;
   uint16_t physical = InputBuffer; ///< In-place: the buffer both names mean.
@@ -107,7 +109,7 @@ bool Instantiator::evalInt(const Expr &e, int64_t &out) {
   case NodeKind::Name: {
     const Decl *d = llvm::cast<NameExpr>(e).decl;
     if (auto *v = llvm::dyn_cast<VarDecl>(d))
-      out = frame[v->slot].i;
+      out = v->varKind == VarKind::FuncParam ? (*funcArgs)[v->slot] : frame[v->slot].i;
     else if (auto *p = llvm::dyn_cast<ParamDecl>(d))
       out = params[p->index];
     else if (auto *cp = llvm::dyn_cast<CollParamDecl>(d))
@@ -156,13 +158,32 @@ bool Instantiator::evalInt(const Expr &e, int64_t &out) {
     for (size_t k = 0; k < args.size(); ++k)
       if (!evalInt(*c.args[k], args[k]))
         return false;
-    if (c.fn == IntFunction::Log2 && args[0] <= 0)
-      return fail(e.getRange(),
-                  "log2 of " + Twine(args[0]) + forN() + "; the argument must be positive");
     if (c.fn == IntFunction::DivCeil && args[1] <= 0)
       return fail(c.args[1]->getRange(),
                   "div_ceil by " + Twine(args[1]) + forN() + "; the divisor must be positive");
-    return arith(evalIntFunction(c.fn, args), e, out);
+    ArithResult r = evalIntFunction(c.fn, args);
+    if (r.error == ArithError::Domain) {
+      std::string msg = intFunctionDomainMessage(c.fn, args, forN());
+      if (!msg.empty())
+        return fail(e.getRange(), msg);
+    }
+    return arith(r, e, out);
+  }
+  case NodeKind::UserCall: {
+    auto &c = llvm::cast<UserCallExpr>(e);
+    std::vector<int64_t> args(c.args.size());
+    for (size_t k = 0; k < args.size(); ++k)
+      if (!evalInt(*c.args[k], args[k]))
+        return false;
+    // The body sees its own arguments; the frame of local variables stays
+    // the caller's, since a function defined in a body reads its variables.
+    const std::vector<int64_t> *outer = funcArgs;
+    funcArgs = &args;
+    bool ok = evalInt(*c.func->body, out);
+    funcArgs = outer;
+    if (!ok)
+      diag.note(c.getRange(), "in this call of '" + c.callee + "'");
+    return ok;
   }
   default:
     return fail(e.getRange(), "expected an integer");
@@ -574,7 +595,17 @@ bool Instantiator::bindCollective() {
       t.chunks = uint32_t(*c);
   }
 
-  if (algo.inplace) {
+  bool inplace = algo.inplace;
+  if (algo.inplaceExpr) {
+    int64_t v;
+    if (!evalInt(*algo.inplaceExpr, v))
+      return false;
+    if (v != 0 && v != 1)
+      return fail(algo.inplaceExpr->getRange(),
+                  "option 'inplace' is " + Twine(v) + forN() + "; it must be true or false");
+    inplace = v == 1;
+  }
+  if (inplace) {
     if (!algo.builtin)
       return fail(algo.nameRange, "'" + algo.collectiveName + "' has no in-place form");
     t.inplace = true;

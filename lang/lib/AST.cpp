@@ -80,6 +80,9 @@ static std::vector<T *> declsOf(const std::vector<std::unique_ptr<Decl>> &ds) {
 std::vector<ParamDecl *> Module::params() const {
   return declsOf<ParamDecl>(decls);
 }
+std::vector<FuncDecl *> Module::functions() const {
+  return declsOf<FuncDecl>(decls);
+}
 std::vector<CollectiveDecl *> Module::collectives() const {
   return declsOf<CollectiveDecl>(decls);
 }

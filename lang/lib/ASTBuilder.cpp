@@ -10,6 +10,7 @@
 #include "ParserImpl.h"
 #include "coll/Lang/IntArith.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace coll;
@@ -28,6 +29,7 @@ public:
 private:
   std::unique_ptr<Decl> buildTopDecl(CollParser::TopDeclContext &ctx);
   std::unique_ptr<ParamDecl> buildParam(CollParser::ParamDeclContext &ctx);
+  std::unique_ptr<FuncDecl> buildFunc(CollParser::FuncDeclContext &ctx);
   std::unique_ptr<CollectiveDecl> buildCollective(CollParser::CollectiveDeclContext &ctx);
   StmtPtr buildCollectiveItem(CollParser::CollectiveItemContext &ctx);
   std::unique_ptr<AlgorithmDecl> buildAlgorithm(CollParser::AlgorithmDeclContext &ctx);
@@ -53,8 +55,17 @@ private:
   SMRange range(antlr4::Token *tok) const { return map.range(tok); }
   std::optional<std::string> unescape(antlr4::Token *tok);
 
+  /// Collects the names of every `def` in the file, in any scope.
+  void collectFunctionNames(antlr4::tree::ParseTree *tree);
+
   const detail::SourceMap &map;
   DiagnosticEngine &diag;
+  /// The built-in functions and every name that a `def` declares: a call of
+  /// another name is an error here; Sema resolves the others.
+  std::vector<std::string> functionNames = {
+#define COLL_INT_FUNCTION(Id, Name, MinArgs, MaxArgs) Name,
+#include "coll/Lang/Builtins.def"
+      "copy", "reduce"};
 };
 
 } // namespace
@@ -66,7 +77,17 @@ ExprPtr Builder::invalid(SMRange r) {
   return e;
 }
 
+void Builder::collectFunctionNames(antlr4::tree::ParseTree *tree) {
+  if (auto *f = dynamic_cast<CollParser::FuncDeclContext *>(tree)) {
+    functionNames.push_back(identText(f->name));
+    return; // a function's body declares no functions
+  }
+  for (antlr4::tree::ParseTree *child : tree->children)
+    collectFunctionNames(child);
+}
+
 std::unique_ptr<Module> Builder::buildProgram(CollParser::ProgramContext &ctx) {
+  collectFunctionNames(&ctx);
   auto module = std::make_unique<Module>();
   for (auto *top : ctx.topDecl())
     if (auto d = buildTopDecl(*top))
@@ -77,9 +98,20 @@ std::unique_ptr<Module> Builder::buildProgram(CollParser::ProgramContext &ctx) {
 std::unique_ptr<Decl> Builder::buildTopDecl(CollParser::TopDeclContext &ctx) {
   if (auto *p = ctx.paramDecl())
     return buildParam(*p);
+  if (auto *f = ctx.funcDecl())
+    return buildFunc(*f);
   if (auto *c = ctx.collectiveDecl())
     return buildCollective(*c);
   return buildAlgorithm(*ctx.algorithmDecl());
+}
+
+std::unique_ptr<FuncDecl> Builder::buildFunc(CollParser::FuncDeclContext &ctx) {
+  auto func = std::make_unique<FuncDecl>(range(&ctx), identText(ctx.name), range(ctx.name));
+  for (auto *p : ctx.params)
+    func->params.push_back(
+        std::make_unique<VarDecl>(range(p), identText(p), range(p), VarKind::FuncParam));
+  func->body = buildExpr(*ctx.body);
+  return func;
 }
 
 std::unique_ptr<ParamDecl> Builder::buildParam(CollParser::ParamDeclContext &ctx) {
@@ -197,6 +229,8 @@ StmtPtr Builder::buildStmt(CollParser::StmtContext &ctx) {
                                             BufferKind::Scratch);
     return std::make_unique<ScratchStmt>(range(s), std::move(buf), buildExpr(*s->size));
   }
+  if (auto *fn = ctx.funcDecl())
+    return std::make_unique<DefStmt>(range(fn), buildFunc(*fn));
   if (auto *b = ctx.block())
     return buildBlock(*b);
   auto *e = ctx.exprStmt();
@@ -349,14 +383,6 @@ ExprPtr Builder::buildPrimary(CollParser::PrimaryContext &ctx) {
   return inner;
 }
 
-static llvm::ArrayRef<std::string> allFunctionNames() {
-  static const std::vector<std::string> names = {
-#define COLL_INT_FUNCTION(Id, Name, MinArgs, MaxArgs) Name,
-#include "coll/Lang/Builtins.def"
-      "copy", "reduce"};
-  return names;
-}
-
 ExprPtr Builder::buildCall(CollParser::CallExprContext &ctx) {
   std::string callee = identText(ctx.callee);
   if (callee == "copy" || callee == "reduce")
@@ -375,9 +401,9 @@ ExprPtr Builder::buildCall(CollParser::CallExprContext &ctx) {
   for (const FnInfo &f : table)
     if (callee == f.name)
       info = &f;
-  if (!info) {
+  if (!info && llvm::find(functionNames, callee) == functionNames.end()) {
     diag.error(range(ctx.callee), "unknown function '" + callee + "'");
-    std::string guess = detail::closestName(callee, allFunctionNames());
+    std::string guess = detail::closestName(callee, functionNames);
     if (!guess.empty())
       diag.note(range(ctx.callee), "did you mean '" + guess + "'?");
     return invalid(range(&ctx));
@@ -395,6 +421,12 @@ ExprPtr Builder::buildCall(CollParser::CallExprContext &ctx) {
       ok = false;
     }
     args.push_back(buildExpr(*arg->value));
+  }
+  // Any other name may be a function declared with `def`: Sema resolves it.
+  if (!info) {
+    if (!ok)
+      return invalid(range(&ctx));
+    return std::make_unique<UserCallExpr>(range(&ctx), callee, range(ctx.callee), std::move(args));
   }
   size_t n = args.size();
   if (n < info->minArgs || (info->maxArgs != 0 && n > info->maxArgs)) {

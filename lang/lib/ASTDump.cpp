@@ -88,7 +88,7 @@ void Dumper::decl(const Decl &d) {
   line(&d) << " " << d.name;
   range(d.getRange());
   if (auto *v = llvm::dyn_cast<VarDecl>(&d)) {
-    static const char *const kinds[] = {"let", "loop", "binder"};
+    static const char *const kinds[] = {"let", "loop", "binder", "param"};
     os << " " << kinds[static_cast<int>(v->varKind)];
     if (v->valueKind != ValueKind::Unknown)
       os << " " << (v->valueKind == ValueKind::Int ? "int" : "chunk") << " slot=" << v->slot;
@@ -103,6 +103,14 @@ void Dumper::decl(const Decl &d) {
   }
   if (auto *b = llvm::dyn_cast<BufferDecl>(&d)) {
     os << " " << bufferKindName(b->bufferKind) << "\n";
+    return;
+  }
+  if (auto *f = llvm::dyn_cast<FuncDecl>(&d)) {
+    os << "\n";
+    Indent in(*this);
+    for (const auto &p : f->params)
+      decl(*p);
+    expr(*f->body, "body");
     return;
   }
   if (auto *c = llvm::dyn_cast<CollectiveDecl>(&d)) {
@@ -189,6 +197,10 @@ void Dumper::stmt(const Stmt &s) {
     os << "\n";
     Indent in(*this);
     expr(*r->cond, "cond");
+  } else if (auto *def = llvm::dyn_cast<DefStmt>(&s)) {
+    os << "\n";
+    Indent in(*this);
+    decl(*def->func);
   } else if (auto *sc = llvm::dyn_cast<ScratchStmt>(&s)) {
     os << " " << sc->buffer->name << "\n";
     Indent in(*this);
@@ -230,6 +242,8 @@ void Dumper::expr(const Expr &e, llvm::StringRef label) {
     os << " '" << binaryOpSpelling(b->op) << "'";
   } else if (auto *c = llvm::dyn_cast<CallExpr>(&e)) {
     os << " " << intFunctionName(c->fn);
+  } else if (auto *c = llvm::dyn_cast<UserCallExpr>(&e)) {
+    os << " " << c->callee;
   } else if (auto *r = llvm::dyn_cast<ChunkRefExpr>(&e)) {
     os << " " << r->bufferName;
   }
@@ -267,6 +281,9 @@ void Dumper::expr(const Expr &e, llvm::StringRef label) {
     expr(*c->thenExpr, "then");
     expr(*c->elseExpr, "else");
   } else if (auto *c = llvm::dyn_cast<CallExpr>(&e)) {
+    for (const auto &a : c->args)
+      expr(*a);
+  } else if (auto *c = llvm::dyn_cast<UserCallExpr>(&e)) {
     for (const auto &a : c->args)
       expr(*a);
   } else if (auto *r = llvm::dyn_cast<ChunkRefExpr>(&e)) {

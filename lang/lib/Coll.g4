@@ -11,12 +11,17 @@ program : topDecl* EOF ;
 
 topDecl
   : paramDecl
+  | funcDecl
   | collectiveDecl
   | algorithmDecl
   ;
 
 // `param name = default;` -- overridable with `collc -D name=value`.
 paramDecl : 'param' name=ident '=' value=expr ';' ;
+
+// `def name(a, b) = expr;` -- a named integer function, at file level or in
+// a body.
+funcDecl : 'def' name=ident '(' (params+=ident (',' params+=ident)*)? ')' '=' body=expr ';' ;
 
 // A user-declared collective with explicit buffer sizes and conditions.
 collectiveDecl
@@ -60,6 +65,7 @@ stmt
   | ifStmt
   | requireStmt
   | scratchDecl
+  | funcDecl
   | block
   | exprStmt
   ;
@@ -109,7 +115,7 @@ callArg : (label=ident ':')? value=expr forClause? ;
 
 // Words that are keywords only where they introduce a clause, so programs
 // may still name a loop variable `step`.
-ident : ID | 'step' | 'pre' | 'post' | 'with' | 'implements' ;
+ident : ID | 'step' | 'pre' | 'post' | 'with' | 'implements' | 'def' ;
 
 // ---------------------------------------------------------------------------
 // Tokens

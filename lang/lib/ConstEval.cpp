@@ -2,6 +2,8 @@
 
 #include "coll/Lang/ConstEval.h"
 
+#include "llvm/ADT/Twine.h"
+
 #include <algorithm>
 
 using namespace coll;
@@ -71,10 +73,96 @@ ArithResult coll::evalIntFunction(IntFunction fn, llvm::ArrayRef<int64_t> args) 
     return checkedAbs(args[0]);
   case IntFunction::Log2:
     return checkedLog2(args[0]);
+  case IntFunction::CeilLog2:
+    return checkedCeilLog2(args[0]);
+  case IntFunction::Pow2:
+    return checkedPow2(args[0]);
   case IntFunction::IsPow2:
     return {args[0] > 0 && (args[0] & (args[0] - 1)) == 0};
   case IntFunction::DivCeil:
     return checkedDivCeil(args[0], args[1]);
   }
   return ArithResult::fail(ArithError::Domain);
+}
+
+std::string coll::intFunctionDomainMessage(IntFunction fn, llvm::ArrayRef<int64_t> args,
+                                           llvm::StringRef suffix) {
+  std::string head = (intFunctionName(fn) + " of " + llvm::Twine(args[0]) + suffix).str();
+  switch (fn) {
+  case IntFunction::Log2:
+  case IntFunction::CeilLog2:
+    return head + "; the argument must be positive";
+  case IntFunction::Pow2:
+    return head + "; the exponent must be in [0, 62]";
+  default:
+    return "";
+  }
+}
+
+/// The value of \p e inside a function whose parameters hold \p args, or
+/// empty.
+static std::optional<int64_t> foldInFunction(const Expr &e, llvm::ArrayRef<int64_t> args) {
+  if (std::optional<int64_t> c = e.getConstant())
+    return c;
+  auto value = [](ArithResult r) -> std::optional<int64_t> {
+    if (r.ok())
+      return r.value;
+    return std::nullopt;
+  };
+  switch (e.getKind()) {
+  case NodeKind::Name: {
+    auto *v = llvm::dyn_cast_or_null<VarDecl>(llvm::cast<NameExpr>(e).decl);
+    if (v && v->varKind == VarKind::FuncParam && v->slot < args.size())
+      return args[v->slot];
+    return std::nullopt;
+  }
+  case NodeKind::Unary: {
+    auto &u = llvm::cast<UnaryExpr>(e);
+    std::optional<int64_t> v = foldInFunction(*u.operand, args);
+    return v ? value(evalUnaryOp(u.op, *v)) : std::nullopt;
+  }
+  case NodeKind::Binary: {
+    auto &b = llvm::cast<BinaryExpr>(e);
+    std::optional<int64_t> l = foldInFunction(*b.lhs, args);
+    if (!l)
+      return std::nullopt;
+    if (b.op == BinaryOp::And && *l == 0)
+      return 0;
+    if (b.op == BinaryOp::Or && *l != 0)
+      return 1;
+    std::optional<int64_t> r = foldInFunction(*b.rhs, args);
+    return r ? value(evalBinaryOp(b.op, *l, *r)) : std::nullopt;
+  }
+  case NodeKind::Cond: {
+    auto &c = llvm::cast<CondExpr>(e);
+    std::optional<int64_t> v = foldInFunction(*c.cond, args);
+    if (!v)
+      return std::nullopt;
+    return foldInFunction(*v ? *c.thenExpr : *c.elseExpr, args);
+  }
+  case NodeKind::Call:
+  case NodeKind::UserCall: {
+    auto *call = llvm::dyn_cast<CallExpr>(&e);
+    auto *user = llvm::dyn_cast<UserCallExpr>(&e);
+    const std::vector<ExprPtr> &operands = call ? call->args : user->args;
+    std::vector<int64_t> values;
+    for (const ExprPtr &a : operands) {
+      std::optional<int64_t> v = foldInFunction(*a, args);
+      if (!v)
+        return std::nullopt;
+      values.push_back(*v);
+    }
+    if (call)
+      return value(evalIntFunction(call->fn, values));
+    return user->func ? foldFunctionCall(*user->func, values) : std::nullopt;
+  }
+  default:
+    return std::nullopt;
+  }
+}
+
+std::optional<int64_t> coll::foldFunctionCall(const FuncDecl &f, llvm::ArrayRef<int64_t> args) {
+  if (!f.body || args.size() != f.params.size())
+    return std::nullopt;
+  return foldInFunction(*f.body, args);
 }

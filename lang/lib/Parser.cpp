@@ -230,7 +230,7 @@ private:
       names.erase(std::remove_if(names.begin(), names.end(),
                                  [](const std::string &n) {
                                    return n == "'step'" || n == "'pre'" || n == "'post'" ||
-                                          n == "'with'" || n == "'implements'";
+                                          n == "'with'" || n == "'implements'" || n == "'def'";
                                  }),
                   names.end());
       names.insert(names.begin(), "identifier");
@@ -272,6 +272,8 @@ private:
         return "scratch declaration";
       case CollParser::RuleParamDecl:
         return "parameter declaration";
+      case CollParser::RuleFuncDecl:
+        return "function definition";
       case CollParser::RuleCollectiveItem:
         return "collective item";
       default:

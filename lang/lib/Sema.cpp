@@ -5,6 +5,7 @@
 #include "ParserImpl.h"
 #include "coll/Lang/ConstEval.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -35,6 +36,9 @@ private:
 
   // Declarations.
   void checkParam(ParamDecl &p);
+  void checkFunc(FuncDecl &f);
+  /// Makes the collective's arguments visible in the algorithm's body.
+  void declareCollectiveArgs(AlgorithmDecl &a);
   void checkCollective(CollectiveDecl &c);
   void checkAlgorithm(AlgorithmDecl &a);
   void checkCollectiveArgs(AlgorithmDecl &a);
@@ -53,6 +57,7 @@ private:
   ValueKind checkBinary(BinaryExpr &e);
   ValueKind checkCond(CondExpr &e);
   ValueKind checkCall(CallExpr &e);
+  ValueKind checkUserCall(UserCallExpr &e);
   ValueKind checkChunkRef(ChunkRefExpr &e);
   ValueKind checkTransfer(TransferExpr &e);
   ValueKind checkReduceAll(ReduceAllExpr &e);
@@ -77,6 +82,12 @@ private:
   unsigned numSlots = 0;
   unsigned blockDepth = 0;
   bool allowReduceAll = false;
+  /// The function whose body is being checked.
+  FuncDecl *currentFunc = nullptr;
+  /// File parameters that hide a collective argument of the same name in
+  /// the current algorithm's body, with that argument's value (null: the
+  /// default); a use draws a warning when the two may differ.
+  llvm::DenseMap<const Decl *, std::pair<const CollParamDecl *, const Expr *>> hiddenArgs;
 };
 
 } // namespace
@@ -98,6 +109,14 @@ void Sema::declare(Decl &d) {
   if (Decl *prev = lookup(d.name)) {
     if (llvm::isa<NRanksDecl>(prev)) {
       diag.error(d.nameRange, "'N' is the number of ranks and cannot be redeclared");
+      return;
+    }
+    if (llvm::isa<CollParamDecl>(prev) && algorithm) {
+      diag.error(d.nameRange, "'" + d.name +
+                                  "' is already declared as an argument of collective '" +
+                                  algorithm->collectiveName + "'");
+      diag.note(prev->nameRange.isValid() ? prev->nameRange : algorithm->collectiveRange,
+                "the collective's arguments are visible in the algorithm's body");
       return;
     }
     diag.error(d.nameRange, "'" + d.name + "' is already declared");
@@ -205,6 +224,8 @@ ValueKind Sema::checkExpr(Expr &e) {
     k = checkCond(*c);
   } else if (auto *call = llvm::dyn_cast<CallExpr>(&e)) {
     k = checkCall(*call);
+  } else if (auto *uc = llvm::dyn_cast<UserCallExpr>(&e)) {
+    k = checkUserCall(*uc);
   } else if (auto *ref = llvm::dyn_cast<ChunkRefExpr>(&e)) {
     k = checkChunkRef(*ref);
   } else if (auto *t = llvm::dyn_cast<TransferExpr>(&e)) {
@@ -222,7 +243,25 @@ ValueKind Sema::checkName(NameExpr &e) {
     reportUndeclared(e.name, e.getRange());
     return ValueKind::Unknown;
   }
+  if (llvm::isa<FuncDecl>(d)) {
+    diag.error(e.getRange(), "'" + e.name + "' is a function; call it as '" + e.name + "(...)'");
+    diag.note(d->nameRange, "'" + e.name + "' is declared here");
+    return ValueKind::Unknown;
+  }
   e.decl = d;
+  if (auto hidden = hiddenArgs.find(d);
+      hidden != hiddenArgs.end() && context == Context::Algorithm) {
+    // `param root = 0; ... broadcast(root = 2) { ... root ... }`: the body
+    // reads the parameter, which need not be the collective's root.
+    diag.warning(e.getRange(), "'" + e.name + "' refers to the parameter '" + e.name +
+                                   "', not to the argument '" + e.name + "' of collective '" +
+                                   algorithm->collectiveName + "'");
+    diag.note(hidden->second.second ? hidden->second.second->getRange()
+                                    : algorithm->collectiveRange,
+              "the argument is given here; rename the parameter or pass '" + e.name + " = " +
+                  e.name + "'");
+    hiddenArgs.erase(hidden);
+  }
   if (auto *v = llvm::dyn_cast<VarDecl>(d))
     return v->valueKind;
   if (llvm::isa<BufferDecl>(d))
@@ -303,15 +342,75 @@ ValueKind Sema::checkCall(CallExpr &e) {
   if (!allConstant)
     return ValueKind::Int;
   ArithResult r = evalIntFunction(e.fn, values);
-  if (e.fn == IntFunction::Log2 && !r.ok()) {
-    diag.error(e.getRange(), "log2 of " + Twine(values[0]) + "; the argument must be positive");
-    return ValueKind::Int;
+  if (r.error == ArithError::Domain) {
+    std::string msg = intFunctionDomainMessage(e.fn, values, "");
+    if (!msg.empty()) {
+      diag.error(e.getRange(), msg);
+      return ValueKind::Int;
+    }
   }
   if (e.fn == IntFunction::DivCeil && r.error == ArithError::Domain) {
     diag.error(e.args[1]->getRange(), "div_ceil needs a positive divisor");
     return ValueKind::Int;
   }
   e.setConstant(r.ok() ? std::optional<int64_t>(r.value) : arithFailure(r.error, e.getRange()));
+  return ValueKind::Int;
+}
+
+ValueKind Sema::checkUserCall(UserCallExpr &e) {
+  bool ok = true;
+  std::vector<int64_t> values;
+  for (auto &arg : e.args) {
+    ok &= expectInt(*arg, "an argument of '" + e.callee + "'");
+    if (std::optional<int64_t> v = arg->getConstant())
+      values.push_back(*v);
+  }
+  Decl *d = lookup(e.callee);
+  if (!d) {
+    if (currentFunc && currentFunc->name == e.callee) {
+      diag.error(e.calleeRange,
+                 "function '" + e.callee + "' calls itself; recursion is not allowed");
+      return ValueKind::Unknown;
+    }
+    diag.error(e.calleeRange, "unknown function '" + e.callee + "'");
+    std::vector<std::string> candidates = {
+#define COLL_INT_FUNCTION(Id, Name, MinArgs, MaxArgs) Name,
+#include "coll/Lang/Builtins.def"
+        "copy", "reduce"};
+    for (const auto &scope : scopes)
+      for (const auto &entry : scope)
+        if (llvm::isa<FuncDecl>(entry.getValue()))
+          candidates.push_back(entry.getKey().str());
+    std::sort(candidates.begin(), candidates.end());
+    std::string guess = detail::closestName(e.callee, candidates);
+    if (!guess.empty()) {
+      Decl *g = lookup(guess);
+      diag.note(g && g->nameRange.isValid() ? g->nameRange : e.calleeRange,
+                "did you mean '" + guess + "'?");
+    }
+    return ValueKind::Unknown;
+  }
+  auto *f = llvm::dyn_cast<FuncDecl>(d);
+  if (!f) {
+    diag.error(e.calleeRange, "'" + e.callee + "' is not a function");
+    if (d->nameRange.isValid())
+      diag.note(d->nameRange, "'" + e.callee + "' is declared here");
+    return ValueKind::Unknown;
+  }
+  if (e.args.size() != f->params.size()) {
+    size_t n = f->params.size();
+    diag.error(e.getRange(), "'" + e.callee + "' takes " + Twine(n) + " argument" +
+                                 (n == 1 ? "" : "s") + ", " + Twine(e.args.size()) + " given");
+    diag.note(f->nameRange, "'" + e.callee + "' is declared here");
+    return ValueKind::Unknown;
+  }
+  e.func = f;
+  if (!ok)
+    return ValueKind::Unknown;
+  // Constant arguments give a constant call when the body folds; an error
+  // inside the body is reported where the call is evaluated.
+  if (values.size() == e.args.size())
+    e.setConstant(foldFunctionCall(*f, values));
   return ValueKind::Int;
 }
 
@@ -367,6 +466,12 @@ ValueKind Sema::checkChunkRef(ChunkRefExpr &e) {
 
 ValueKind Sema::checkTransfer(TransferExpr &e) {
   const char *name = llvm::isa<CopyExpr>(e) ? "copy" : "reduce";
+  if (currentFunc) {
+    diag.error(e.getRange(), "'" + Twine(name) +
+                                 "' moves data and is not allowed in a function; a function "
+                                 "computes an integer");
+    return ValueKind::Unknown;
+  }
   if (context != Context::Algorithm) {
     diag.error(e.getRange(), "'" + Twine(name) +
                                  "' moves data and is allowed only in an "
@@ -446,10 +551,13 @@ void Sema::checkStmt(Stmt &s) {
     }
     auto *v = llvm::dyn_cast<VarDecl>(d);
     if (!v || !v->isMutable()) {
-      const char *what = llvm::isa<BufferDecl>(d)      ? "a buffer"
-                         : !v                          ? "a parameter"
-                         : v->varKind == VarKind::Loop ? "a loop variable"
-                                                       : "a for-clause variable";
+      const char *what = llvm::isa<BufferDecl>(d)           ? "a buffer"
+                         : llvm::isa<FuncDecl>(d)           ? "a function"
+                         : llvm::isa<CollParamDecl>(d)      ? "an argument of the collective"
+                         : !v                               ? "a parameter"
+                         : v->varKind == VarKind::Loop      ? "a loop variable"
+                         : v->varKind == VarKind::FuncParam ? "a function parameter"
+                                                            : "a for-clause variable";
       if (llvm::isa<NRanksDecl>(d))
         diag.error(a->nameRange, "cannot assign to 'N', the number of ranks");
       else
@@ -518,6 +626,8 @@ void Sema::checkStmt(Stmt &s) {
     popScope();
   } else if (auto *post = llvm::dyn_cast<PostStmt>(&s)) {
     checkPost(*post);
+  } else if (auto *def = llvm::dyn_cast<DefStmt>(&s)) {
+    checkFunc(*def->func);
   }
 }
 
@@ -559,6 +669,61 @@ void Sema::checkForClause(ForClause &clause) {
 void Sema::checkParam(ParamDecl &p) {
   expectInt(*p.defaultValue, "the default of parameter '" + p.name + "'");
   declare(p);
+}
+
+void Sema::checkFunc(FuncDecl &f) {
+  static const char *const builtins[] = {
+#define COLL_INT_FUNCTION(Id, Name, MinArgs, MaxArgs) Name,
+#include "coll/Lang/Builtins.def"
+      "copy", "reduce"};
+  for (const char *b : builtins)
+    if (f.name == b)
+      diag.error(f.nameRange, "'" + f.name + "' is a built-in function; choose another name");
+  pushScope();
+  for (unsigned i = 0; i < f.params.size(); ++i) {
+    VarDecl &p = *f.params[i];
+    p.valueKind = ValueKind::Int;
+    p.slot = i;
+    declare(p);
+  }
+  // The function is visible only after its body: it cannot call itself.
+  FuncDecl *outer = currentFunc;
+  currentFunc = &f;
+  expectInt(*f.body, "the body of function '" + f.name + "'");
+  currentFunc = outer;
+  popScope();
+  declare(f);
+}
+
+void Sema::declareCollectiveArgs(AlgorithmDecl &a) {
+  std::vector<CollParamDecl *> params;
+  if (a.builtin) {
+    for (size_t i = 0; i < a.collParamNames.size(); ++i) {
+      SMRange where;
+      for (const NamedArg &arg : a.collArgs)
+        if (arg.name == a.collParamNames[i])
+          where = arg.nameRange;
+      auto p = std::make_unique<CollParamDecl>(where, a.collParamNames[i], where, nullptr);
+      p->index = i;
+      params.push_back(p.get());
+      a.builtinParams.push_back(std::move(p));
+    }
+  } else if (a.userCollective) {
+    for (auto &p : a.userCollective->params)
+      params.push_back(p.get());
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    CollParamDecl *p = params[i];
+    const Expr *value = i < a.collParamValues.size() ? a.collParamValues[i] : nullptr;
+    if (Decl *prev = lookup(p->name)) {
+      // A file parameter keeps its name; `root = root` passes it unchanged.
+      auto *n = llvm::dyn_cast_or_null<NameExpr>(value);
+      if (!n || n->decl != prev)
+        hiddenArgs[prev] = {p, value};
+      continue;
+    }
+    scopes.back()[p->name] = p;
+  }
 }
 
 void Sema::checkCollective(CollectiveDecl &c) {
@@ -710,14 +875,18 @@ void Sema::checkOptions(AlgorithmDecl &a) {
     if (opt.name == "inplace") {
       if (!expectInt(*opt.value, "option 'inplace'"))
         continue;
+      // A constant is checked here; any other value (over N and parameters)
+      // when the program is instantiated.
       std::optional<int64_t> v = opt.value->getConstant();
-      if (!v || (*v != 0 && *v != 1)) {
+      if (v && *v != 0 && *v != 1) {
         diag.error(opt.value->getRange(), "option 'inplace' must be true or false");
         continue;
       }
-      a.inplace = *v == 1;
+      a.inplace = v && *v == 1;
+      if (!v)
+        a.inplaceExpr = opt.value.get();
       bool hasAlias = a.builtin && hasInPlaceForm(a.builtin->kind);
-      if (a.inplace && !hasAlias && (a.builtin || a.userCollective))
+      if ((a.inplace || a.inplaceExpr) && !hasAlias && (a.builtin || a.userCollective))
         diag.error(opt.value->getRange(), "collective '" + a.collectiveName +
                                               "' defines no in-place alias; write the result "
                                               "to 'output'");
@@ -764,7 +933,11 @@ void Sema::checkAlgorithm(AlgorithmDecl &a) {
   outputBuf = &a.output;
   numSlots = 0;
   blockDepth = 0;
+  pushScope(); // the collective's arguments
+  declareCollectiveArgs(a);
   checkBlock(*a.body);
+  popScope();
+  hiddenArgs.clear();
   a.numSlots = numSlots;
   context = Context::File;
   inputBuf = outputBuf = nullptr;
@@ -778,7 +951,7 @@ void Sema::run() {
   // Top-level names: collectives and algorithms each have their own space.
   llvm::StringMap<Decl *> collectives, algorithms;
   for (auto &d : module.decls) {
-    if (llvm::isa<ParamDecl>(d.get()))
+    if (llvm::isa<ParamDecl>(d.get()) || llvm::isa<FuncDecl>(d.get()))
       continue;
     auto &space = llvm::isa<CollectiveDecl>(d.get()) ? collectives : algorithms;
     const char *what = llvm::isa<CollectiveDecl>(d.get()) ? "collective" : "algorithm";
@@ -800,6 +973,8 @@ void Sema::run() {
     if (auto *p = llvm::dyn_cast<ParamDecl>(d.get())) {
       p->index = paramIndex++;
       checkParam(*p);
+    } else if (auto *f = llvm::dyn_cast<FuncDecl>(d.get())) {
+      checkFunc(*f);
     } else if (auto *c = llvm::dyn_cast<CollectiveDecl>(d.get())) {
       checkCollective(*c);
     } else if (auto *a = llvm::dyn_cast<AlgorithmDecl>(d.get())) {

@@ -167,8 +167,11 @@ void printSummary(const Module &m, const std::vector<std::pair<std::string, int6
         os << "1";
     }
     os << ")\n";
-    os << "    " << (a->inplace ? "in-place" : "out-of-place") << ", protocol "
-       << protocolName(a->protocol) << ", instances "
+    os << "    "
+       << (a->inplaceExpr ? ("in-place if " + sourceText(a->inplaceExpr)).str()
+           : a->inplace   ? "in-place"
+                          : "out-of-place")
+       << ", protocol " << protocolName(a->protocol) << ", instances "
        << (a->instances ? sourceText(a->instances) : llvm::StringRef("1")) << ", default ranks ";
     if (a->nranksDefault)
       os << *a->nranksDefault->getConstant();

@@ -182,6 +182,22 @@ public:
   std::vector<ExprPtr> args;
 };
 
+class FuncDecl;
+
+/// A call of a function declared with `def`.
+class UserCallExpr : public Expr {
+public:
+  UserCallExpr(llvm::SMRange r, std::string callee, llvm::SMRange calleeRange,
+               std::vector<ExprPtr> args)
+      : Expr(NodeKind::UserCall, r), callee(std::move(callee)), calleeRange(calleeRange),
+        args(std::move(args)) {}
+  static bool classof(const Node *n) { return n->getKind() == NodeKind::UserCall; }
+  std::string callee;
+  llvm::SMRange calleeRange;
+  std::vector<ExprPtr> args;
+  const FuncDecl *func = nullptr; ///< Set by Sema.
+};
+
 /// `buffer[rank][lo]` or `buffer[rank][lo .. hi]` (half-open).
 class ChunkRefExpr : public Expr {
 public:
@@ -280,7 +296,12 @@ protected:
 };
 
 /// What introduced a variable.
-enum class VarKind { Let, Loop, Binder };
+enum class VarKind {
+  Let,
+  Loop,
+  Binder,
+  FuncParam, ///< A parameter of a `def` function; its slot is its position.
+};
 
 /// A local variable. Sema numbers the variables of each algorithm or
 /// collective into frame slots so evaluation needs no name lookups.
@@ -304,6 +325,17 @@ public:
   static bool classof(const Node *n) { return n->getKind() == NodeKind::Param; }
   ExprPtr defaultValue;
   unsigned index = 0; ///< Position among the file's parameters.
+};
+
+/// `def name(a, b) = body;`: a named integer function, at file level or in
+/// a body. Its parameters are VarDecls of kind FuncParam, numbered from 0.
+class FuncDecl : public Decl {
+public:
+  FuncDecl(llvm::SMRange r, std::string name, llvm::SMRange nameRange)
+      : Decl(NodeKind::Func, r, std::move(name), nameRange) {}
+  static bool classof(const Node *n) { return n->getKind() == NodeKind::Func; }
+  std::vector<std::unique_ptr<VarDecl>> params;
+  ExprPtr body;
 };
 
 /// The built-in rank count `N`; one per module, with no source range.
@@ -429,6 +461,15 @@ public:
   ExprPtr size; ///< Chunks per rank.
 };
 
+/// `def f(a) = e;` as a statement of a body.
+class DefStmt : public Stmt {
+public:
+  DefStmt(llvm::SMRange r, std::unique_ptr<FuncDecl> func)
+      : Stmt(NodeKind::Def, r), func(std::move(func)) {}
+  static bool classof(const Node *n) { return n->getKind() == NodeKind::Def; }
+  std::unique_ptr<FuncDecl> func;
+};
+
 /// `input[size];` or `output[size];` inside a collective.
 class BufferSizeStmt : public Stmt {
 public:
@@ -515,12 +556,18 @@ public:
   /// argument's expression or the parameter's default).
   std::vector<const Expr *> collParamValues;
   std::vector<std::string> collParamNames;
+  /// A built-in collective's parameters (`root`, `chunks`) as the body sees
+  /// them; a user collective's are its own CollParamDecls.
+  std::vector<std::unique_ptr<CollParamDecl>> builtinParams;
   const Expr *nranksDefault = nullptr; ///< `with nranks = ...`
   const Expr *instances = nullptr;     ///< `with instances = ...`
   Protocol protocol = Protocol::Simple;
   /// `with inplace = true`: `input` and `output` name the same memory, as the
   /// collective's in-place alias defines (docs/language.md, in-place programs).
   bool inplace = false;
+  /// `with inplace = expr` whose value is known only at instantiation (then
+  /// `inplace` is false until the instantiation evaluates it).
+  const Expr *inplaceExpr = nullptr;
   std::vector<ScratchStmt *> scratch; ///< In declaration order.
   unsigned numSlots = 0;              ///< Frame slots for its variables.
 };
@@ -532,8 +579,10 @@ public:
   std::vector<std::unique_ptr<Decl>> decls; ///< In source order.
   NRanksDecl nranks;
 
-  /// The file's parameters, collectives and algorithms, in source order.
+  /// The file's parameters, functions, collectives and algorithms, in source
+  /// order.
   std::vector<ParamDecl *> params() const;
+  std::vector<FuncDecl *> functions() const;
   std::vector<CollectiveDecl *> collectives() const;
   std::vector<AlgorithmDecl *> algorithms() const;
 };

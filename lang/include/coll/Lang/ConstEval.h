@@ -15,6 +15,8 @@
 
 #include "llvm/ADT/ArrayRef.h"
 
+#include <string>
+
 namespace coll {
 
 /// `op v`.
@@ -24,9 +26,22 @@ ArithResult evalUnaryOp(ast::UnaryOp op, int64_t v);
 ArithResult evalBinaryOp(ast::BinaryOp op, int64_t a, int64_t b);
 
 /// `fn(args...)`, with as many arguments as Builtins.def allows.
-/// ArithError::Domain: log2 of a non-positive value, div_ceil by a negative
-/// divisor.
+/// ArithError::Domain: log2 or ceil_log2 of a non-positive value, pow2 of an
+/// exponent outside [0, 62], div_ceil by a negative divisor.
 ArithResult evalIntFunction(ast::IntFunction fn, llvm::ArrayRef<int64_t> args);
+
+/// Why \p fn has no value for \p args when evalIntFunction reports
+/// ArithError::Domain ("log2 of 0; the argument must be positive"), with
+/// \p suffix (" for N = 4", or empty) after the offending call; empty when
+/// the function has no domain restriction of its own.
+std::string intFunctionDomainMessage(ast::IntFunction fn, llvm::ArrayRef<int64_t> args,
+                                     llvm::StringRef suffix);
+
+/// The value of a call of \p f with the arguments \p args, when its body is
+/// constant for them: it uses only its parameters, constants and functions
+/// that are constant in turn, and no operation fails. Empty otherwise (the
+/// instantiation evaluates the call and reports any failure).
+std::optional<int64_t> foldFunctionCall(const ast::FuncDecl &f, llvm::ArrayRef<int64_t> args);
 
 } // namespace coll
 

@@ -95,6 +95,22 @@ inline ArithResult checkedLog2(int64_t a) {
   return {63 - __builtin_clzll(static_cast<unsigned long long>(a))};
 }
 
+/// ceil(log2(a)) for a > 0: the smallest k with 2^k >= a.
+inline ArithResult checkedCeilLog2(int64_t a) {
+  if (a <= 0)
+    return ArithResult::fail(ArithError::Domain);
+  if (a == 1)
+    return {0};
+  return {64 - __builtin_clzll(static_cast<unsigned long long>(a - 1))};
+}
+
+/// 2^k for 0 <= k <= 62.
+inline ArithResult checkedPow2(int64_t k) {
+  if (k < 0 || k > 62)
+    return ArithResult::fail(ArithError::Domain);
+  return {int64_t(1) << k};
+}
+
 inline ArithResult checkedAbs(int64_t a) {
   if (a == INT64_MIN)
     return ArithResult::fail(ArithError::Overflow);
