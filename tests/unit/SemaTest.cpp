@@ -236,6 +236,60 @@ INSTANTIATE_TEST_SUITE_P(
                   "cannot assign a chunk reference to 'a', which holds an integer", 1, 53}),
     coll::test::CaseName());
 
+TEST(Sema, FunctionsResolveAndFoldConstantCalls) {
+  FrontendRun run("def parent(v) = (v - 1) / 2;\n"
+                  "def grand(v) = parent(parent(v));\n"
+                  "algorithm x implements broadcast(root = 1, chunks = 4) {\n"
+                  "  def up(v) = parent(v) + root;\n"
+                  "  let a = grand(7);\n"
+                  "  let b = up(5);\n"
+                  "  let c = chunks;\n"
+                  "}\n");
+  ASSERT_TRUE(run.ok()) << run.printed;
+  auto funcs = run.module->functions();
+  ASSERT_EQ(funcs.size(), 2u);
+  AlgorithmDecl *a = run.module->algorithms()[0];
+  auto &body = a->body->body;
+  auto *def = llvm::cast<DefStmt>(body[0].get());
+  EXPECT_EQ(def->func->name, "up");
+  auto *callA = llvm::cast<UserCallExpr>(llvm::cast<LetStmt>(body[1].get())->value.get());
+  EXPECT_EQ(callA->func, funcs[1]);
+  EXPECT_EQ(callA->getConstant(), 1); // parent(parent(7)) = parent(3) = 1
+  auto *callB = llvm::cast<UserCallExpr>(llvm::cast<LetStmt>(body[2].get())->value.get());
+  EXPECT_EQ(callB->func, def->func.get());
+  EXPECT_EQ(callB->getConstant(), std::nullopt); // reads the argument 'root'
+  auto *c = llvm::cast<NameExpr>(llvm::cast<LetStmt>(body[3].get())->value.get());
+  auto *chunks = llvm::dyn_cast<CollParamDecl>(c->decl);
+  ASSERT_NE(chunks, nullptr);
+  EXPECT_EQ(chunks->name, "chunks");
+  EXPECT_EQ(chunks->index, 1u); // root, chunks
+  EXPECT_EQ(a->collParamValues[chunks->index]->getConstant(), 4);
+}
+
+TEST(Sema, FunctionErrors) {
+  FrontendRun run("def f(x) = f(x);\n"
+                  "def g(a, b) = a + b;\n"
+                  "param p = g(1);\n");
+  EXPECT_FALSE(run.ok());
+  EXPECT_EQ(run.diag.errorCount(), 2u) << run.printed;
+  EXPECT_NE(run.printed.find("function 'f' calls itself; recursion is not allowed"),
+            std::string::npos)
+      << run.printed;
+  EXPECT_NE(run.printed.find("'g' takes 2 arguments, 1 given"), std::string::npos) << run.printed;
+}
+
+TEST(Sema, InplaceOverParameters) {
+  FrontendRun run("param m = 1;\n"
+                  "algorithm x implements allreduce() with inplace = m { }\n"
+                  "algorithm y implements allreduce() with inplace = 2 > 1 { }\n");
+  ASSERT_TRUE(run.ok()) << run.printed;
+  auto algos = run.module->algorithms();
+  EXPECT_FALSE(algos[0]->inplace);
+  EXPECT_NE(algos[0]->inplaceExpr, nullptr);
+  EXPECT_TRUE(algos[1]->inplace);
+  EXPECT_EQ(algos[1]->inplaceExpr, nullptr);
+}
+
 TEST(Sema, UnusedExpressionIsAWarning) {
   FrontendRun run(wrap("  N + 1;"));
   EXPECT_TRUE(run.ok()) << run.printed;
