@@ -2,12 +2,17 @@
 """Compile-time scale benchmark of collc.
 
 Compiles the stdlib's ring allreduce, all-pairs alltoall and two-step
-alltoall for growing rank counts and prints, for each, the wall time, the
-CPU time and the peak memory of collc (one fresh process per run, best of
---repeat runs), with the command that reproduces it.
+alltoall (--programs all: every stdlib program; or a comma-separated list)
+for growing rank counts and prints, for each, the wall time, the CPU time
+and the peak memory of collc (one fresh process per run, best of --repeat
+runs), with the command that reproduces it. A run over --timeout seconds
+is stopped and reported as such; a rank count a program's `require`
+rejects is reported as rejected.
 
   python3 bench/collc_scale.py [--collc build/tools/collc/collc] [--ranks 8,64,256,1024]
+                               [--programs all|name,...] [--timeout 600]
 """
+import glob
 import argparse
 import os
 import resource
@@ -26,15 +31,34 @@ PROGRAMS = [
 ]
 
 
-def run_once(cmd):
+class Rejected(Exception):
+    pass
+
+
+class TimedOut(Exception):
+    pass
+
+
+def run_once(cmd, timeout):
     """Runs cmd; returns (wall s, cpu s, peak KiB) of that child alone."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() - start > timeout:
+            proc.kill()
+            os.wait4(proc.pid, 0)
+            proc.stderr.close()
+            raise TimedOut()
+        time.sleep(0.01)
     wall = time.perf_counter() - start
     err = proc.stderr.read().decode()
     proc.stderr.close()
     if status != 0:
+        if "requirement failed" in err:
+            raise Rejected(err.splitlines()[0].split("error: ", 1)[-1])
         sys.exit("failed: " + " ".join(cmd) + "\n" + err)
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
@@ -44,14 +68,23 @@ def main():
     ap.add_argument("--collc", default=os.path.join(ROOT, "build", "tools", "collc", "collc"))
     ap.add_argument("--ranks", default="8,64,256,1024")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--programs", default="")
+    ap.add_argument("--timeout", type=float, default=600)
     args = ap.parse_args()
     ranks = [int(n) for n in args.ranks.split(",")]
+    programs = PROGRAMS
+    if args.programs == "all":
+        names = sorted(os.path.basename(p)[:-5]
+                       for p in glob.glob(os.path.join(ROOT, "stdlib", "*.coll")))
+        programs = [(n, dict(PROGRAMS).get(n, [])) for n in names]
+    elif args.programs:
+        programs = [(n, dict(PROGRAMS).get(n, [])) for n in args.programs.split(",")]
 
     print("| program | N | chunk ops | wall (s) | cpu (s) | peak memory (MiB) | plan (MiB) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         plan = os.path.join(tmp, "plan.bin")
-        for name, extra in PROGRAMS:
+        for name, extra in programs:
             src = os.path.join(ROOT, "stdlib", name + ".coll")
             for n in ranks:
                 if name == "alltoall_twostep" and n % 32:
@@ -59,7 +92,15 @@ def main():
                 else:
                     extra_n = extra
                 cmd = [args.collc, src, "--nranks", str(n), *extra_n, "-o", plan]
-                best = min(run_once(cmd) for _ in range(args.repeat))
+                try:
+                    best = min(run_once(cmd, args.timeout) for _ in range(args.repeat))
+                except Rejected as e:
+                    print("| %s | %d | rejected: %s | | | | |" % (name, n, e))
+                    continue
+                except TimedOut:
+                    print("| %s | %d | | over %g | | | |" % (name, n, args.timeout))
+                    sys.stdout.flush()
+                    continue
                 trace = subprocess.run(
                     [args.collc, src, "--nranks", str(n), *extra_n, "--emit=verify-report"],
                     capture_output=True, text=True, check=True).stdout
