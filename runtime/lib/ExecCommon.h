@@ -77,7 +77,11 @@ inline std::unique_ptr<TbRun> makeTbRun(const Threadblock &tb, uint32_t rank, ui
 /// A prepared call (PreparedCall.h) resolved to host memory: the private
 /// copy of the input, and the buffers the plan sees as Input and Output.
 struct HostBinding {
-  std::unique_ptr<char[]> copy;
+  /// Frees what ::operator new gave.
+  struct FreeCopy {
+    void operator()(char *p) const { ::operator delete(p); }
+  };
+  std::unique_ptr<char, FreeCopy> copy;
   char *input = nullptr;
   char *output = nullptr;
   std::vector<char> scratch;
@@ -88,10 +92,15 @@ struct HostBinding {
 /// when the copy's memory is not there.
 inline Status bindHost(const PreparedCall &c, HostBinding &b) {
   if (c.copyBytes) {
-    b.copy.reset(new (std::nothrow) char[size_t(c.copyBytes)]);
-    if (!b.copy)
+    // Plain ::operator new, uninitialised: it goes through every
+    // replacement of it (a test's allocation limit), as a call's other
+    // allocations do; new[] need not (AddressSanitizer has its own).
+    try {
+      b.copy.reset(static_cast<char *>(::operator new(size_t(c.copyBytes))));
+    } catch (const std::bad_alloc &) {
       return Status::error(cat("rank ", c.rank, ": cannot allocate ", c.copyBytes,
                                " bytes for a copy of its input: out of memory"));
+    }
   }
   char *copy = b.copy.get();
   for (const StagingCopy &s : c.before)
