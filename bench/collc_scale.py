@@ -6,8 +6,8 @@ alltoall (--programs all: every stdlib program; or a comma-separated list)
 for growing rank counts and prints, for each, the wall time, the CPU time
 and the peak memory of collc (one fresh process per run, best of --repeat
 runs), with the command that reproduces it. A run over --timeout seconds
-is stopped and reported as such; a rank count a program's `require`
-rejects is reported as rejected.
+is stopped and reported as such; a rank count the compiler rejects (a
+program's `require`, a limit) is reported with its error.
 
   python3 bench/collc_scale.py [--collc build/tools/collc/collc] [--ranks 8,64,256,1024]
                                [--programs all|name,...] [--timeout 600]
@@ -57,9 +57,10 @@ def run_once(cmd, timeout):
     err = proc.stderr.read().decode()
     proc.stderr.close()
     if status != 0:
-        if "requirement failed" in err:
-            raise Rejected(err.splitlines()[0].split("error: ", 1)[-1])
-        sys.exit("failed: " + " ".join(cmd) + "\n" + err)
+        # A `require` or a limit of the compiler: its first error, without
+        # the file's path.
+        first = err.splitlines()[0] if err else "exit status %d" % status
+        raise Rejected(first.split("error: ", 1)[-1])
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
