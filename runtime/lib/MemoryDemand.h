@@ -10,6 +10,7 @@
 #ifndef COLL_RUNTIME_LIB_MEMORYDEMAND_H
 #define COLL_RUNTIME_LIB_MEMORYDEMAND_H
 
+#include "Text.h"
 #include "coll/Runtime/ChunkLayout.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/Plan.h"
@@ -22,13 +23,6 @@
 
 namespace coll {
 namespace detail {
-
-/// Concatenates the streamed forms of \p args.
-template <typename... Args> std::string cat(const Args &...args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
-}
 
 /// The most chunks one message of \p tb carries: received (\p recv) or
 /// sent. 0 when it has no such step.

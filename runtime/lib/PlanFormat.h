@@ -7,6 +7,7 @@
 #ifndef COLL_RUNTIME_LIB_PLANFORMAT_H
 #define COLL_RUNTIME_LIB_PLANFORMAT_H
 
+#include "Text.h"
 #include "coll/Runtime/PlanIO.h"
 
 #include <cstddef>
@@ -45,12 +46,7 @@ constexpr uint64_t fnvPrime = 0x100000001b3ull;
 // Small helpers
 //===----------------------------------------------------------------------===//
 
-/// Concatenates the streamed forms of \p args.
-template <typename... Args> std::string cat(const Args &...args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
-}
+using detail::cat;
 
 /// A failed Status whose message is the concatenation of \p args.
 template <typename... Args> Status fail(const Args &...args) {

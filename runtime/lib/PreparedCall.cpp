@@ -9,6 +9,7 @@
 #include "coll/Runtime/PreparedCall.h"
 
 #include "PlanFormat.h"
+#include "Text.h"
 #include "coll/Runtime/PlanIO.h"
 
 #include <algorithm>
@@ -19,26 +20,10 @@
 
 namespace coll {
 
+using detail::cat;
+using detail::copyText;
+
 namespace {
-
-template <typename... Args> std::string cat(const Args &...args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
-}
-
-std::string hex64(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-/// Copies \p text into \p dst of \p size bytes, cut and NUL-terminated.
-void copyText(char *dst, size_t size, const std::string &text) {
-  size_t n = std::min(text.size(), size - 1);
-  std::memcpy(dst, text.data(), n);
-  dst[n] = '\0';
-}
 
 std::string text(const char *field, size_t size) {
   return std::string(field, strnlen(field, size));
@@ -70,6 +55,12 @@ const char *errorKindName(ErrorKind kind) {
     return "remote error";
   }
   return "unknown error";
+}
+
+std::string formatChecksum(uint64_t checksum) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(checksum));
+  return buf;
 }
 
 //===----------------------------------------------------------------------===//
@@ -142,7 +133,7 @@ const RankPlan *ValidatedPlan::section(uint32_t rank) const {
 std::string describePlan(const std::string &name, CollectiveKind kind, uint32_t nranks,
                          uint64_t checksum) {
   return cat("'", name, "' (", collectiveName(kind), ", ", nranks, " ranks, checksum ",
-             hex64(checksum), ")");
+             formatChecksum(checksum), ")");
 }
 
 //===----------------------------------------------------------------------===//
@@ -250,6 +241,12 @@ CallError checkCall(const Plan &plan, uint32_t rank, const CallArgs &a, const Ca
   return {};
 }
 
+void PreparedCall::fail(CallError e) {
+  error = std::move(e);
+  description.errorKind = unsigned(error.kind);
+  copyText(description.error, sizeof description.error, error.message);
+}
+
 PreparedCall prepareCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs &args,
                          const CallOptions &options) {
   PreparedCall c;
@@ -265,10 +262,8 @@ PreparedCall prepareCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs 
   d.collective = unsigned(info.collective);
   d.planRanks = info.nranks;
   copyText(d.planName, sizeof d.planName, info.name);
-  c.error = checkCall(vp.plan(), rank, args, options);
-  if (c.error) {
-    d.errorKind = unsigned(c.error.kind);
-    copyText(d.error, sizeof d.error, c.error.message);
+  if (CallError e = checkCall(vp.plan(), rank, args, options)) {
+    c.fail(std::move(e));
     return c;
   }
 

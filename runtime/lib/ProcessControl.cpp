@@ -45,12 +45,6 @@ std::string allocName(const std::string &job, uint32_t rank, uint64_t id) {
   return cat("/coll-", job, ".", rank, ".m", id);
 }
 
-void copyText(char *dst, size_t size, const std::string &text) {
-  size_t n = std::min(size - 1, text.size());
-  std::memcpy(dst, text.data(), n);
-  dst[n] = 0;
-}
-
 uint64_t makeNonce() {
   std::random_device rd;
   uint64_t v = (uint64_t(rd()) << 32) ^ rd();

@@ -102,9 +102,6 @@ std::string allocName(const std::string &job, uint32_t rank, uint64_t id);
 /// Whether \p job is 1 to maxJobName characters of [A-Za-z0-9_-].
 bool validJobName(const std::string &job);
 
-/// Copies \p text into \p dst of \p size bytes, cut and NUL-terminated.
-void copyText(char *dst, size_t size, const std::string &text);
-
 /// A random, even, non-zero 64-bit number (the low bit marks admission).
 uint64_t makeNonce();
 /// The pid namespace of this process (the inode of /proc/self/ns/pid), or

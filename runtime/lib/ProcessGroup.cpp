@@ -251,14 +251,6 @@ Status ProcessGroup::enter(const Plan *plan, const ValidatedPlan *validated, con
 
 namespace {
 
-/// Makes \p error the error of \p call, and of its description.
-void failCall(PreparedCall &call, CallError error) {
-  call.error = std::move(error);
-  CallDescription &d = call.description;
-  d.errorKind = unsigned(call.error.kind);
-  copyText(d.error, sizeof d.error, call.error.message);
-}
-
 /// Prepares rank \p st's call of \p plan (or of \p validated, which is
 /// set to \p borrowed when the plan is validated here) with \p args, and
 /// selects its kernels. The arguments are checked before a plan is
@@ -315,10 +307,10 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
   OwnDataSegment own(dataName(jc.job, me, seq));
   if (!call.error && !call.empty())
     if (CallError e = createData(st, seq, *validated, call, own))
-      failCall(call, std::move(e));
+      call.fail(std::move(e));
 
   // Publish the call and wait for every peer's.
-  publishCall(jc, seq, validated ? call.description : describeFailedCall(call.error));
+  publishCall(jc, seq, call.description);
   std::vector<CallDescription> calls;
   if (CallFailure f = awaitCalls(jc, seq, calls))
     return endCall(f);
@@ -394,22 +386,21 @@ PreparedCall prepare(ProcessGroup::State &st, const Plan *plan, const ValidatedP
       }
   }
   if (error) {
-    failCall(call, std::move(error));
+    call.fail(std::move(error));
     return call;
   }
   if (!validated) {
     Result<ValidatedPlan> v = ValidatedPlan::borrow(*plan);
     if (!v) {
-      failCall(call, {ErrorKind::InvalidPlan, cat("rank ", me, ": ", v.message())});
+      call.fail({ErrorKind::InvalidPlan, cat("rank ", me, ": ", v.message())});
       return call;
     }
     validated = &borrowed.emplace(std::move(*v));
   }
   call = prepareCall(*validated, me, args, options);
   if (!call.error && !selectHostKernels(args.type, args.op, kernels))
-    failCall(call,
-             {ErrorKind::Internal, cat("rank ", me, ": no host kernel for ",
-                                       dataTypeName(args.type), " and ", redOpName(args.op))});
+    call.fail({ErrorKind::Internal, cat("rank ", me, ": no host kernel for ",
+                                        dataTypeName(args.type), " and ", redOpName(args.op))});
   return call;
 }
 

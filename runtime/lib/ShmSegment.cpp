@@ -2,6 +2,8 @@
 
 #include "ShmSegment.h"
 
+#include "Text.h"
+
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -19,16 +21,6 @@
 
 namespace coll {
 namespace detail {
-
-namespace {
-
-template <typename... Args> std::string cat(const Args &...args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
-}
-
-} // namespace
 
 std::string errnoText(int err) {
   return std::strerror(err);

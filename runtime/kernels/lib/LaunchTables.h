@@ -11,6 +11,7 @@
 #define COLL_KERNELS_LIB_LAUNCHTABLES_H
 
 #include "DeviceKernel.h"
+#include "Text.h"
 #include "coll/Kernels/DeviceWorld.h"
 #include "coll/Runtime/Plan.h"
 #include "coll/Runtime/PreparedCall.h"
@@ -23,11 +24,7 @@
 
 namespace coll::kernels {
 
-template <typename... Args> std::string cat(const Args &...args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
-}
+using coll::detail::cat;
 
 inline uint64_t roundUp(uint64_t x, uint64_t a) {
   return (x + a - 1) / a * a;

@@ -4,6 +4,7 @@
 
 #include "MemoryDemand.h"
 #include "coll/Runtime/Executor.h"
+#include "coll/Runtime/PreparedCall.h"
 
 #include <cstdio>
 #include <map>
@@ -12,12 +13,6 @@
 namespace coll::kernels {
 
 namespace {
-
-std::string hex64(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 /// \p one for a single rank, else \p many.
 const char *verb(const std::vector<uint32_t> &ranks, const char *one, const char *many) {
@@ -68,8 +63,8 @@ Status checkHellos(const std::vector<PeerHello> &hellos) {
   if (!(bad = differ([](const PeerHello &h) { return h.plan; })).empty())
     return Status::error(
         cat("the ranks hold different plans: ", formatRanks(bad), " ", verb(bad, "holds", "hold"),
-            " a plan that differs from rank 0's (checksum ", hex64(hellos[bad[0]].plan),
-            " on rank ", bad[0], ", ", hex64(hellos[0].plan), " on rank 0)"));
+            " a plan that differs from rank 0's (checksum ", formatChecksum(hellos[bad[0]].plan),
+            " on rank ", bad[0], ", ", formatChecksum(hellos[0].plan), " on rank 0)"));
   if (!(bad = differ([](const PeerHello &h) { return h.sliceBytes; })).empty())
     return Status::error(cat(formatRanks(bad), " ", verb(bad, "uses", "use"),
                              " another slice size than rank 0's ", hellos[0].sliceBytes, " bytes"));

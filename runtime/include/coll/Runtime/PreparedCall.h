@@ -74,6 +74,9 @@ private:
   uint32_t chunks = 1;
 };
 
+/// A plan checksum as 16 hex digits: "0123456789abcdef".
+std::string formatChecksum(uint64_t checksum);
+
 /// "'ring' (allreduce, 8 ranks, checksum 0123456789abcdef)".
 std::string describePlan(const std::string &name, CollectiveKind kind, uint32_t nranks,
                          uint64_t checksum);
@@ -196,6 +199,8 @@ struct PreparedCall {
   /// The plan runs nothing (count 0): only the staging and the division.
   bool empty() const { return layout.numSlices == 0; }
   CallDescription description;
+  /// Makes \p e the call's error, in its description too.
+  void fail(CallError e);
 };
 
 /// The argument checks of prepareCall(), in order, which need only the
