@@ -2,15 +2,67 @@
 //
 // Pass 11: one plan threadblock per schedule threadblock, one instruction per
 // step, fields the opcode does not use left zero so the bytes are
-// deterministic. The plan is written through the runtime's own writer.
+// deterministic; a user collective's plan also records its post-conditions
+// (its contract). The plan is written through the runtime's own writer.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Parallel.h"
 #include "coll/Compiler/Lowering.h"
 
+#include <algorithm>
+#include <map>
+
 using namespace coll;
 using namespace coll::compiler;
+
+namespace {
+
+/// Orders operands, and lists of them, by (rank, chunk).
+struct OperandsLess {
+  static bool less(const PlanContract::Operand &a, const PlanContract::Operand &b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.chunk < b.chunk;
+  }
+  bool operator()(const std::vector<PlanContract::Operand> &a,
+                  const std::vector<PlanContract::Operand> &b) const {
+    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), less);
+  }
+};
+
+/// The post-conditions of a user collective, as the verifier checked them:
+/// for each output chunk the first `post` that names it (the others hold
+/// the same value, or verification failed), each term once. With k
+/// instances, chunk c is fine chunks c * k .. c * k + k - 1, and fine chunk
+/// c * k + i holds the term's operands' fine chunks j * k + i.
+PlanContract emitContract(const Trace &t) {
+  const uint32_t k = t.instances, outChunks = t.outputChunks * k;
+  PlanContract c;
+  c.outputs.assign(uint64_t(t.nranks) * outChunks, 0);
+  std::map<std::vector<PlanContract::Operand>, uint32_t, OperandsLess> termOf;
+  std::vector<PlanContract::Operand> ops;
+  for (const PostFact &f : t.userPost) {
+    if (f.rank >= t.nranks || f.index >= t.outputChunks || f.inputs.empty())
+      continue;
+    for (uint32_t i = 0; i < k; ++i) {
+      uint32_t &entry = c.outputs[uint64_t(f.rank) * outChunks + uint64_t(f.index) * k + i];
+      if (entry != 0)
+        continue;
+      ops.clear();
+      for (auto [r, j] : f.inputs)
+        ops.push_back({r, j * k + i});
+      std::sort(ops.begin(), ops.end(), OperandsLess::less);
+      auto [it, added] = termOf.try_emplace(ops, c.numTerms());
+      if (added) {
+        c.operands.insert(c.operands.end(), ops.begin(), ops.end());
+        c.termBegin.push_back(uint32_t(c.operands.size()));
+      }
+      entry = it->second + 1;
+    }
+  }
+  return c;
+}
+
+} // namespace
 
 Plan compiler::emitPlan(const Schedule &s) {
   const Trace &t = *s.trace;
@@ -69,5 +121,7 @@ Plan compiler::emitPlan(const Schedule &s) {
       }
     }
   });
+  if (!t.builtin)
+    plan.contract = emitContract(t);
   return plan;
 }

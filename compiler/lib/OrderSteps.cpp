@@ -6,6 +6,9 @@
 // send and its receive share it, so both ends of every connection agree on
 // message order. Sorting by depth first lets independent operations (the N
 // chunks of a ring) proceed side by side instead of one after the other.
+// Within a depth, steps that send or copy go before steps that only
+// receive (stepKey()), so a threadblock that both sends and receives does
+// not hold back data that is ready.
 //
 // A receive whose data the same threadblock sends on next is keyed just
 // before that send, so the fuse pass can merge the two (a ring's
@@ -24,6 +27,13 @@
 
 using namespace coll;
 using namespace coll::compiler;
+
+namespace {
+/// Whether \p st only waits for a message (it sends nothing).
+bool isReceiveOnly(const Step &st) {
+  return st.recvConn != NoIndex && st.sendConn == NoIndex;
+}
+} // namespace
 
 void compiler::orderSteps(Schedule &s, bool pairForwards) {
   const Dag &dag = s.dag;
@@ -53,7 +63,7 @@ void compiler::orderSteps(Schedule &s, bool pairForwards) {
     RankSchedule &rs = s.ranks[rank];
     for (uint32_t i = 0; i < rs.steps.size(); ++i) {
       Step &st = rs.steps[i];
-      st.key = stepKey(dag, st.traceOp, false, false);
+      st.key = stepKey(dag, st.traceOp, false, false, isReceiveOnly(st));
       if (st.recvConn != NoIndex)
         recvOfOp[st.traceOp] = i;
     }
@@ -118,8 +128,8 @@ void compiler::orderSteps(Schedule &s, bool pairForwards) {
           Step &send = rs.steps[st.forwardTo];
           if (st.recvConn != c && send.sendConn != c)
             continue;
-          st.key = stepKey(dag, st.traceOp, false, false);
-          send.key = stepKey(dag, send.traceOp, false, false);
+          st.key = stepKey(dag, st.traceOp, false, false, isReceiveOnly(st));
+          send.key = stepKey(dag, send.traceOp, false, false, isReceiveOnly(send));
           st.forwardTo = NoIndex;
           changed = true;
         }

@@ -2,13 +2,16 @@
 //
 // The count conventions of Executor.h (NCCL's): `count` elements make one
 // rank's unit of C chunks; buffers of N*C chunks hold N*count elements.
-// Every fact comes from the columns of Collectives.def.
+// Every fact of a built-in collective comes from the columns of
+// Collectives.def; a user-declared collective's unit is gcd(input, output)
+// chunks.
 //
 //===----------------------------------------------------------------------===//
 
 #include "coll/Runtime/Executor.h"
 
 #include <algorithm>
+#include <numeric>
 #include <sstream>
 
 namespace coll {
@@ -20,12 +23,33 @@ BufferElements collectiveBufferElements(CollectiveKind kind, uint32_t nranks, ui
   return e;
 }
 
+BufferElements planBufferElements(const PlanInfo &info, uint64_t count) {
+  if (info.collective != CollectiveKind::Custom)
+    return collectiveBufferElements(info.collective, info.nranks, count);
+  const uint64_t c = std::gcd(info.inputChunks, info.outputChunks);
+  BufferElements e;
+  if (c == 0)
+    return e;
+  e.input = count * (info.inputChunks / c);
+  e.output = count * (info.outputChunks / c);
+  return e;
+}
+
 Result<uint32_t> planChunksPerUnit(const PlanInfo &info) {
   const CollectiveInfo &c = collectiveInfo(info.collective);
-  if (info.collective == CollectiveKind::Custom)
-    return Status::error(std::string("plan '") + info.name +
-                         "' implements a custom collective; the executors run built-in "
-                         "collectives only");
+  if (info.collective == CollectiveKind::Custom) {
+    if (info.inplace)
+      return Status::error(std::string("plan '") + info.name +
+                           "' implements a user-declared collective, which has no in-place "
+                           "form, but the plan is in-place");
+    if (info.inputChunks == 0 || info.outputChunks == 0)
+      return Status::error(std::string("plan '") + info.name + "' has " +
+                           std::to_string(info.inputChunks) + " input and " +
+                           std::to_string(info.outputChunks) +
+                           " output chunks; a user-declared collective needs at least one of "
+                           "each");
+    return std::gcd(info.inputChunks, info.outputChunks);
+  }
   const uint64_t n = info.nranks, in = info.inputChunks, out = info.outputChunks;
   const uint64_t inUnits = bufferUnits(info.collective, false, n);
   const uint64_t outUnits = bufferUnits(info.collective, true, n);

@@ -31,7 +31,10 @@ constexpr uint32_t rankHeaderBytes = 8;  ///< scratchChunks, threadblock count.
 constexpr uint32_t tbHeaderBytes = 20;   ///< Peers, channel, step count, dependency count.
 constexpr uint32_t stepBytes = 24;
 constexpr uint32_t depBytes = 8;
-constexpr uint8_t inplaceFlag = 0x1; ///< The only info flag of version 1.
+constexpr uint8_t inplaceFlag = 0x1;  ///< Instructions address one aliased buffer.
+constexpr uint8_t contractFlag = 0x2; ///< A contract section follows the rank sections.
+constexpr uint8_t knownFlags = inplaceFlag | contractFlag;
+constexpr uint32_t contractHeaderBytes = 8; ///< Term count, operand count.
 
 // Header field positions.
 constexpr size_t versionPos = 8;
@@ -78,6 +81,12 @@ uint64_t storedChecksum(const uint8_t *data, size_t size);
 /// Checks the plan info on its own; the reader calls it before it sizes
 /// anything by nranks (defined in PlanVerifier.cpp).
 Status checkInfo(const PlanInfo &info);
+
+/// Bytes of the contract section of \p contract.
+inline uint64_t contractSectionBytes(const PlanContract &contract) {
+  return contractHeaderBytes + 4ull * contract.numTerms() + 8ull * contract.operands.size() +
+         4ull * contract.outputs.size();
+}
 
 } // namespace planformat
 } // namespace coll

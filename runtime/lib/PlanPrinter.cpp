@@ -78,6 +78,26 @@ void printStep(const Threadblock &tb, uint32_t i, std::ostream &os) {
   os << '\n';
 }
 
+/// `contract: T terms`, then one line per output chunk the contract
+/// constrains: `output[r][i] = input[q][j]` or `= reduce(input[..][..], ...)`.
+void printContract(const PlanInfo &info, const PlanContract &c, std::ostream &os) {
+  os << "contract: " << plural(c.numTerms(), "term") << '\n';
+  if (info.outputChunks == 0)
+    return;
+  for (size_t e = 0; e < c.outputs.size(); ++e) {
+    if (c.outputs[e] == 0 || c.outputs[e] > c.numTerms())
+      continue;
+    uint32_t t = c.outputs[e] - 1, begin = c.termBegin[t], end = c.termBegin[t + 1];
+    os << "  output[" << e / info.outputChunks << "][" << e % info.outputChunks << "] = ";
+    if (end - begin > 1)
+      os << "reduce(";
+    for (uint32_t k = begin; k < end && k < c.operands.size(); ++k)
+      os << (k > begin ? ", " : "") << "input[" << c.operands[k].rank << "][" << c.operands[k].chunk
+         << ']';
+    os << (end - begin > 1 ? ")\n" : "\n");
+  }
+}
+
 } // namespace
 
 void printPlanText(const Plan &plan, std::ostream &os) {
@@ -117,6 +137,8 @@ void printPlanText(const Plan &plan, std::ostream &os) {
         printStep(tb, i, os);
     }
   }
+  if (plan.contract)
+    printContract(info, *plan.contract, os);
 }
 
 } // namespace coll

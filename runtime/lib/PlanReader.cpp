@@ -158,6 +158,36 @@ Status readRank(ByteReader &r, uint32_t rank, RankPlan &rp) {
   return Status::success();
 }
 
+/// Decodes the contract section from \p r, which spans the rest of the body.
+Status readContract(ByteReader &r, const PlanInfo &info, PlanContract &c) {
+  if (!r.has(contractHeaderBytes))
+    return truncated("contract section", contractHeaderBytes, r.remaining());
+  uint32_t numTerms = r.u32();
+  uint32_t numOperands = r.u32();
+  uint64_t need = 4ull * numTerms + 8ull * numOperands + 4ull * info.nranks * info.outputChunks;
+  if (!r.has(need))
+    return truncated(cat("contract section (", plural(numTerms, "term"), ", ",
+                         plural(numOperands, "operand"), ", ",
+                         plural(uint64_t(info.nranks) * info.outputChunks, "output chunk"), ")"),
+                     need, r.remaining());
+  if (r.remaining() != need)
+    return fail("contract section has ", plural(r.remaining() - need, "unused byte"),
+                " after its outputs");
+  c.termBegin.resize(uint64_t(numTerms) + 1);
+  c.termBegin[0] = 0;
+  for (uint32_t t = 0; t < numTerms; ++t)
+    c.termBegin[t + 1] = r.u32();
+  c.operands.resize(numOperands);
+  for (PlanContract::Operand &o : c.operands) {
+    o.rank = r.u32();
+    o.chunk = r.u32();
+  }
+  c.outputs.resize(uint64_t(info.nranks) * info.outputChunks);
+  for (uint32_t &e : c.outputs)
+    e = r.u32();
+  return Status::success();
+}
+
 /// The body of parsePlan, filling \p plan.
 Status parseInto(const uint8_t *data, size_t size, int rank, Plan &plan) {
   // Header: identify the file, then check the body is whole and intact
@@ -210,10 +240,11 @@ Status parseInto(const uint8_t *data, size_t size, int rank, Plan &plan) {
   info.connectionDepth = r.u32();
   info.instances = r.u32();
   uint32_t nameLen = r.u32();
-  if (flags & ~inplaceFlag)
-    return fail("unknown info flags 0x", std::hex, unsigned(flags & ~inplaceFlag),
-                " (version 1 defines only 0x1, in-place)");
+  if (flags & ~knownFlags)
+    return fail("unknown info flags 0x", std::hex, unsigned(flags & ~knownFlags),
+                " (version 1 defines 0x1, in-place, and 0x2, contract)");
   info.inplace = (flags & inplaceFlag) != 0;
+  const bool hasContract = (flags & contractFlag) != 0;
   if (reserved != 0)
     return fail("reserved info byte is ", unsigned(reserved), ", must be 0");
   if (nameLen > PlanLimits::maxNameBytes)
@@ -258,8 +289,13 @@ Status parseInto(const uint8_t *data, size_t size, int rank, Plan &plan) {
     sections[i] = {offset, bytes};
     expected = offset + bytes;
   }
-  if (expected != size)
+  if (!hasContract && expected != size)
     return fail(plural(size - expected, "byte"), " after the last rank section");
+  if (hasContract) {
+    ByteReader cr(data, expected, size);
+    if (Status s = readContract(cr, info, plan.contract.emplace()); !s)
+      return s;
+  }
 
   // Rank sections.
   plan.loadedRank = rank;

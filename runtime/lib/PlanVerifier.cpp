@@ -343,6 +343,46 @@ Status checkConnections(const Plan &plan) {
   return Status::success();
 }
 
+/// A contract belongs to a user-declared collective, and names only terms,
+/// ranks and input chunks that exist.
+Status checkContract(const PlanInfo &info, const PlanContract &c) {
+  if (info.collective != CollectiveKind::Custom)
+    return fail("the plan implements the built-in collective ", collectiveName(info.collective),
+                ", whose post-condition is fixed, but carries a contract");
+  if (c.termBegin.empty() || c.termBegin[0] != 0)
+    return fail("contract: the term table does not start at operand 0");
+  for (uint32_t t = 0; t < c.numTerms(); ++t) {
+    if (c.termBegin[t + 1] <= c.termBegin[t])
+      return fail("contract: term ", t, " ends at operand ", c.termBegin[t + 1],
+                  ", not after its start ", c.termBegin[t], " (a term has at least one operand)");
+    if (c.termBegin[t + 1] > c.operands.size())
+      return fail("contract: term ", t, " ends at operand ", c.termBegin[t + 1], ", but there are ",
+                  plural(c.operands.size(), "operand"));
+  }
+  if (c.termBegin.back() != c.operands.size())
+    return fail("contract: the terms use ", plural(c.termBegin.back(), "operand"), " of ",
+                c.operands.size());
+  for (size_t i = 0; i < c.operands.size(); ++i) {
+    const PlanContract::Operand &o = c.operands[i];
+    if (o.rank >= info.nranks)
+      return fail("contract: operand ", i, " names rank ", o.rank, ", not a rank (nranks ",
+                  info.nranks, ")");
+    if (o.chunk >= info.inputChunks)
+      return fail("contract: operand ", i, " names input chunk ", o.chunk, " of rank ", o.rank,
+                  ", but the input has ", plural(info.inputChunks, "chunk"));
+  }
+  if (c.outputs.size() != uint64_t(info.nranks) * info.outputChunks)
+    return fail("contract: ", plural(c.outputs.size(), "output entry", "output entries"),
+                ", expected one per output chunk of every rank (",
+                uint64_t(info.nranks) * info.outputChunks, ")");
+  for (size_t i = 0; i < c.outputs.size(); ++i)
+    if (c.outputs[i] > c.numTerms())
+      return fail("contract: output chunk ", i % info.outputChunks, " of rank ",
+                  i / info.outputChunks, " names term ", c.outputs[i] - 1, ", but there are ",
+                  plural(c.numTerms(), "term"));
+  return Status::success();
+}
+
 } // namespace
 
 Status validatePlan(const Plan &plan) {
@@ -365,6 +405,9 @@ Status validatePlan(const Plan &plan) {
     if (Status s = checkRank(info, plan.ranks[i], rank); !s)
       return s;
   }
+  if (plan.contract)
+    if (Status s = checkContract(info, *plan.contract); !s)
+      return s;
   if (plan.loadedRank == -1)
     return checkConnections(plan);
   return Status::success();

@@ -93,6 +93,19 @@ void writeRank(ByteWriter &w, const RankPlan &rp) {
   }
 }
 
+void writeContract(ByteWriter &w, const PlanContract &c) {
+  w.u32(c.numTerms());
+  w.u32(static_cast<uint32_t>(c.operands.size()));
+  for (uint32_t t = 0; t < c.numTerms(); ++t)
+    w.u32(c.termBegin[t + 1]);
+  for (const PlanContract::Operand &o : c.operands) {
+    w.u32(o.rank);
+    w.u32(o.chunk);
+  }
+  for (uint32_t e : c.outputs)
+    w.u32(e);
+}
+
 } // namespace
 
 uint64_t planChecksum(const uint8_t *data, size_t size) {
@@ -113,6 +126,8 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
   uint64_t total = tableEnd;
   for (const RankPlan &rp : plan.ranks)
     total += rankSectionBytes(rp);
+  if (plan.contract)
+    total += contractSectionBytes(*plan.contract);
 
   std::vector<uint8_t> out(total);
   ByteWriter w(out);
@@ -127,7 +142,7 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
   // Plan info.
   w.u8(static_cast<uint8_t>(info.collective));
   w.u8(static_cast<uint8_t>(info.protocol));
-  w.u8(info.inplace ? inplaceFlag : 0);
+  w.u8(uint8_t((info.inplace ? inplaceFlag : 0) | (plan.contract ? contractFlag : 0)));
   w.u8(0); // reserved
   w.u32(info.nranks);
   w.u32(info.root);
@@ -150,6 +165,8 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
   assert(w.position() == tableEnd && "rank table size");
   for (const RankPlan &rp : plan.ranks)
     writeRank(w, rp);
+  if (plan.contract)
+    writeContract(w, *plan.contract);
   assert(w.position() == total && "plan size");
 
   w.patchU64(bodySizePos, out.size() - headerBytes);

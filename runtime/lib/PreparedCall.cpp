@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <sstream>
 
 namespace coll {
@@ -222,6 +223,21 @@ CallError checkCall(const Plan &plan, uint32_t rank, const CallArgs &a, const Ca
     return bad(ErrorKind::InvalidArgument, cat("invalid reduction operator ", unsigned(a.op)));
   if (o.sliceElements == 0)
     return bad(ErrorKind::InvalidArgument, "the slice size must be at least 1 element");
+  if (info.collective == CollectiveKind::Custom) {
+    // A user-declared collective's reductions have no rank count to divide
+    // by, and its chunks move between positions of a unit, so they must all
+    // be the same size.
+    if (a.op == RedOp::Avg)
+      return bad(ErrorKind::InvalidArgument,
+                 cat("avg is defined for the built-in collectives only; the plan '", info.name,
+                     "' implements a user-declared collective (use sum, then divide)"));
+    const uint64_t c = std::gcd(info.inputChunks, info.outputChunks);
+    if (c > 1 && a.count % c != 0)
+      return bad(ErrorKind::InvalidArgument,
+                 cat("count ", a.count, " is not a multiple of ", c,
+                     ", the chunks per unit of the plan '", info.name,
+                     "' (a user-declared collective's chunks must all be the same size)"));
+  }
   const size_t es = dataTypeSize(a.type);
   // The bytes of N units, with the executor's headroom, stay in range.
   if (a.count > std::numeric_limits<uint64_t>::max() / es / info.nranks /
@@ -270,7 +286,7 @@ PreparedCall prepareCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs 
   const CollectiveKind kind = info.collective;
   const size_t es = dataTypeSize(args.type);
   c.elementSize = es;
-  c.elements = collectiveBufferElements(kind, info.nranks, args.count);
+  c.elements = planBufferElements(info, args.count);
   c.inputBytes = c.elements.input * es;
   c.outputBytes = c.elements.output * es;
   c.unitBytes = args.count * es;

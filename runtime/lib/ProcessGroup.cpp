@@ -369,8 +369,7 @@ PreparedCall prepare(ProcessGroup::State &st, const Plan *plan, const ValidatedP
   const Plan &raw = validated ? validated->plan() : *plan;
   CallError error = checkCall(raw, me, args, options);
   if (!error && args.count > 0) {
-    const BufferElements e =
-        collectiveBufferElements(raw.info.collective, st.control.nranks, args.count);
+    const BufferElements e = planBufferElements(raw.info, args.count);
     const uint64_t es = dataTypeSize(args.type);
     auto size = [](const ShmMapping &m) { return uint64_t(m.size()); };
     std::string sendOver, recvOver;

@@ -10,6 +10,7 @@
 #include "coll/Runtime/Reference.h"
 
 #include "HostKernels.h"
+#include "coll/Runtime/ChunkLayout.h"
 #include "coll/Runtime/Elementwise.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/TestData.h"
@@ -17,6 +18,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <type_traits>
 
 namespace coll {
@@ -64,6 +66,108 @@ Status referenceCollective(CollectiveKind kind, uint32_t nranks, uint32_t root, 
       std::memcpy(out(u.rank, u.block), in(s.rank, s.block), unit);
   });
   return Status::success();
+}
+
+namespace {
+
+/// The chunk layout of a user-declared collective's call (C = gcd).
+ChunkLayout customLayout(const PlanInfo &info, uint64_t count) {
+  uint64_t c = std::gcd(info.inputChunks, info.outputChunks);
+  return ChunkLayout::make(count, c ? c : 1, 1);
+}
+
+/// A user-declared collective from its contract: each constrained output
+/// chunk is its term's operand, or their reduction in operand order.
+Status referenceContract(const Plan &plan, uint64_t count, const HostKernels &k,
+                         const std::vector<const void *> &inputs,
+                         const std::vector<void *> &outputs) {
+  const PlanInfo &info = plan.info;
+  if (!plan.contract)
+    return Status::error("the plan '" + info.name +
+                         "' implements a user-declared collective but carries no contract, "
+                         "so its result cannot be checked");
+  const PlanContract &c = *plan.contract;
+  const ChunkLayout l = customLayout(info, count);
+  if (count % l.chunksPerUnit != 0)
+    return Status::error("count " + std::to_string(count) + " is not a multiple of " +
+                         std::to_string(l.chunksPerUnit) + ", the plan's chunks per unit");
+  const uint64_t es = k.elementSize, n = l.quotient;
+  for (uint32_t r = 0; r < info.nranks; ++r)
+    for (uint32_t i = 0; i < info.outputChunks; ++i) {
+      uint32_t e = c.outputs[uint64_t(r) * info.outputChunks + i];
+      if (e == 0 || n == 0)
+        continue;
+      char *dst = static_cast<char *>(outputs[r]) + l.chunkBegin(i) * es;
+      for (uint32_t o = c.termBegin[e - 1]; o < c.termBegin[e]; ++o) {
+        const PlanContract::Operand &src = c.operands[o];
+        const char *from =
+            static_cast<const char *>(inputs[src.rank]) + l.chunkBegin(src.chunk) * es;
+        if (o == c.termBegin[e - 1])
+          std::memcpy(dst, from, n * es);
+        else
+          k.reduce(dst, from, dst, n);
+      }
+    }
+  return Status::success();
+}
+
+} // namespace
+
+Status referencePlan(const Plan &plan, uint64_t count, DataType type, RedOp op,
+                     const std::vector<const void *> &inputs, const std::vector<void *> &outputs) {
+  const PlanInfo &info = plan.info;
+  if (info.collective != CollectiveKind::Custom)
+    return referenceCollective(info.collective, info.nranks, info.root, count, type, op, inputs,
+                               outputs);
+  HostKernels k;
+  if (!selectHostKernels(type, op, k))
+    return Status::error("invalid data type or operator");
+  if (op == RedOp::Avg)
+    return Status::error("avg is defined for the built-in collectives only");
+  if (info.nranks == 0 || inputs.size() != info.nranks || outputs.size() != info.nranks)
+    return Status::error("one input and one output buffer per rank are needed");
+  return referenceContract(plan, count, k, inputs, outputs);
+}
+
+ElementRanges definedOutputElements(const Plan &plan, uint32_t rank, uint64_t count) {
+  const PlanInfo &info = plan.info;
+  ElementRanges ranges;
+  if (info.collective != CollectiveKind::Custom) {
+    uint64_t n = collectiveBufferElements(info.collective, info.nranks, count).output;
+    if (n && collectiveDefinesOutput(info.collective, info.root, rank))
+      ranges.push_back({0, n});
+    return ranges;
+  }
+  if (!plan.contract || rank >= info.nranks)
+    return ranges;
+  const ChunkLayout l = customLayout(info, count);
+  for (uint32_t i = 0; i < info.outputChunks; ++i) {
+    if (plan.contract->outputs[uint64_t(rank) * info.outputChunks + i] == 0)
+      continue;
+    uint64_t begin = l.chunkBegin(i), end = begin + l.chunkSize(i);
+    if (begin == end)
+      continue;
+    if (!ranges.empty() && ranges.back().second == begin)
+      ranges.back().second = end;
+    else
+      ranges.push_back({begin, end});
+  }
+  return ranges;
+}
+
+uint64_t countMismatchesIn(DataType type, const void *got, const void *want,
+                           const ElementRanges &ranges, uint64_t *firstIndex) {
+  const uint64_t es = dataTypeSize(type);
+  uint64_t wrong = 0;
+  for (auto [begin, end] : ranges) {
+    uint64_t first = 0;
+    uint64_t w = countMismatches(type, static_cast<const char *>(got) + begin * es,
+                                 static_cast<const char *>(want) + begin * es, end - begin, &first);
+    if (w && wrong == 0 && firstIndex)
+      *firstIndex = begin + first;
+    wrong += w;
+  }
+  return wrong;
 }
 
 void fillTestInput(DataType type, RedOp op, uint32_t nranks, uint32_t rank, uint64_t n, void *buf) {

@@ -277,9 +277,9 @@ std::string runAndCompare(LoopbackWorld &world, const Plan &plan, const RunCase 
       return "cannot copy the outputs out";
   }
   std::vector<std::vector<char>> want;
-  if (std::string e = referenceOutputs(plan.info, c, b.original, want); !e.empty())
+  if (std::string e = referenceOutputs(plan, c, b.original, want); !e.empty())
     return e;
-  return compareOutputs(plan.info, c, b.recv, want);
+  return compareOutputs(plan, c, b.recv, want);
 }
 
 /// The counts and types of one plan, several launches in a row on one

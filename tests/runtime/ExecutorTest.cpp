@@ -325,11 +325,22 @@ TEST(Errors, BadCalls) {
   EXPECT_EQ(run(one, send, recv),
             "the plan was loaded for rank 0 only; LocalWorld runs every rank");
 
+  // A user-declared collective runs on a count that is a whole number of
+  // its C = gcd(2, 2) chunks, without Avg and never in place.
   Plan custom = plan;
   custom.info.collective = CollectiveKind::Custom;
+  EXPECT_EQ(run(custom, send, recv), "");
+  EXPECT_EQ(w.run(custom, send, recv, 3, DataType::Float32, RedOp::Sum).message(),
+            "rank 0: count 3 is not a multiple of 2, the chunks per unit of the plan "
+            "'hand_ring_allreduce' (a user-declared collective's chunks must all be the same "
+            "size)");
+  EXPECT_EQ(w.run(custom, send, recv, 4, DataType::Float32, RedOp::Avg).message(),
+            "rank 0: avg is defined for the built-in collectives only; the plan "
+            "'hand_ring_allreduce' implements a user-declared collective (use sum, then divide)");
+  custom.info.inplace = true;
   EXPECT_EQ(run(custom, send, recv),
-            "invalid plan: plan 'hand_ring_allreduce' implements a custom collective; "
-            "the executors run built-in collectives only");
+            "invalid plan: plan 'hand_ring_allreduce' implements a user-declared collective, "
+            "which has no in-place form, but the plan is in-place");
 
   Plan gather = plan;
   gather.info.collective = CollectiveKind::AllGather;

@@ -258,9 +258,21 @@ TEST(ValidatedPlan, ChecksumIsTheFilesAndSurvivesLoadingOneRank) {
 TEST(ValidatedPlan, RefusesWhatNoExecutorRuns) {
   Plan custom = ringAllReduce(2, 1);
   custom.info.collective = CollectiveKind::Custom;
+  Result<ValidatedPlan> runs = ValidatedPlan::make(custom);
+  ASSERT_TRUE(runs.ok()) << runs.message();
+  EXPECT_EQ(runs->chunksPerUnit(), 2u); // gcd(2, 2)
+  custom.info.inplace = true;
   EXPECT_EQ(ValidatedPlan::make(custom).message(),
-            "invalid plan: plan 'hand_ring_allreduce' implements a custom collective; the "
-            "executors run built-in collectives only");
+            "invalid plan: plan 'hand_ring_allreduce' implements a user-declared collective, "
+            "which has no in-place form, but the plan is in-place");
+  custom.info.inplace = false;
+  custom.info.outputChunks = 0;
+  for (RankPlan &rp : custom.ranks)
+    rp.threadblocks.clear();
+  Result<ValidatedPlan> empty = ValidatedPlan::make(custom);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.message().find("needs at least one of each"), std::string::npos)
+      << empty.message();
   Plan broken = ringAllReduce(2, 1);
   broken.ranks[0].threadblocks[0].sendPeer = 7;
   Result<ValidatedPlan> b = ValidatedPlan::make(broken);

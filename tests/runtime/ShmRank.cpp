@@ -159,33 +159,22 @@ std::vector<RunCase> allCases(const Plan &plan) {
 /// Compares this rank's result of \p c with the reference; "" when right.
 std::string check(const Plan &plan, const RunCase &c, const WorldBuffers &b, uint32_t me) {
   const PlanInfo &info = plan.info;
-  const uint32_t n = info.nranks;
   const size_t es = dataTypeSize(c.type);
-  BufferElements e = collectiveBufferElements(info.collective, n, c.count);
+  BufferElements e = planBufferElements(info, c.count);
   if (!c.inplace && std::memcmp(b.in[me].data(), b.original[me].data(), e.input * es) != 0)
     return describe(c) + ": the input was modified";
-  if (!collectiveDefinesOutput(info.collective, info.root, me))
-    return "";
-  std::vector<std::vector<char>> want(n);
-  std::vector<const void *> inputs(n);
-  std::vector<void *> wantPtrs(n);
-  for (uint32_t r = 0; r < n; ++r) {
-    want[r].resize(e.output * es + 1);
-    wantPtrs[r] = want[r].data();
-    inputs[r] = b.original[r].data();
-  }
-  if (Status s = referenceCollective(info.collective, n, info.root, c.count, c.type, c.op, inputs,
-                                     wantPtrs);
-      !s)
-    return describe(c) + ": reference: " + s.message();
+  std::vector<std::vector<char>> want;
+  if (std::string err = referenceOutputs(plan, c, b.original, want); !err.empty())
+    return err;
   uint64_t first = 0;
-  uint64_t wrong = countMismatches(c.type, b.recv[me], want[me].data(), e.output, &first);
+  uint64_t wrong = countMismatchesIn(c.type, b.recv[me], want[me].data(),
+                                     definedOutputElements(plan, me, c.count), &first);
   if (!wrong)
     return "";
   return describe(c) + ": output element " + std::to_string(first) + " is " +
          formatElement(c.type, b.recv[me], first) + ", expected " +
-         formatElement(c.type, want[me].data(), first) + " (" + std::to_string(wrong) + " of " +
-         std::to_string(e.output) + " wrong)";
+         formatElement(c.type, want[me].data(), first) + " (" + std::to_string(wrong) +
+         " checked elements wrong)";
 }
 
 /// The C API's path: join, allocate the buffers in shared memory, run an

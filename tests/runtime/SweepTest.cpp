@@ -81,47 +81,13 @@ Status runLocalWorld(const Plan &plan, const RunCase &c, const std::vector<const
   return LocalWorld().run(plan, sendbufs, recvbufs, c.count, c.type, c.op, o);
 }
 
-/// The shared-memory executor: each rank joins a ProcessGroup of a job
-/// unique to the run and calls execute() with its buffers. The ranks are
-/// threads of this process here (ProcessExecutorTest runs them as
-/// processes): the executor's code is the same either way, since peers
-/// reach each other only through the job's shared-memory segments.
-Status runProcessGroup(const Plan &plan, const RunCase &c,
-                       const std::vector<const void *> &sendbufs,
-                       const std::vector<void *> &recvbufs) {
-  static std::atomic<uint64_t> runs{0};
-  const std::string job =
-      "sweep" + std::to_string(getpid()) + "_" + std::to_string(runs.fetch_add(1));
-  const uint32_t n = plan.info.nranks;
-  std::vector<Status> results(n, Status::success());
-  std::vector<std::thread> ranks;
-  for (uint32_t r = 0; r < n; ++r)
-    ranks.emplace_back([&, r] {
-      ProcessGroupOptions o;
-      o.sliceElements = c.slice;
-      o.workers = c.workersPerRank;
-      o.timeoutSeconds = c.timeout;
-      auto group = ProcessGroup::create(job, int(r), int(n), o);
-      results[r] = group ? (*group)->execute(plan, sendbufs[r], recvbufs[r], c.count, c.type, c.op)
-                         : group.getStatus();
-    });
-  for (std::thread &t : ranks)
-    t.join();
-  for (uint32_t r = 0; r < n; ++r)
-    if (!results[r])
-      return Status::error("rank " + std::to_string(r) + ": " + results[r].message());
-  if (!ProcessGroup::listJobSegments(job).empty())
-    return Status::error("shared-memory segments of job " + job + " were left behind");
-  return Status::success();
-}
-
 /// The executors every case runs on. Another executor is one more entry:
 /// a function that runs all ranks of the plan on the given buffers.
 const std::vector<SweepExecutor> &sweepExecutors() {
   static const std::vector<SweepExecutor> executors = {
       {"threads", ExecMode::Threads, runLocalWorld},
       {"single", ExecMode::Single, runLocalWorld},
-      {"processes", ExecMode::Threads, runProcessGroup},
+      {"processes", ExecMode::Threads, runOnProcessGroup},
   };
   return executors;
 }
@@ -176,7 +142,7 @@ public:
     fillInputs(plan, c, buffers);
     for (const std::vector<char> &in : buffers.original)
       inputHashes.push_back(hashBytes(in.data(), in.size()));
-    return referenceOutputs(plan.info, c, buffers.original, want);
+    return referenceOutputs(plan, c, buffers.original, want);
   }
 
   /// Runs \p c (its placement and mode) on \p exec and checks every
@@ -190,7 +156,7 @@ public:
     for (uint32_t r = 0; r < plan.info.nranks && !c.inplace; ++r)
       if (hashBytes(buffers.original[r].data(), buffers.original[r].size()) != inputHashes[r])
         return where + describe(c) + ": rank " + std::to_string(r) + "'s input was modified";
-    std::string err = compareOutputs(plan.info, c, buffers.recv, want);
+    std::string err = compareOutputs(plan, c, buffers.recv, want);
     // Free this run's buffers before the next one allocates its own.
     buffers.in.clear();
     buffers.out.clear();
@@ -265,6 +231,7 @@ int checkCase(const Plan &plan, const RunCase &base, size_t countIndex,
   int failures = 0;
   for (const Target &t : targets) {
     c.mode = t.exec->mode;
+    c.processGroup = std::string(t.exec->name) == "processes";
     c.inplace = t.inplace;
     if (std::string err = data.check(plan, c, *t.exec); !err.empty()) {
       ADD_FAILURE() << plan.info.name << " n" << plan.info.nranks << ": " << err;

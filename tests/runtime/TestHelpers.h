@@ -2,19 +2,24 @@
 /// \file
 /// Helpers of the executor tests: build buffers for a plan (in place or out
 /// of place), fill them with test data distinct per (rank, element), run the
-/// plan on LocalWorld and compare every defined output with the reference.
+/// plan on LocalWorld or the shared-memory ProcessGroup and compare every
+/// defined output with the reference.
 //===----------------------------------------------------------------------===//
 #ifndef COLL_TESTS_RUNTIME_TESTHELPERS_H
 #define COLL_TESTS_RUNTIME_TESTHELPERS_H
 
 #include "coll/Runtime/Executor.h"
+#include "coll/Runtime/ProcessGroup.h"
 #include "coll/Runtime/Reference.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace coll::test {
@@ -29,14 +34,20 @@ struct RunCase {
   uint64_t slice = 16384;
   uint32_t workersPerRank = 1; ///< Threads mode; 0: a thread per threadblock.
   double timeout = 20;
+  /// Run on the shared-memory ProcessGroup (its ranks as threads of this
+  /// process) instead of LocalWorld; `mode` is then ignored.
+  bool processGroup = false;
 };
 
 inline std::string describe(const RunCase &c) {
   std::ostringstream os;
   os << dataTypeName(c.type) << " " << redOpName(c.op) << " count " << c.count
      << (c.inplace ? " in-place" : " out-of-place")
-     << (c.mode == ExecMode::Single ? " single" : " threads") << " slice " << c.slice;
-  if (c.mode == ExecMode::Threads)
+     << (c.processGroup               ? " processes"
+         : c.mode == ExecMode::Single ? " single"
+                                      : " threads")
+     << " slice " << c.slice;
+  if (c.mode == ExecMode::Threads || c.processGroup)
     os << " workers " << c.workersPerRank;
   return os.str();
 }
@@ -61,7 +72,7 @@ inline void placeBuffers(const Plan &plan, const RunCase &c, WorldBuffers &b,
   const PlanInfo &info = plan.info;
   const uint32_t n = info.nranks;
   const size_t es = dataTypeSize(c.type);
-  BufferElements e = collectiveBufferElements(info.collective, n, c.count);
+  BufferElements e = planBufferElements(info, c.count);
   const uint64_t unit = c.count * es;
   b.in.assign(n, {});
   b.out.assign(n, {});
@@ -98,7 +109,7 @@ fillInputs(const Plan &plan, const RunCase &c, WorldBuffers &b,
            const std::function<void(uint32_t rank, uint64_t n, void *buf)> &fill = nullptr) {
   const uint32_t n = plan.info.nranks;
   const size_t es = dataTypeSize(c.type);
-  BufferElements e = collectiveBufferElements(plan.info.collective, n, c.count);
+  BufferElements e = planBufferElements(plan.info, c.count);
   b.original.assign(n, {});
   for (uint32_t r = 0; r < n; ++r) {
     // One spare byte: data() of an empty vector may be null.
@@ -118,14 +129,14 @@ makeBuffers(const Plan &plan, const RunCase &c, WorldBuffers &b,
   placeBuffers(plan, c, b);
 }
 
-/// The reference's outputs of \p info's collective for \p c on the
-/// unmodified inputs \p original (one buffer per rank), into \p want,
-/// sized as the run's outputs (plus a spare byte). "" or what went wrong.
-inline std::string referenceOutputs(const PlanInfo &info, const RunCase &c,
+/// The reference's outputs of \p plan for \p c on the unmodified inputs
+/// \p original (one buffer per rank), into \p want, sized as the run's
+/// outputs (plus a spare byte). "" or what went wrong.
+inline std::string referenceOutputs(const Plan &plan, const RunCase &c,
                                     const std::vector<std::vector<char>> &original,
                                     std::vector<std::vector<char>> &want) {
-  const uint32_t n = info.nranks;
-  BufferElements e = collectiveBufferElements(info.collective, n, c.count);
+  const uint32_t n = plan.info.nranks;
+  BufferElements e = planBufferElements(plan.info, c.count);
   want.assign(n, {});
   std::vector<const void *> inputs(n);
   std::vector<void *> wantPtrs(n);
@@ -134,35 +145,68 @@ inline std::string referenceOutputs(const PlanInfo &info, const RunCase &c,
     wantPtrs[r] = want[r].data();
     inputs[r] = original[r].data();
   }
-  if (Status s = referenceCollective(info.collective, n, info.root, c.count, c.type, c.op, inputs,
-                                     wantPtrs);
-      !s)
+  if (Status s = referencePlan(plan, c.count, c.type, c.op, inputs, wantPtrs); !s)
     return describe(c) + ": reference: " + s.message();
   return "";
 }
 
-/// Compares every output the collective defines (recv[r], rank r's output
-/// after a run of \p c) with the reference's \p want. "" or the first
-/// wrong element and how many are wrong.
-inline std::string compareOutputs(const PlanInfo &info, const RunCase &c,
+/// Compares every output element the plan defines (recv[r], rank r's
+/// output after a run of \p c) with the reference's \p want. "" or the
+/// first wrong element and how many are wrong.
+inline std::string compareOutputs(const Plan &plan, const RunCase &c,
                                   const std::vector<void *> &recv,
                                   const std::vector<std::vector<char>> &want) {
-  BufferElements e = collectiveBufferElements(info.collective, info.nranks, c.count);
-  for (uint32_t r = 0; r < info.nranks; ++r) {
-    if (!collectiveDefinesOutput(info.collective, info.root, r))
-      continue;
+  for (uint32_t r = 0; r < plan.info.nranks; ++r) {
+    ElementRanges defined = definedOutputElements(plan, r, c.count);
     uint64_t first = 0;
-    uint64_t wrong = countMismatches(c.type, recv[r], want[r].data(), e.output, &first);
+    uint64_t wrong = countMismatchesIn(c.type, recv[r], want[r].data(), defined, &first);
     if (wrong) {
+      uint64_t total = 0;
+      for (auto [begin, end] : defined)
+        total += end - begin;
       std::ostringstream os;
       os << describe(c) << ": rank " << r << " output element " << first << " is "
          << formatElement(c.type, recv[r], first) << ", expected "
-         << formatElement(c.type, want[r].data(), first) << " (" << wrong << " of " << e.output
-         << " wrong)";
+         << formatElement(c.type, want[r].data(), first) << " (" << wrong << " of " << total
+         << " checked elements wrong)";
       return os.str();
     }
   }
   return "";
+}
+
+/// Runs every rank of \p plan for \p c on the shared-memory executor: each
+/// rank joins a ProcessGroup of a job unique to the run and calls execute()
+/// with its buffers. The ranks are threads of this process (the process
+/// tests run them as processes): the executor's code is the same either
+/// way, since peers reach each other only through the job's shared-memory
+/// segments. Fails too when the job leaves a segment behind.
+inline Status runOnProcessGroup(const Plan &plan, const RunCase &c,
+                                const std::vector<const void *> &sendbufs,
+                                const std::vector<void *> &recvbufs) {
+  static std::atomic<uint64_t> runs{0};
+  const std::string job = "t" + std::to_string(getpid()) + "_" + std::to_string(runs.fetch_add(1));
+  const uint32_t n = plan.info.nranks;
+  std::vector<Status> results(n, Status::success());
+  std::vector<std::thread> ranks;
+  for (uint32_t r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      ProcessGroupOptions o;
+      o.sliceElements = c.slice;
+      o.workers = c.workersPerRank;
+      o.timeoutSeconds = c.timeout;
+      auto group = ProcessGroup::create(job, int(r), int(n), o);
+      results[r] = group ? (*group)->execute(plan, sendbufs[r], recvbufs[r], c.count, c.type, c.op)
+                         : group.getStatus();
+    });
+  for (std::thread &t : ranks)
+    t.join();
+  for (uint32_t r = 0; r < n; ++r)
+    if (!results[r])
+      return Status::error("rank " + std::to_string(r) + ": " + results[r].message());
+  if (!ProcessGroup::listJobSegments(job).empty())
+    return Status::error("shared-memory segments of job " + job + " were left behind");
+  return Status::success();
 }
 
 /// Runs \p plan for \p c and compares with the reference. Returns "" on
@@ -172,7 +216,7 @@ inline std::string runAndCheck(const Plan &plan, const RunCase &c,
   const PlanInfo &info = plan.info;
   const uint32_t n = info.nranks;
   const size_t es = dataTypeSize(c.type);
-  BufferElements e = collectiveBufferElements(info.collective, n, c.count);
+  BufferElements e = planBufferElements(info, c.count);
   WorldBuffers b;
   makeBuffers(plan, c, b);
   ExecOptions o = extra ? *extra : ExecOptions();
@@ -180,16 +224,18 @@ inline std::string runAndCheck(const Plan &plan, const RunCase &c,
   o.sliceElements = c.slice;
   o.workersPerRank = c.workersPerRank;
   o.timeoutSeconds = c.timeout;
-  if (Status s = LocalWorld().run(plan, b.send, b.recv, c.count, c.type, c.op, o); !s)
+  Status s = c.processGroup ? runOnProcessGroup(plan, c, b.send, b.recv)
+                            : LocalWorld().run(plan, b.send, b.recv, c.count, c.type, c.op, o);
+  if (!s)
     return describe(c) + ": " + s.message();
 
   std::vector<std::vector<char>> want;
-  if (std::string err = referenceOutputs(info, c, b.original, want); !err.empty())
+  if (std::string err = referenceOutputs(plan, c, b.original, want); !err.empty())
     return err;
   for (uint32_t r = 0; r < n; ++r)
     if (!c.inplace && std::memcmp(b.in[r].data(), b.original[r].data(), e.input * es) != 0)
       return describe(c) + ": rank " + std::to_string(r) + "'s input was modified";
-  return compareOutputs(info, c, b.recv, want);
+  return compareOutputs(plan, c, b.recv, want);
 }
 
 /// Every data type.

@@ -863,8 +863,11 @@ std::vector<FieldCase> infoAndTableCases() {
   return {
       {"collective", 32, 1, 9, "unknown collective 9"},
       {"protocol", 33, 1, 3, "unknown protocol 3"},
-      {"flags", 34, 1, 2, "unknown info flags 0x2 (version 1 defines only 0x1, in-place)"},
-      {"flags", 34, 1, 0x81, "unknown info flags 0x80 (version 1 defines only 0x1, in-place)"},
+      {"flags", 34, 1, 2, "truncated: contract section needs 8 bytes, 0 remain"},
+      {"flags", 34, 1, 4,
+       "unknown info flags 0x4 (version 1 defines 0x1, in-place, and 0x2, contract)"},
+      {"flags", 34, 1, 0x81,
+       "unknown info flags 0x80 (version 1 defines 0x1, in-place, and 0x2, contract)"},
       {"reserved", 35, 1, 1, "reserved info byte is 1, must be 0"},
       {"nranks", 36, 4, 0, "nranks is 0, must be at least 1"},
       {"nranks", 36, 4, 70000, "nranks 70000 exceeds the limit maxRanks (65536)"},
@@ -1136,6 +1139,192 @@ TEST(PlanLoaderTest, OddInputs) {
   Plan plan = makeRingPlan();
   plan.ranks.pop_back();
   EXPECT_EQ(parseMessage(serializePlan(plan)), "rank table has 3 entries, but nranks is 4");
+}
+
+//===----------------------------------------------------------------------===//
+// Contracts: a user-declared collective's post-conditions in the plan
+//===----------------------------------------------------------------------===//
+
+/// The ring plan, declared as a user collective whose contract says what
+/// the ring computes: on every rank, output chunk c is the reduction of
+/// every rank's input chunk c, except that rank 0's output chunk 0 is left
+/// free and rank 1's output chunk 1 must be rank 1's own input chunk 1 (a
+/// contract the instructions need not meet: only its form is checked here).
+Plan makeContractPlan(uint32_t n = 3) {
+  Plan plan = makeRingPlan(n);
+  plan.info.name = "ring_custom";
+  plan.info.collective = CollectiveKind::Custom;
+  PlanContract c;
+  for (uint32_t chunk = 0; chunk < n; ++chunk) {
+    for (uint32_t r = 0; r < n; ++r)
+      c.operands.push_back({r, chunk});
+    c.termBegin.push_back(uint32_t(c.operands.size()));
+  }
+  c.operands.push_back({1, 1});
+  c.termBegin.push_back(uint32_t(c.operands.size()));
+  for (uint32_t r = 0; r < n; ++r)
+    for (uint32_t chunk = 0; chunk < n; ++chunk)
+      c.outputs.push_back(r == 0 && chunk == 0 ? 0 : r == 1 && chunk == 1 ? n + 1 : chunk + 1);
+  plan.contract = c;
+  return plan;
+}
+
+/// Where the contract section starts: after the last rank section.
+size_t contractPos(const std::vector<uint8_t> &b) {
+  uint32_t n = getU32(b, rankCountPos(b));
+  size_t last = tablePos(b) + 16 * (n - 1);
+  return size_t(getU64(b, last) + getU64(b, last + 8));
+}
+
+TEST(PlanContractTest, RoundTripsWholeAndForOneRank) {
+  Plan plan = makeContractPlan();
+  ASSERT_EQ(validateMessage(plan), "ok");
+  std::vector<uint8_t> bytes = serializePlan(plan);
+  EXPECT_EQ(bytes[34], 0x2) << "the contract flag";
+  // 3 terms of 3 operands and one of 1, and 9 output entries.
+  EXPECT_EQ(bytes.size() - contractPos(bytes), 8u + 4 * 4 + 8 * 10 + 4 * 9);
+  Result<Plan> back = parseExact(bytes.data(), bytes.size());
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(*back, plan);
+  EXPECT_EQ(serializePlan(*back), bytes);
+  Result<Plan> one = parseExact(bytes.data(), bytes.size(), 2);
+  ASSERT_TRUE(one.ok()) << one.message();
+  ASSERT_TRUE(one->contract.has_value());
+  EXPECT_EQ(*one->contract, *plan.contract);
+  // Without a contract the same plan is still valid, and one flag smaller.
+  plan.contract.reset();
+  std::vector<uint8_t> bare = serializePlan(plan);
+  EXPECT_EQ(bare[34], 0);
+  EXPECT_EQ(bare.size(), contractPos(bytes));
+  Result<Plan> bareBack = parseExact(bare.data(), bare.size());
+  ASSERT_TRUE(bareBack.ok());
+  EXPECT_FALSE(bareBack->contract.has_value());
+}
+
+TEST(PlanContractTest, DumpListsConstrainedOutputs) {
+  std::string text = dump(makeContractPlan());
+  EXPECT_NE(text.find("plan ring_custom: custom, 3 ranks"), std::string::npos) << text;
+  size_t at = text.find("contract: 4 terms\n");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(text.substr(at), "contract: 4 terms\n"
+                             "  output[0][1] = reduce(input[0][1], input[1][1], input[2][1])\n"
+                             "  output[0][2] = reduce(input[0][2], input[1][2], input[2][2])\n"
+                             "  output[1][0] = reduce(input[0][0], input[1][0], input[2][0])\n"
+                             "  output[1][1] = input[1][1]\n"
+                             "  output[1][2] = reduce(input[0][2], input[1][2], input[2][2])\n"
+                             "  output[2][0] = reduce(input[0][0], input[1][0], input[2][0])\n"
+                             "  output[2][1] = reduce(input[0][1], input[1][1], input[2][1])\n"
+                             "  output[2][2] = reduce(input[0][2], input[1][2], input[2][2])\n");
+}
+
+TEST(PlanContractTest, ValidatorNamesEachError) {
+  auto edited = [](auto edit) {
+    Plan p = makeContractPlan();
+    edit(p, *p.contract);
+    return validateMessage(p);
+  };
+  EXPECT_EQ(edited([](Plan &p, PlanContract &) { p.info.collective = CollectiveKind::AllReduce; }),
+            "the plan implements the built-in collective allreduce, whose post-condition is "
+            "fixed, but carries a contract");
+  EXPECT_EQ(edited([](Plan &, PlanContract &c) { c.operands[4].rank = 3; }),
+            "contract: operand 4 names rank 3, not a rank (nranks 3)");
+  EXPECT_EQ(edited([](Plan &, PlanContract &c) { c.operands[9].chunk = 3; }),
+            "contract: operand 9 names input chunk 3 of rank 1, but the input has 3 chunks");
+  EXPECT_EQ(edited([](Plan &, PlanContract &c) { c.termBegin[2] = c.termBegin[1]; }),
+            "contract: term 1 ends at operand 3, not after its start 3 (a term has at least one "
+            "operand)");
+  EXPECT_EQ(edited([](Plan &, PlanContract &c) { c.termBegin.back() = 11; }),
+            "contract: term 3 ends at operand 11, but there are 10 operands");
+  EXPECT_EQ(edited([](Plan &, PlanContract &c) {
+              c.operands.push_back({0, 0});
+            }),
+            "contract: the terms use 10 operands of 11");
+  EXPECT_EQ(edited([](Plan &, PlanContract &c) { c.termBegin[0] = 1; }),
+            "contract: the term table does not start at operand 0");
+  EXPECT_EQ(edited([](Plan &, PlanContract &c) { c.outputs[7] = 5; }),
+            "contract: output chunk 1 of rank 2 names term 4, but there are 4 terms");
+  EXPECT_EQ(edited([](Plan &, PlanContract &c) { c.outputs.pop_back(); }),
+            "contract: 8 output entries, expected one per output chunk of every rank (9)");
+}
+
+TEST(PlanContractTest, LoaderRejectsMalformedSections) {
+  const std::vector<uint8_t> good = serializePlan(makeContractPlan());
+  const size_t at = contractPos(good);
+  auto edited = [&](auto edit) {
+    std::vector<uint8_t> b = good;
+    edit(b);
+    putU64(b, 16, b.size() - headerBytes);
+    fixChecksum(b);
+    return parseMessage(b);
+  };
+  // The flag with no section, and a section with no flag.
+  EXPECT_EQ(edited([&](std::vector<uint8_t> &b) { b.resize(at); }),
+            "truncated: contract section needs 8 bytes, 0 remain");
+  EXPECT_EQ(edited([&](std::vector<uint8_t> &b) { b[34] = 0; }),
+            std::to_string(good.size() - at) + " bytes after the last rank section");
+  EXPECT_EQ(edited([&](std::vector<uint8_t> &b) { b[34] = 0x6; }),
+            "unknown info flags 0x4 (version 1 defines 0x1, in-place, and 0x2, contract)");
+  EXPECT_EQ(edited([&](std::vector<uint8_t> &b) { b.push_back(0); }),
+            "contract section has 1 unused byte after its outputs");
+  EXPECT_EQ(edited([&](std::vector<uint8_t> &b) { putU32(b, at, 5); }),
+            "truncated: contract section (5 terms, 10 operands, 9 output chunks) needs 136 "
+            "bytes, 132 remain");
+  // A term table that is not increasing is the validator's to name.
+  EXPECT_EQ(edited([&](std::vector<uint8_t> &b) { putU32(b, at + 8, 0); }),
+            "contract: term 0 ends at operand 0, not after its start 0 (a term has at least one "
+            "operand)");
+}
+
+TEST(PlanContractTest, HostileCountsFailFast) {
+  const std::vector<uint8_t> good = serializePlan(makeContractPlan());
+  const size_t at = contractPos(good);
+  for (auto [pos, value] : {std::pair<size_t, uint32_t>{at, 0xffffffff},
+                            {at + 4, 0xffffffff},
+                            {at, 1u << 28},
+                            {at + 4, 1u << 28}}) {
+    std::vector<uint8_t> b = good;
+    putU32(b, pos, value);
+    fixChecksum(b);
+    largestAllocation = 0;
+    std::string msg = parseMessage(b);
+    EXPECT_EQ(msg.rfind("truncated: contract section (", 0), 0u) << msg;
+    EXPECT_LT(largestAllocation.load(), 64u << 10) << msg;
+  }
+}
+
+TEST(PlanContractTest, EveryByteFlippedAndEveryTruncation) {
+  const std::vector<uint8_t> good = serializePlan(makeContractPlan());
+  const size_t at = contractPos(good);
+  size_t accepted = 0;
+  for (size_t pos = at; pos < good.size(); ++pos)
+    for (uint8_t mask : {uint8_t(0xff), uint8_t(0x01), uint8_t(0x80)}) {
+      std::vector<uint8_t> b = good;
+      b[pos] ^= mask;
+      ASSERT_FALSE(parseExact(b.data(), b.size()).ok()) << "checksum catches byte " << pos;
+      fixChecksum(b);
+      for (int rank : {-1, 1}) {
+        Result<Plan> q = parseExact(b.data(), b.size(), rank);
+        if (!q.ok()) {
+          EXPECT_FALSE(q.message().empty());
+          continue;
+        }
+        if (rank == -1) {
+          ++accepted;
+          EXPECT_EQ(serializePlan(*q), b) << "byte " << pos;
+        }
+      }
+    }
+  // Flipping the low bit of an output entry or an operand's chunk can give
+  // another valid contract.
+  EXPECT_GT(accepted, 0u);
+  for (size_t len = at; len < good.size(); ++len) {
+    std::vector<uint8_t> cut(good.begin(), good.begin() + len);
+    putU64(cut, 16, len - headerBytes);
+    fixChecksum(cut);
+    Result<Plan> q = parseExact(cut.data(), cut.size());
+    ASSERT_FALSE(q.ok()) << len;
+    EXPECT_EQ(q.message().rfind("truncated: contract section", 0), 0u) << q.message();
+  }
 }
 
 } // namespace

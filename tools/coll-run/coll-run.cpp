@@ -27,7 +27,10 @@
 //
 // --size is the per-rank size in bytes of the larger buffer, as in
 // nccl-tests: the output of allgather and gather, the input of reducescatter
-// and scatter, either of alltoall, the only one of the others.
+// and scatter, either of alltoall, the only one of the others. For a
+// user-declared collective it is also the larger buffer, its count rounded
+// down to a whole number of the plan's chunks per unit; the check compares
+// the output chunks the plan's contract (its post-conditions) constrains.
 //
 // --mem-limit caps the memory a run allocates besides its buffers (scratch,
 // FIFOs, copies of inputs): over all ranks for threads and single, per rank
@@ -115,8 +118,8 @@ bool parseUnsigned(const std::string &text, uint64_t &out) {
 }
 
 /// How many per-rank units the larger buffer holds.
-uint64_t sizeFactor(CollectiveKind kind, uint32_t nranks) {
-  BufferElements e = collectiveBufferElements(kind, nranks, 1);
+uint64_t sizeFactor(const PlanInfo &info) {
+  BufferElements e = planBufferElements(info, 1);
   return e.input > e.output ? e.input : e.output;
 }
 
@@ -368,8 +371,10 @@ int main(int argc, char **argv) {
                 std::to_string(o.maxProcesses) + " (raise it with --max-processes " +
                 std::to_string(nranks) + ")");
   const size_t es = dataTypeSize(o.type);
-  const uint64_t count = o.size / es / sizeFactor(info.collective, nranks);
-  const BufferElements elems = collectiveBufferElements(info.collective, nranks, count);
+  // A user-declared collective's count is a whole number of its chunks.
+  const uint64_t perUnit = info.collective == CollectiveKind::Custom ? plan->chunksPerUnit() : 1;
+  const uint64_t count = o.size / es / sizeFactor(info) / perUnit * perUnit;
+  const BufferElements elems = planBufferElements(info, count);
   const uint64_t unitBytes = count * es;
   if (o.inplace && !hasInPlaceForm(info.collective))
     return fail(std::string(collectiveName(info.collective)) + " has no in-place form");
@@ -492,15 +497,12 @@ int main(int argc, char **argv) {
       want[r].resize(elems.output * es);
       wantPtrs[r] = want[r].data();
     }
-    if (Status s = referenceCollective(info.collective, nranks, info.root, count, o.type, o.op,
-                                       originals, wantPtrs);
-        !s)
+    if (Status s = referencePlan(plan->plan(), count, o.type, o.op, originals, wantPtrs); !s)
       return fail(s.message());
     for (uint32_t r = 0; r < nranks; ++r) {
-      if (!collectiveDefinesOutput(info.collective, info.root, r))
-        continue;
       uint64_t first = 0;
-      uint64_t n = countMismatches(o.type, checked[r], want[r].data(), elems.output, &first);
+      uint64_t n = countMismatchesIn(o.type, checked[r], want[r].data(),
+                                     definedOutputElements(plan->plan(), r, count), &first);
       if (n && !wrong)
         std::cerr << "coll-run: rank " << r << " output element " << first << " is "
                   << formatElement(o.type, checked[r], first) << ", expected "
@@ -520,7 +522,7 @@ int main(int argc, char **argv) {
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   }
   double timeUs = o.iters ? totalUs / double(o.iters) : 0;
-  uint64_t bytes = count * es * sizeFactor(info.collective, nranks);
+  uint64_t bytes = count * es * sizeFactor(info);
   double algbw = timeUs > 0 ? double(bytes) / timeUs / 1e3 : 0;
 
   std::printf("# plan %s: %s, %u ranks, %u chunks per rank unit, %s plan, protocol %s, depth %u\n",

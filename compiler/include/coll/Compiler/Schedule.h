@@ -70,11 +70,19 @@ struct Step {
 };
 
 /// A step key: the DAG depth of the operation that places it, then its
-/// class (0: a receive-and-forward pair, 1: any other step), then program
-/// order, then which half of a pair (0: the receive, 1: the send).
-inline uint64_t stepKey(const Dag &dag, uint32_t op, bool pair, bool second) {
-  return (uint64_t(dag.depth[op]) << 34) | (uint64_t(pair ? 0 : 1) << 33) | (uint64_t(op) << 1) |
-         (second ? 1 : 0);
+/// class (0: a receive-and-forward pair, 1: any other step), then whether
+/// it only receives (1) or sends or copies (0), then program order, then
+/// which half of a pair (0: the receive, 1: the send). At one depth a
+/// threadblock thus sends what it holds before it waits for what arrives:
+/// the steps of one depth do not depend on each other, and a rank that
+/// both sends and receives at once (a shift, a halo exchange) does not hold
+/// its send back until its peer's message arrives. Both ends of a
+/// connection still agree: its steps are all sends at one end and all
+/// receives at the other.
+inline uint64_t stepKey(const Dag &dag, uint32_t op, bool pair, bool second,
+                        bool receiveOnly = false) {
+  return (uint64_t(dag.depth[op]) << 35) | (uint64_t(pair ? 0 : 1) << 34) |
+         (uint64_t(!pair && receiveOnly ? 1 : 0) << 33) | (uint64_t(op) << 1) | (second ? 1 : 0);
 }
 
 /// A threadblock of a rank: at most one send and one receive connection.

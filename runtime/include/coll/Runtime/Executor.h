@@ -111,13 +111,22 @@ struct BufferElements {
   uint64_t output = 0;
 };
 
-/// The buffer sizes of \p kind on \p nranks ranks for the per-rank
-/// \p count (see the file comment; Collectives.def's InByN and OutByN).
-/// Custom collectives: count and count.
+/// The buffer sizes of the built-in collective \p kind on \p nranks ranks
+/// for the per-rank \p count (see the file comment; Collectives.def's InByN
+/// and OutByN). Custom: count and count; planBufferElements() knows better.
 BufferElements collectiveBufferElements(CollectiveKind kind, uint32_t nranks, uint64_t count);
 
+/// The buffer sizes of a call of \p count on a plan with \p info: those of
+/// collectiveBufferElements() for a built-in collective. A user-declared
+/// collective's unit is its C = gcd(input chunks, output chunks) chunks,
+/// and each buffer holds its chunks / C units of \p count elements: a
+/// send/recv of one chunk moves `count` elements, a neighbour exchange of
+/// `input[c]` into `output[2 * c]` has an output of 2 * count.
+BufferElements planBufferElements(const PlanInfo &info, uint64_t count);
+
 /// C, the plan's chunks per rank unit, from its collective and chunk counts;
-/// an error when they do not fit the collective (or it is custom).
+/// an error when they do not fit the collective. For a user-declared
+/// collective, gcd(input chunks, output chunks).
 Result<uint32_t> planChunksPerUnit(const PlanInfo &info);
 
 class ValidatedPlan;

@@ -14,6 +14,7 @@
 #include "coll/Runtime/Collective.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,11 +111,44 @@ struct PlanInfo {
   }
 };
 
+/// What the output of a user-declared collective must hold: its post-
+/// conditions as the compiler proved them, so that a run can be checked
+/// without the program (docs/plan-format.md). Built-in collectives carry none;
+/// their post-conditions are fixed (Collective.h).
+///
+/// A term is a multiset of input chunks: one chunk is a copy of it, several
+/// are their reduction with the call's operator (in any order). Output chunk
+/// `i` of rank `r` must hold term `outputs[r * outputChunks + i] - 1`, or is
+/// free when that entry is 0.
+struct PlanContract {
+  /// One input chunk of one rank.
+  struct Operand {
+    uint32_t rank = 0;
+    uint32_t chunk = 0;
+    bool operator==(const Operand &o) const { return rank == o.rank && chunk == o.chunk; }
+  };
+  /// Term t's operands are operands[termBegin[t] .. termBegin[t + 1]);
+  /// termBegin has one entry more than there are terms, and starts at 0.
+  std::vector<uint32_t> termBegin{0};
+  std::vector<Operand> operands;
+  /// One entry per output chunk of every rank, rank by rank: 0 (free) or
+  /// 1 + the term the chunk must hold.
+  std::vector<uint32_t> outputs;
+
+  uint32_t numTerms() const { return termBegin.empty() ? 0 : uint32_t(termBegin.size() - 1); }
+  bool operator==(const PlanContract &o) const {
+    return termBegin == o.termBegin && operands == o.operands && outputs == o.outputs;
+  }
+};
+
 /// A whole plan. `ranks` holds every rank, or just one when loaded for a
 /// single rank (then `loadedRank` says which).
 struct Plan {
   PlanInfo info;
   std::vector<RankPlan> ranks;
+  /// A user-declared collective's post-conditions (empty: not recorded; a
+  /// built-in collective's plan never has one).
+  std::optional<PlanContract> contract;
   int32_t loadedRank = -1; ///< -1: all ranks are present.
   /// For a plan parsed for one rank: the checksum its file stores, which
   /// names the whole plan (ValidatedPlan), and the checksum of the section's
@@ -123,7 +157,8 @@ struct Plan {
   uint64_t sourceChecksum = 0;
   uint64_t parsedChecksum = 0;
   bool operator==(const Plan &o) const {
-    return info == o.info && ranks == o.ranks && loadedRank == o.loadedRank;
+    return info == o.info && ranks == o.ranks && contract == o.contract &&
+           loadedRank == o.loadedRank;
   }
 };
 

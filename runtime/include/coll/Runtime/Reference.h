@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace coll {
@@ -25,6 +26,30 @@ namespace coll {
 Status referenceCollective(CollectiveKind kind, uint32_t nranks, uint32_t root, uint64_t count,
                            DataType type, RedOp op, const std::vector<const void *> &inputs,
                            const std::vector<void *> &outputs);
+
+/// The reference result of a run of \p plan, every rank's buffers sized by
+/// planBufferElements(): referenceCollective() for a built-in collective; for
+/// a user-declared one, every output chunk its contract constrains, from the
+/// contract (an error when the plan carries none, or \p count does not
+/// divide into its chunks). Elements the plan leaves undefined are not
+/// written.
+Status referencePlan(const Plan &plan, uint64_t count, DataType type, RedOp op,
+                     const std::vector<const void *> &inputs, const std::vector<void *> &outputs);
+
+/// Elements [begin, end) of an output buffer, in a list of such ranges.
+using ElementRanges = std::vector<std::pair<uint64_t, uint64_t>>;
+
+/// The elements of rank \p rank's output that a run of \p plan with
+/// \p count defines (what referencePlan() writes), in order and merged:
+/// the whole output, none (reduce and gather off the root), or the chunks a
+/// user-declared collective's contract constrains.
+ElementRanges definedOutputElements(const Plan &plan, uint32_t rank, uint64_t count);
+
+/// Number of elements in \p ranges where \p got and \p want differ, as
+/// countMismatches(); *firstIndex receives the first one (from the start of
+/// the buffer).
+uint64_t countMismatchesIn(DataType type, const void *got, const void *want,
+                           const ElementRanges &ranges, uint64_t *firstIndex = nullptr);
 
 /// Fills \p buf with \p n elements of rank \p rank's test input. Integers are
 /// distinct per (rank, element) as far as the type's width allows (sums and

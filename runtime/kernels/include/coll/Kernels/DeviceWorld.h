@@ -97,7 +97,7 @@ public:
   DeviceWorld &operator=(const DeviceWorld &) = delete;
 
   /// Enqueues one run on \p stream: sendbufs[r] and recvbufs[r] are rank
-  /// r's device buffers, sized by collectiveBufferElements(). Errors found
+  /// r's device buffers, sized by planBufferElements(). Errors found
   /// on the host are returned here (prepareCall()'s, naming the rank); errors on the device (a wait
   /// that timed out) by wait().
   Status launch(const std::vector<const void *> &sendbufs, const std::vector<void *> &recvbufs,

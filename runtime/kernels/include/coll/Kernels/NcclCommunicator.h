@@ -105,7 +105,7 @@ public:
 
   /// Enqueues this rank's part of one run on \p stream: \p sendbuf and
   /// \p recvbuf are device buffers of this rank's GPU, sized by
-  /// collectiveBufferElements(); the call is prepared as every executor's
+  /// planBufferElements(); the call is prepared as every executor's
   /// is (prepareCall(), PreparedCall.h): in-place rules and Avg as
   /// LocalWorld (Executor.h), buffers aligned to their elements. Errors
   /// found on the host are returned here, naming the rank; errors on
