@@ -24,10 +24,25 @@ using llvm::Twine;
 
 namespace {
 
-/// A value of the evaluator: an integer or a chunk range, as Sema typed it.
+/// The chunks a chunk expression names, all of one rank and buffer, in
+/// order: one range, or the runs of a strided range.
+using Chunks = llvm::SmallVector<SlotRange, 1>;
+
+/// No buffer: hiddenScratch() failed.
+constexpr uint16_t NoBuffer = UINT16_MAX;
+
+/// Chunks in all of \p c.
+uint64_t chunkCount(const Chunks &c) {
+  uint64_t n = 0;
+  for (const SlotRange &r : c)
+    n += r.count;
+  return n;
+}
+
+/// A value of the evaluator: an integer or chunks, as Sema typed it.
 struct Value {
   int64_t i = 0;
-  SlotRange c;
+  Chunks c;
 };
 
 class Instantiator {
@@ -48,9 +63,18 @@ private:
   std::string forN() const { return " for N = " + std::to_string(t.nranks); }
 
   bool evalInt(const Expr &e, int64_t &out);
-  bool evalChunk(const Expr &e, SlotRange &out);
-  bool evalRef(const ChunkRefExpr &e, SlotRange &out);
-  bool evalTransfer(const TransferExpr &e, SlotRange &out);
+  bool evalChunk(const Expr &e, Chunks &out);
+  /// evalChunk() for an expression Sema allows one range only (the
+  /// conditions of a collective).
+  bool evalRange(const Expr &e, SlotRange &out);
+  bool evalRef(const ChunkRefExpr &e, Chunks &out);
+  bool evalTransfer(const TransferExpr &e, Chunks &out);
+  /// Appends \p op to the trace (one chunk at a time with instances).
+  void pushOp(ChunkOp op);
+  /// The hidden scratch buffer \p name ("$pack", "$unpack"), created on
+  /// first use and grown to at least \p chunks per rank; NoBuffer when
+  /// that exceeds a limit (reported at \p where).
+  uint16_t hiddenScratch(const char *name, uint64_t chunks, llvm::SMRange where);
   bool arith(ArithResult r, const Expr &where, int64_t &out);
   bool exec(const Stmt &s);
   bool execBlock(const BlockStmt &b);
@@ -200,7 +224,7 @@ void Instantiator::alias(SlotRange &r) const {
   r.buffer = physical;
 }
 
-bool Instantiator::evalRef(const ChunkRefExpr &e, SlotRange &out) {
+bool Instantiator::evalRef(const ChunkRefExpr &e, Chunks &out) {
   int64_t rank, lo, hi;
   if (!evalInt(*e.rank, rank))
     return false;
@@ -216,6 +240,11 @@ bool Instantiator::evalRef(const ChunkRefExpr &e, SlotRange &out) {
   hi = lo + 1;
   if (e.hi && !evalInt(*e.hi, hi))
     return false;
+  int64_t step = 0, width = 1;
+  if (e.step && !evalInt(*e.step, step))
+    return false;
+  if (e.width && !evalInt(*e.width, width))
+    return false;
   const Expr &where = e.hi ? static_cast<const Expr &>(e) : *e.lo;
   if (lo < 0 || hi > size || lo >= hi) {
     const char *chunks = size == 1 ? " chunk per rank" : " chunks per rank";
@@ -228,9 +257,34 @@ bool Instantiator::evalRef(const ChunkRefExpr &e, SlotRange &out) {
     return fail(where.getRange(), "chunk index " + Twine(lo) + " is out of range: " + e.bufferName +
                                       " has " + Twine(size) + chunks + forN());
   }
-  out = SlotRange{static_cast<uint32_t>(rank), buffer, static_cast<uint32_t>(lo),
-                  static_cast<uint32_t>(hi - lo)};
-  alias(out);
+  out.clear();
+  if (!e.step) {
+    out.push_back(SlotRange{static_cast<uint32_t>(rank), buffer, static_cast<uint32_t>(lo),
+                            static_cast<uint32_t>(hi - lo)});
+    alias(out.back());
+    return true;
+  }
+  if (step <= 0)
+    return fail(e.step->getRange(),
+                "chunk range step " + Twine(step) + forN() + " must be positive");
+  if (width <= 0 || width > step)
+    return fail(e.width->getRange(),
+                "chunk range width " + Twine(width) + forN() +
+                    (width <= 0 ? " must be positive"
+                                : " exceeds its step " + Twine(step) + ": the runs would overlap"));
+  // Runs [a, min(a + width, hi)) for a = lo, lo + step, ... below hi; one
+  // run when they touch (width == step).
+  for (int64_t a = lo; a < hi; a += step) {
+    uint32_t n = uint32_t(std::min(width, hi - a));
+    if (!out.empty() && width == step)
+      out.back().count += n;
+    else
+      out.push_back(SlotRange{static_cast<uint32_t>(rank), buffer, static_cast<uint32_t>(a), n});
+    if (hi - a <= step)
+      break;
+  }
+  for (SlotRange &r : out)
+    alias(r);
   return true;
 }
 
@@ -247,33 +301,7 @@ bool Instantiator::checkHint(const Expr *e, int64_t limit, const char *what, int
   return true;
 }
 
-bool Instantiator::evalTransfer(const TransferExpr &e, SlotRange &out) {
-  ChunkOp op;
-  op.kind = llvm::isa<CopyExpr>(e) ? OpKind::Copy : OpKind::Reduce;
-  if (!evalChunk(*e.src, op.src) || !evalChunk(*e.dst, op.dst))
-    return false;
-  const char *name = op.kind == OpKind::Copy ? "copy" : "reduce";
-  if (op.src.count != op.dst.count)
-    return fail(e.getRange(), Twine(name) + " of " + Twine(op.src.count) + " chunk" +
-                                  (op.src.count == 1 ? "" : "s") + " into " + Twine(op.dst.count) +
-                                  " chunk" + (op.dst.count == 1 ? "" : "s") + forN());
-  if (op.src.rank == op.dst.rank && op.src.buffer == op.dst.buffer &&
-      op.src.index < op.dst.index + op.dst.count && op.dst.index < op.src.index + op.src.count)
-    return fail(e.getRange(), Twine(name) + " source and destination overlap" + forN());
-  if (!checkHint(e.hints.channel.get(), LanguageLimits::maxChannels, "channel", op.channel) ||
-      !checkHint(e.hints.sendTb.get(), LanguageLimits::maxThreadblocks,
-                 e.hints.tbShared ? "tb" : "sendtb", op.sendTb) ||
-      !checkHint(e.hints.recvTb.get(), LanguageLimits::maxThreadblocks, "recvtb", op.recvTb))
-    return false;
-  if (e.hints.tbShared)
-    op.recvTb = op.sendTb;
-  if (t.ops.size() >= opts.maxOps)
-    return fail(e.getRange(), "the program performs more than " + Twine(opts.maxOps) +
-                                  " chunk operations" + forN() + "; that is the compiler's limit");
-  auto [it, inserted] = siteIndex.try_emplace(&e, uint32_t(t.sites.size()));
-  if (inserted)
-    t.sites.push_back(&e);
-  op.site = it->second;
+void Instantiator::pushOp(ChunkOp op) {
   if (t.instances > 1 && op.src.count > 1) {
     // Each instance moves one slice of every chunk, and one instance's
     // slices of consecutive chunks are not contiguous: move them one by one.
@@ -287,11 +315,130 @@ bool Instantiator::evalTransfer(const TransferExpr &e, SlotRange &out) {
   } else {
     t.ops.push_back(op);
   }
-  out = op.dst;
+}
+
+uint16_t Instantiator::hiddenScratch(const char *name, uint64_t chunks, llvm::SMRange where) {
+  size_t k = 0;
+  while (k < t.scratchNames.size() && t.scratchNames[k] != name)
+    ++k;
+  if (k == t.scratchNames.size()) {
+    t.scratchNames.push_back(name);
+    t.scratchChunks.push_back(0);
+  }
+  uint32_t have = t.scratchChunks[k];
+  if (chunks > have) {
+    if (chunks > opts.maxChunksPerBuffer) {
+      fail(where, "a strided transfer of " + Twine(chunks) + " chunks" + forN() +
+                      " needs a packing buffer larger than the limit of " +
+                      Twine(opts.maxChunksPerBuffer) + " chunks");
+      return NoBuffer;
+    }
+    if (!checkTotalChunks(where, chunks - have,
+                          "with the packing buffer of a strided transfer, the buffers"))
+      return NoBuffer;
+    t.scratchChunks[k] = uint32_t(chunks);
+  }
+  return uint16_t(FirstScratchBuffer + k);
+}
+
+bool Instantiator::evalTransfer(const TransferExpr &e, Chunks &out) {
+  ChunkOp op;
+  op.kind = llvm::isa<CopyExpr>(e) ? OpKind::Copy : OpKind::Reduce;
+  Chunks src, dst;
+  if (!evalChunk(*e.src, src) || !evalChunk(*e.dst, dst))
+    return false;
+  const char *name = op.kind == OpKind::Copy ? "copy" : "reduce";
+  const uint64_t total = chunkCount(src);
+  if (total != chunkCount(dst))
+    return fail(e.getRange(), Twine(name) + " of " + Twine(total) + " chunk" +
+                                  (total == 1 ? "" : "s") + " into " + Twine(chunkCount(dst)) +
+                                  " chunk" + (chunkCount(dst) == 1 ? "" : "s") + forN());
+  for (const SlotRange &a : src)
+    for (const SlotRange &b : dst)
+      if (a.rank == b.rank && a.buffer == b.buffer && a.index < b.index + b.count &&
+          b.index < a.index + a.count)
+        return fail(e.getRange(), Twine(name) + " source and destination overlap" + forN());
+  if (!checkHint(e.hints.channel.get(), LanguageLimits::maxChannels, "channel", op.channel) ||
+      !checkHint(e.hints.sendTb.get(), LanguageLimits::maxThreadblocks,
+                 e.hints.tbShared ? "tb" : "sendtb", op.sendTb) ||
+      !checkHint(e.hints.recvTb.get(), LanguageLimits::maxThreadblocks, "recvtb", op.recvTb))
+    return false;
+  if (e.hints.tbShared)
+    op.recvTb = op.sendTb;
+  // A strided side moves as several operations: at most one per run of
+  // either side, plus the packing copies.
+  const uint64_t planned = src.size() + dst.size() + 1;
+  if (t.ops.size() + planned > opts.maxOps)
+    return fail(e.getRange(), "the program performs more than " + Twine(opts.maxOps) +
+                                  " chunk operations" + forN() + "; that is the compiler's limit");
+  auto [it, inserted] = siteIndex.try_emplace(&e, uint32_t(t.sites.size()));
+  if (inserted)
+    t.sites.push_back(&e);
+  op.site = it->second;
+  out = dst;
+
+  // Pairs the chunks of \p from and \p to in order, one operation of
+  // \p kind per piece where both are contiguous (and hinted as \p like).
+  auto pairUp = [&](const Chunks &from, const Chunks &to, OpKind kind, const ChunkOp &like) {
+    size_t i = 0, j = 0;
+    uint32_t usedFrom = 0, usedTo = 0;
+    while (i < from.size() && j < to.size()) {
+      uint32_t n = std::min(from[i].count - usedFrom, to[j].count - usedTo);
+      ChunkOp piece = like;
+      piece.kind = kind;
+      piece.src = SlotRange{from[i].rank, from[i].buffer, from[i].index + usedFrom, n};
+      piece.dst = SlotRange{to[j].rank, to[j].buffer, to[j].index + usedTo, n};
+      pushOp(piece);
+      if ((usedFrom += n) == from[i].count) {
+        ++i;
+        usedFrom = 0;
+      }
+      if ((usedTo += n) == to[j].count) {
+        ++j;
+        usedTo = 0;
+      }
+    }
+  };
+  const bool remote = src[0].rank != dst[0].rank;
+  if (!remote || (src.size() == 1 && dst.size() == 1)) {
+    pairUp(src, dst, op.kind, op);
+    return true;
+  }
+  // Between ranks, a strided side is packed into (or unpacked from) a
+  // contiguous range of a hidden scratch buffer on its rank, so that the
+  // data crosses as one message.
+  ChunkOp local = op;
+  local.channel = local.sendTb = local.recvTb = -1;
+  Chunks packed = src;
+  if (src.size() > 1) {
+    uint16_t b = hiddenScratch("$pack", total, e.getRange());
+    if (b == NoBuffer)
+      return false;
+    packed = {SlotRange{src[0].rank, b, 0, uint32_t(total)}};
+    pairUp(src, packed, OpKind::Copy, local);
+  }
+  if (dst.size() == 1) {
+    pairUp(packed, dst, op.kind, op);
+    return true;
+  }
+  uint16_t b = hiddenScratch("$unpack", total, e.getRange());
+  if (b == NoBuffer)
+    return false;
+  Chunks arrived = {SlotRange{dst[0].rank, b, 0, uint32_t(total)}};
+  pairUp(packed, arrived, OpKind::Copy, op);
+  pairUp(arrived, dst, op.kind, local);
   return true;
 }
 
-bool Instantiator::evalChunk(const Expr &e, SlotRange &out) {
+bool Instantiator::evalRange(const Expr &e, SlotRange &out) {
+  Chunks c;
+  if (!evalChunk(e, c))
+    return false;
+  out = c.front();
+  return true;
+}
+
+bool Instantiator::evalChunk(const Expr &e, Chunks &out) {
   switch (e.getKind()) {
   case NodeKind::Name:
     out = frame[llvm::cast<VarDecl>(llvm::cast<NameExpr>(e).decl)->slot].c;
@@ -342,7 +489,7 @@ bool Instantiator::exec(const Stmt &s) {
   case NodeKind::Expr: {
     auto &e = llvm::cast<ExprStmt>(s);
     if (e.expr->getValueKind() == ValueKind::Chunk) {
-      SlotRange ignored;
+      Chunks ignored;
       return evalChunk(*e.expr, ignored);
     }
     int64_t ignored;
@@ -479,7 +626,7 @@ bool Instantiator::evalUserCollective(const CollectiveDecl &c) {
       t.hasUserPre = true;
       bool ok = forEachBinding(p->clause.get(), 0, [&] {
         SlotRange r;
-        if (!evalChunk(*p->ref, r))
+        if (!evalRange(*p->ref, r))
           return false;
         for (uint32_t k = 0; k < r.count; ++k)
           t.userPre.emplace_back(r.rank, r.index + k);
@@ -490,7 +637,7 @@ bool Instantiator::evalUserCollective(const CollectiveDecl &c) {
     } else if (auto *p = llvm::dyn_cast<PostStmt>(item.get())) {
       bool ok = forEachBinding(p->clause.get(), 0, [&] {
         SlotRange target;
-        if (!evalChunk(*p->target, target))
+        if (!evalRange(*p->target, target))
           return false;
         PostFact fact;
         fact.site = p;
@@ -501,7 +648,7 @@ bool Instantiator::evalUserCollective(const CollectiveDecl &c) {
           fact.isReduction = true;
           bool inner = forEachBinding(all->clause.get(), 0, [&] {
             SlotRange in;
-            if (!evalChunk(*all->element, in))
+            if (!evalRange(*all->element, in))
               return false;
             for (uint32_t k = 0; k < in.count; ++k)
               fact.inputs.emplace_back(in.rank, in.index + k);
@@ -515,7 +662,7 @@ bool Instantiator::evalUserCollective(const CollectiveDecl &c) {
           return true;
         }
         SlotRange in;
-        if (!evalChunk(*p->value, in))
+        if (!evalRange(*p->value, in))
           return false;
         if (in.count != target.count)
           return fail(p->getRange(), "post-condition relates " + Twine(target.count) +

@@ -371,9 +371,11 @@ ExprPtr Builder::buildPrimary(CollParser::PrimaryContext &ctx) {
   if (auto *ref = dynamic_cast<CollParser::ChunkRefContext *>(&ctx)) {
     std::string bufName = ref->buf->kw ? ref->buf->kw->getText() : identText(ref->buf->name);
     ExprPtr hi = ref->hi ? buildExpr(*ref->hi) : nullptr;
+    ExprPtr step = ref->step ? buildExpr(*ref->step) : nullptr;
+    ExprPtr width = ref->width ? buildExpr(*ref->width) : nullptr;
     return std::make_unique<ChunkRefExpr>(range(&ctx), bufName, range(ref->buf),
-                                          buildExpr(*ref->rank), buildExpr(*ref->lo),
-                                          std::move(hi));
+                                          buildExpr(*ref->rank), buildExpr(*ref->lo), std::move(hi),
+                                          std::move(step), std::move(width));
   }
   if (auto *n = dynamic_cast<CollParser::NameExprContext *>(&ctx))
     return std::make_unique<NameExpr>(range(&ctx), identText(n->name));

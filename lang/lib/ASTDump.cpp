@@ -291,6 +291,10 @@ void Dumper::expr(const Expr &e, llvm::StringRef label) {
     expr(*r->lo, r->hi ? "lo" : "index");
     if (r->hi)
       expr(*r->hi, "hi");
+    if (r->step)
+      expr(*r->step, "step");
+    if (r->width)
+      expr(*r->width, "width");
   } else if (auto *t = llvm::dyn_cast<TransferExpr>(&e)) {
     expr(*t->src, "src");
     expr(*t->dst, "dst");

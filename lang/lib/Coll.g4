@@ -102,7 +102,8 @@ primary
   : INT                                                            # IntLit
   | kw=('true' | 'false')                                          # BoolLit
   | callee=ident '(' (callArg (',' callArg)*)? ')'                    # CallExpr
-  | buf=bufferName '[' rank=expr ']' '[' lo=expr ('..' hi=expr)? ']'   # ChunkRef
+  | buf=bufferName '[' rank=expr ']'
+      '[' lo=expr ('..' hi=expr ('step' step=expr ('width' width=expr)?)?)? ']'  # ChunkRef
   | name=ident                                                     # NameExpr
   | '(' inner=expr ')'                                             # ParenExpr
   ;
@@ -115,7 +116,7 @@ callArg : (label=ident ':')? value=expr forClause? ;
 
 // Words that are keywords only where they introduce a clause, so programs
 // may still name a loop variable `step`.
-ident : ID | 'step' | 'pre' | 'post' | 'with' | 'implements' | 'def' ;
+ident : ID | 'step' | 'width' | 'pre' | 'post' | 'with' | 'implements' | 'def' ;
 
 // ---------------------------------------------------------------------------
 // Tokens

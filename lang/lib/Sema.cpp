@@ -449,8 +449,17 @@ ValueKind Sema::checkChunkRef(ChunkRefExpr &e) {
   ok &= expectInt(*e.lo, "a chunk index");
   if (e.hi)
     ok &= expectInt(*e.hi, "a chunk index");
+  if (e.step)
+    ok &= expectInt(*e.step, "a chunk range step");
+  if (e.width)
+    ok &= expectInt(*e.width, "a chunk range width");
   if (!ok)
     return ValueKind::Unknown;
+  if (e.step && context == Context::Collective) {
+    diag.error(e.step->getRange(), "a strided chunk range moves data in an algorithm; a "
+                                   "collective's conditions name chunks one at a time");
+    return ValueKind::Unknown;
+  }
   if (auto r = e.rank->getConstant(); r && *r < 0)
     diag.error(e.rank->getRange(), "rank " + Twine(*r) + " is negative");
   if (auto lo = e.lo->getConstant(); lo && *lo < 0)
@@ -461,6 +470,15 @@ ValueKind Sema::checkChunkRef(ChunkRefExpr &e) {
       diag.error(SMRange(e.lo->getRange().Start, e.hi->getRange().End),
                  "empty chunk range " + Twine(*lo) + " .. " + Twine(*hi));
   }
+  std::optional<int64_t> step = e.step ? e.step->getConstant() : std::nullopt;
+  std::optional<int64_t> width = e.width ? e.width->getConstant() : std::nullopt;
+  if (step && *step <= 0)
+    diag.error(e.step->getRange(), "chunk range step " + Twine(*step) + " must be positive");
+  if (width && *width <= 0)
+    diag.error(e.width->getRange(), "chunk range width " + Twine(*width) + " must be positive");
+  if (step && width && *step > 0 && *width > *step)
+    diag.error(e.width->getRange(), "chunk range width " + Twine(*width) + " exceeds its step " +
+                                        Twine(*step) + ": the runs would overlap");
   return ValueKind::Chunk;
 }
 

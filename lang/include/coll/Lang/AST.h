@@ -198,19 +198,25 @@ public:
   const FuncDecl *func = nullptr; ///< Set by Sema.
 };
 
-/// `buffer[rank][lo]` or `buffer[rank][lo .. hi]` (half-open).
+/// `buffer[rank][lo]`, `buffer[rank][lo .. hi]` (half-open), or a strided
+/// range `buffer[rank][lo .. hi step s]` (chunks lo, lo + s, ... below hi),
+/// optionally `width w` (runs of w chunks every s chunks, the last one cut
+/// at hi).
 class ChunkRefExpr : public Expr {
 public:
   ChunkRefExpr(llvm::SMRange r, std::string bufferName, llvm::SMRange bufferRange, ExprPtr rank,
-               ExprPtr lo, ExprPtr hi)
+               ExprPtr lo, ExprPtr hi, ExprPtr step = nullptr, ExprPtr width = nullptr)
       : Expr(NodeKind::ChunkRef, r), bufferName(std::move(bufferName)), bufferRange(bufferRange),
-        rank(std::move(rank)), lo(std::move(lo)), hi(std::move(hi)) {}
+        rank(std::move(rank)), lo(std::move(lo)), hi(std::move(hi)), step(std::move(step)),
+        width(std::move(width)) {}
   static bool classof(const Node *n) { return n->getKind() == NodeKind::ChunkRef; }
   std::string bufferName;
   llvm::SMRange bufferRange;
   ExprPtr rank;
   ExprPtr lo;
   ExprPtr hi;                   ///< Null for a single chunk.
+  ExprPtr step;                 ///< Null for a contiguous range.
+  ExprPtr width;                ///< Null: 1 (only with a step).
   BufferDecl *buffer = nullptr; ///< Set by Sema.
 };
 
