@@ -50,8 +50,21 @@ void printInfo(const Plan &plan, uint64_t checksum, size_t bytes, std::ostream &
      << "collective:    " << collectiveName(info.collective);
   if (collectiveInfo(info.collective).rooted)
     os << " (root " << info.root << ")";
-  os << (info.inplace ? ", in-place" : ", out-of-place") << "\n"
-     << "ranks:         " << info.nranks << "\n"
+  os << (info.inplace ? ", in-place" : ", out-of-place") << "\n";
+  if (info.collective == CollectiveKind::Custom) {
+    // A user-declared collective's post-conditions, when the plan has them.
+    os << "contract:      ";
+    if (!plan.contract) {
+      os << "none (a run cannot be checked)\n";
+    } else {
+      uint64_t constrained = 0;
+      for (uint32_t e : plan.contract->outputs)
+        constrained += e != 0;
+      os << plan.contract->numTerms() << " terms, " << constrained << " of "
+         << plan.contract->outputs.size() << " output chunks constrained\n";
+    }
+  }
+  os << "ranks:         " << info.nranks << "\n"
      << "chunks:        input " << info.inputChunks << ", output " << info.outputChunks
      << ", scratch up to " << maxScratch << " per rank\n"
      << "protocol:      " << protocolName(info.protocol) << ", connection depth "
