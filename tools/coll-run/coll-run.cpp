@@ -39,6 +39,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ToolSupport.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/PlanIO.h"
 #include "coll/Runtime/PreparedCall.h"
@@ -52,19 +53,15 @@
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <new>
 #include <string>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <vector>
 
 using namespace coll;
+using namespace coll::tools;
 
 namespace {
 
@@ -82,47 +79,6 @@ int fail(const std::string &msg) {
   return 1;
 }
 
-/// Parses "64M", "1K", "4096", "1G" (binary multiples; a trailing B is fine).
-bool parseSize(const std::string &text, uint64_t &out) {
-  char *end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (end == text.c_str() || errno || text[0] == '-')
-    return false;
-  uint64_t mult = 1;
-  std::string suffix = end;
-  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b'))
-    suffix.pop_back();
-  if (suffix == "K" || suffix == "k")
-    mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "m")
-    mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "g")
-    mult = 1ull << 30;
-  else if (!suffix.empty())
-    return false;
-  if (v > UINT64_MAX / mult)
-    return false;
-  out = v * mult;
-  return true;
-}
-
-bool parseUnsigned(const std::string &text, uint64_t &out) {
-  char *end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (end == text.c_str() || *end || errno || text[0] == '-')
-    return false;
-  out = v;
-  return true;
-}
-
-/// How many per-rank units the larger buffer holds.
-uint64_t sizeFactor(const PlanInfo &info) {
-  BufferElements e = planBufferElements(info, 1);
-  return e.input > e.output ? e.input : e.output;
-}
-
 struct Options {
   std::string planPath;
   ExecMode mode = ExecMode::Threads;
@@ -135,10 +91,7 @@ struct Options {
   bool check = true;
   bool inplace = false;
   uint64_t iters = 5;
-  uint64_t slice = ExecOptions().sliceElements;
-  uint64_t workers = ExecOptions().workersPerRank;
-  double timeout = ExecOptions().timeoutSeconds;
-  uint64_t memLimit = ExecOptions().memoryLimitBytes; ///< 0: the default cap.
+  RunSettings run; ///< Slice, workers, timeout, memory cap.
   std::string tracePath;
   uint64_t maxProcesses = 256; ///< --ranks-as processes: at most this many.
 };
@@ -187,19 +140,21 @@ int parseArgs(int argc, char **argv, Options &o) {
       if (!value(v) || !parseUnsigned(v, o.iters))
         return fail("--iters takes a number");
     } else if (a == "--slice") {
-      if (!value(v) || !parseUnsigned(v, o.slice) || o.slice == 0)
+      if (!value(v) || !parseUnsigned(v, o.run.sliceElements) || o.run.sliceElements == 0)
         return fail("--slice takes a positive number of elements");
       o.sliceGiven = true;
     } else if (a == "--workers") {
-      if (!value(v) || !parseUnsigned(v, o.workers) || o.workers > 1024)
+      uint64_t workers = 0;
+      if (!value(v) || !parseUnsigned(v, workers) || workers > 1024)
         return fail("--workers takes a number of threads per rank (0: one per threadblock)");
+      o.run.workers = uint32_t(workers);
     } else if (a == "--timeout") {
-      char *end = nullptr;
-      if (!value(v) || (o.timeout = std::strtod(v.c_str(), &end), *end) || !(o.timeout > 0))
+      if (!value(v) || !parseSeconds(v, o.run.timeoutSeconds))
         return fail("--timeout takes a positive number of seconds");
     } else if (a == "--mem-limit") {
-      if (!value(v) || (v == "none" ? (o.memLimit = noMemoryLimit, false)
-                                    : !parseSize(v, o.memLimit) || o.memLimit == 0))
+      uint64_t &cap = o.run.memoryLimitBytes;
+      if (!value(v) ||
+          (v == "none" ? (cap = noMemoryLimit, false) : !parseSize(v, cap) || cap == 0))
         return fail("--mem-limit takes a positive byte count such as 64K, 512M or 4G, or 'none'");
     } else if (a == "--max-processes") {
       if (!value(v) || !parseUnsigned(v, o.maxProcesses) || o.maxProcesses == 0)
@@ -223,41 +178,6 @@ int parseArgs(int argc, char **argv, Options &o) {
   return 0;
 }
 
-/// Memory shared with the processes this one forks (MAP_SHARED), handed
-/// out in 64-byte aligned pieces.
-class SharedArena {
-public:
-  ~SharedArena() {
-    if (base)
-      munmap(base, bytes);
-  }
-  /// Maps \p n bytes; false when the system refuses.
-  bool reserve(uint64_t n) {
-    bytes = n ? n : 1;
-    void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-      return false;
-    base = static_cast<char *>(p);
-    return true;
-  }
-  char *take(uint64_t n) {
-    char *p = base + used;
-    used += (n + 63) & ~uint64_t(63);
-    return p;
-  }
-
-private:
-  char *base = nullptr;
-  uint64_t bytes = 0, used = 0;
-};
-
-/// What a rank's process reports back.
-struct RankReport {
-  int status = -1;    ///< 0: ran; 1: failed (message); -1: never reported.
-  double totalUs = 0; ///< The timed runs.
-  char message[2048] = {};
-};
-
 /// The processes mode: forks a process per rank that runs the checked call
 /// and \p iters timed calls through ProcessGroup; \p snapshots[r], when not
 /// null, receives rank r's output after the checked call (in place, the
@@ -268,77 +188,31 @@ std::string runProcesses(const ValidatedPlan &plan, const Options &o, uint64_t c
                          const std::vector<void *> &recvbufs, const std::vector<char *> &snapshots,
                          uint64_t outputBytes, SharedArena &arena, double *timeUs) {
   const uint32_t nranks = plan.info().nranks;
-  RankReport *reports = reinterpret_cast<RankReport *>(arena.take(sizeof(RankReport) * nranks));
-  for (uint32_t r = 0; r < nranks; ++r)
-    new (&reports[r]) RankReport();
-  std::string job = "coll-run-" + std::to_string(getpid()) + "-" +
-                    std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
-  ProcessGroupOptions po;
-  po.sliceElements = o.slice;
-  po.workers = uint32_t(o.workers);
-  po.timeoutSeconds = o.timeout;
-  po.memoryLimitBytes = o.memLimit;
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::vector<pid_t> pids;
-  std::string errors;
-  for (uint32_t r = 0; r < nranks; ++r) {
-    pid_t pid = fork();
-    if (pid < 0) {
-      errors = std::string("cannot start a process: ") + std::strerror(errno);
-      break;
-    }
-    if (pid == 0) {
-      // The rank's process: report, then leave without running this
-      // process's exit handlers twice.
-      RankReport &rep = reports[r];
-      auto report = [&](const std::string &m) {
-        std::snprintf(rep.message, sizeof rep.message, "%s", m.c_str());
-        rep.status = 1;
-      };
-      {
-        auto group = ProcessGroup::create(job, int(r), int(nranks), po);
-        if (!group) {
-          report(group.message());
-        } else if (Status s =
-                       (*group)->execute(plan, sendbufs[r], recvbufs[r], count, o.type, o.op);
-                   !s) {
-          report(s.message());
-        } else {
-          if (snapshots[r])
-            std::memcpy(snapshots[r], recvbufs[r], outputBytes);
-          rep.status = 0;
-          auto start = std::chrono::steady_clock::now();
-          for (uint64_t i = 0; i < o.iters && rep.status == 0; ++i)
-            if (Status t = (*group)->execute(plan, sendbufs[r], recvbufs[r], count, o.type, o.op);
-                !t)
-              report(t.message());
-          rep.totalUs =
-              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-                  .count();
-        }
-      }
-      _exit(rep.status == 0 ? 0 : 1);
-    }
-    pids.push_back(pid);
-  }
+  double *totalUs = reinterpret_cast<double *>(arena.take(sizeof(double) * nranks));
+  std::fill_n(totalUs, nranks, 0.0);
+  const std::string job = uniqueJobName("coll-run");
+  const ProcessGroupOptions po = o.run.processGroupOptions();
+  RankProcesses ranks;
+  ranks.start(nranks, arena, [&](uint32_t r) -> std::string {
+    auto group = ProcessGroup::create(job, int(r), int(nranks), po);
+    if (!group)
+      return group.message();
+    if (Status s = (*group)->execute(plan, sendbufs[r], recvbufs[r], count, o.type, o.op); !s)
+      return s.message();
+    if (snapshots[r])
+      std::memcpy(snapshots[r], recvbufs[r], outputBytes);
+    auto start = std::chrono::steady_clock::now();
+    for (uint64_t i = 0; i < o.iters; ++i)
+      if (Status t = (*group)->execute(plan, sendbufs[r], recvbufs[r], count, o.type, o.op); !t)
+        return t.message();
+    totalUs[r] =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    return "";
+  });
+  std::string errors = ranks.finish("coll-run");
   *timeUs = 0;
-  for (uint32_t r = 0; r < pids.size(); ++r) {
-    int st = 0;
-    while (waitpid(pids[r], &st, 0) < 0 && errno == EINTR) {
-    }
-    const RankReport &rep = reports[r];
-    std::string why;
-    if (WIFSIGNALED(st))
-      why = std::string("killed by signal ") + std::to_string(WTERMSIG(st));
-    else if (rep.status != 0)
-      why = rep.status < 0 ? "exited without a report" : rep.message;
-    if (!why.empty())
-      errors += (errors.empty() ? "" : "\ncoll-run: error: ") +
-                ("rank " + std::to_string(r) + ": " + why);
-    if (o.iters)
-      *timeUs = std::max(*timeUs, rep.totalUs / double(o.iters));
-  }
+  for (uint32_t r = 0; r < nranks && o.iters; ++r)
+    *timeUs = std::max(*timeUs, totalUs[r] / double(o.iters));
   return errors;
 }
 
@@ -372,8 +246,7 @@ int main(int argc, char **argv) {
                 std::to_string(nranks) + ")");
   const size_t es = dataTypeSize(o.type);
   // A user-declared collective's count is a whole number of its chunks.
-  const uint64_t perUnit = info.collective == CollectiveKind::Custom ? plan->chunksPerUnit() : 1;
-  const uint64_t count = o.size / es / sizeFactor(info) / perUnit * perUnit;
+  const uint64_t count = countForBytes(*plan, o.type, o.size);
   const BufferElements elems = planBufferElements(info, count);
   const uint64_t unitBytes = count * es;
   if (o.inplace && !hasInPlaceForm(info.collective))
@@ -385,7 +258,8 @@ int main(int argc, char **argv) {
   if (o.processes) {
     uint64_t perRank = o.inplace ? std::max(elems.input, elems.output) * es + 64 + elems.output * es
                                  : elems.input * es + elems.output * es;
-    if (!arena.reserve((perRank + 192) * nranks + sizeof(RankReport) * nranks + 64))
+    if (!arena.reserve((perRank + 192) * nranks + RankProcesses::arenaBytes(nranks) +
+                       SharedArena::footprint(sizeof(double) * nranks)))
       return fail(std::string("cannot map shared memory: ") + std::strerror(errno));
   }
   std::vector<char *> snapshots(nranks, nullptr);
@@ -404,13 +278,10 @@ int main(int argc, char **argv) {
     fillTestInput(o.type, o.op, nranks, r, elems.input, b.original.data());
     originals[r] = b.original.data();
     if (o.inplace) {
-      char *p = buffer(b.both, std::max(elems.input, elems.output) * es);
-      // The collective's alias: one buffer holds the other at block
-      // inPlaceBlock() (allgather's input, reducescatter's output).
-      const InPlaceAlias alias = collectiveInfo(info.collective).inPlace;
-      const uint64_t inner = inPlaceBlock(info.collective, r) * unitBytes;
-      b.send = alias == InPlaceAlias::InputInOutput ? p + inner : p;
-      b.recv = alias == InPlaceAlias::OutputInInput ? p + inner : p;
+      RankPointers p = inPlacePointers(info.collective, r, unitBytes,
+                                       buffer(b.both, std::max(elems.input, elems.output) * es));
+      b.send = p.send;
+      b.recv = p.recv;
       if (o.processes)
         snapshots[r] = arena.take(elems.output * es);
     } else {
@@ -427,12 +298,7 @@ int main(int argc, char **argv) {
                     ranks[r].original.size());
   };
 
-  ExecOptions eo;
-  eo.mode = o.mode;
-  eo.sliceElements = o.slice;
-  eo.workersPerRank = uint32_t(o.workers);
-  eo.timeoutSeconds = o.timeout;
-  eo.memoryLimitBytes = o.memLimit;
+  ExecOptions eo = o.run.execOptions(o.mode);
   Timeline timeline;
   if (!o.tracePath.empty())
     eo.timeline = &timeline;
@@ -475,9 +341,9 @@ int main(int argc, char **argv) {
       g.sendOffset = static_cast<const char *>(b.send) - b.both.data();
       g.recvOffset = static_cast<char *>(b.recv) - b.both.data();
     }
-    std::string err =
-        runOnGpu(*plan, gpuRanks, count, o.type, o.op, o.sliceGiven ? o.slice * es : 0, o.timeout,
-                 o.iters, &processTimeUs, o.tracePath.empty() ? nullptr : &timeline);
+    std::string err = runOnGpu(*plan, gpuRanks, count, o.type, o.op,
+                               o.sliceGiven ? o.run.sliceElements * es : 0, o.run.timeoutSeconds,
+                               o.iters, &processTimeUs, o.tracePath.empty() ? nullptr : &timeline);
     if (!err.empty())
       return fail(err);
 #endif
@@ -491,24 +357,14 @@ int main(int argc, char **argv) {
   }
   uint64_t wrong = 0;
   if (o.check) {
-    std::vector<std::vector<char>> want(nranks);
-    std::vector<void *> wantPtrs(nranks);
-    for (uint32_t r = 0; r < nranks; ++r) {
-      want[r].resize(elems.output * es);
-      wantPtrs[r] = want[r].data();
-    }
-    if (Status s = referencePlan(plan->plan(), count, o.type, o.op, originals, wantPtrs); !s)
-      return fail(s.message());
-    for (uint32_t r = 0; r < nranks; ++r) {
-      uint64_t first = 0;
-      uint64_t n = countMismatchesIn(o.type, checked[r], want[r].data(),
-                                     definedOutputElements(plan->plan(), r, count), &first);
-      if (n && !wrong)
-        std::cerr << "coll-run: rank " << r << " output element " << first << " is "
-                  << formatElement(o.type, checked[r], first) << ", expected "
-                  << formatElement(o.type, want[r].data(), first) << "\n";
-      wrong += n;
-    }
+    Result<CheckOutcome> outcome =
+        checkOutputs(plan->plan(), count, o.type, o.op, originals,
+                     std::vector<const void *>(checked.begin(), checked.end()));
+    if (!outcome)
+      return fail(outcome.message());
+    if (outcome->wrong)
+      std::cerr << "coll-run: " << outcome->firstMismatch << "\n";
+    wrong = outcome->wrong;
   }
 
   // Timed runs. In place, the data changes from run to run; only the time
@@ -534,7 +390,7 @@ int main(int argc, char **argv) {
               : o.processes                ? "processes"
               : o.mode == ExecMode::Single ? "single"
                                            : "threads",
-              o.slice, o.inplace ? "in-place" : "out-of-place", o.iters);
+              o.run.sliceElements, o.inplace ? "in-place" : "out-of-place", o.iters);
   std::printf("# %12s %12s %8s %6s %12s %12s %8s\n", "size(B)", "count", "type", "redop",
               "time(us)", "algbw(GB/s)", "#wrong");
   std::printf("  %12" PRIu64 " %12" PRIu64 " %8s %6s %12.1f %12.3f %8s\n", bytes, count,

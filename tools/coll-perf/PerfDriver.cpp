@@ -1,0 +1,487 @@
+//===- PerfDriver.cpp - coll-perf's sweep over sizes ----------------------===//
+
+#include "PerfDriver.h"
+
+#include "coll/Runtime/Collective.h"
+#include "coll/Runtime/Executor.h"
+#include "coll/Runtime/ProcessGroup.h"
+#include "coll/Runtime/Reference.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <unistd.h>
+#include <vector>
+
+using namespace coll;
+using namespace coll::tools;
+
+namespace coll::perf {
+
+const char *shortTypeName(DataType type) {
+  switch (type) {
+  case DataType::Int8:
+    return "i8";
+  case DataType::Uint8:
+    return "u8";
+  case DataType::Int32:
+    return "i32";
+  case DataType::Uint32:
+    return "u32";
+  case DataType::Int64:
+    return "i64";
+  case DataType::Uint64:
+    return "u64";
+  case DataType::Float16:
+    return "f16";
+  case DataType::BFloat16:
+    return "bf16";
+  case DataType::Float32:
+    return "f32";
+  case DataType::Float64:
+    return "f64";
+  }
+  return "?";
+}
+
+double busBandwidthFactor(CollectiveKind kind, uint32_t nranks) {
+  const double n = nranks;
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    return 2 * (n - 1) / n;
+  case CollectiveKind::AllGather:
+  case CollectiveKind::ReduceScatter:
+  case CollectiveKind::AllToAll:
+    return (n - 1) / n;
+  default:
+    return 1;
+  }
+}
+
+namespace {
+
+/// Whether a call of \p plan combines values: a built-in collective that
+/// reduces, or a user-declared one whose contract has a term of several
+/// operands.
+bool planReduces(const Plan &plan) {
+  if (plan.info.collective != CollectiveKind::Custom)
+    return collectiveReduces(plan.info.collective);
+  if (!plan.contract)
+    return false;
+  const std::vector<uint32_t> &begin = plan.contract->termBegin;
+  for (size_t t = 0; t + 1 < begin.size(); ++t)
+    if (begin[t + 1] - begin[t] > 1)
+      return true;
+  return false;
+}
+
+/// One measurement of the sweep: a size in one placement.
+struct Step {
+  size_t sizeIndex = 0; ///< Steps of one size are adjacent.
+  uint64_t count = 0;
+  bool inPlace = false;
+};
+
+/// What a step measured.
+struct Measured {
+  double timeUs = 0;
+  uint64_t wrong = 0;
+};
+
+/// Prints the sweep: CSV rows as they come, or nccl-tests' table, one line
+/// per size, and its summary.
+class Reporter {
+public:
+  Reporter(const ValidatedPlan &plan, const PerfOptions &opts)
+      : info(plan.info()), opts(opts), op(planReduces(plan.plan()) ? redOpName(opts.op) : "none"),
+        factor(busBandwidthFactor(info.collective, info.nranks)),
+        root(collectiveInfo(info.collective).rooted ? int(info.root) : -1) {}
+
+  void begin(const ValidatedPlan &plan) {
+    if (opts.csv) {
+      std::printf("collective,algorithm,nranks,ranks_as,size_bytes,count,dtype,op,placement,"
+                  "time_us,algbw_GBps,busbw_GBps,wrong\n");
+    } else {
+      std::printf("# coll-perf: plan %s, %s, %u ranks as %s, %u chunks per rank unit, "
+                  "slice %" PRIu64 " elements\n",
+                  info.name.c_str(),
+                  info.collective == CollectiveKind::Custom ? "a user-declared collective"
+                                                            : collectiveName(info.collective),
+                  info.nranks, ranksAs(), plan.chunksPerUnit(), opts.run.sliceElements);
+      std::printf("# iters: %" PRIu64 "  warmup: %" PRIu64 "  check: %d  dtype: %s  op: %s\n#\n",
+                  opts.iters, opts.warmup, opts.check ? 1 : 0, shortTypeName(opts.type), op);
+      std::printf("# %10s  %12s  %6s  %6s  %6s  %-33s  %s\n", "", "", "", "", "",
+                  "           out-of-place", "             in-place");
+      std::printf("# %10s  %12s  %6s  %6s  %6s  %10s %7s %7s %6s  %10s %7s %7s %6s\n", "size",
+                  "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+                  "algbw", "busbw", "#wrong");
+      std::printf("# %10s  %12s  %6s  %6s  %6s  %10s %7s %7s %6s  %10s %7s %7s\n", "(B)",
+                  "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+                  "(GB/s)");
+    }
+    std::fflush(stdout);
+  }
+
+  /// Records \p m of \p step; \p lastOfSize prints the size's table line.
+  void measured(const Step &step, const Measured &m, bool lastOfSize) {
+    const uint64_t sizeBytes = step.count * dataTypeSize(opts.type) * sizeFactor(info);
+    const uint64_t count = sizeBytes / dataTypeSize(opts.type);
+    const double algbw = m.timeUs > 0 ? double(sizeBytes) / m.timeUs / 1e3 : 0;
+    const double busbw = algbw * factor;
+    totalWrong += m.wrong;
+    busbwSum += busbw;
+    ++rows;
+    if (opts.csv) {
+      std::printf("%s,%s,%u,%s,%" PRIu64 ",%" PRIu64 ",%s,%s,%s,%.3f,%.4f,%.4f,%" PRIu64 "\n",
+                  collectiveName(info.collective), info.name.c_str(), info.nranks, ranksAs(),
+                  sizeBytes, count, shortTypeName(opts.type), op,
+                  step.inPlace ? "in-place" : "out-of-place", m.timeUs, algbw, busbw, m.wrong);
+      std::fflush(stdout);
+      return;
+    }
+    char cells[64];
+    std::snprintf(cells, sizeof cells, "  %10.2f %7.3f %7.3f %6s", m.timeUs, algbw, busbw,
+                  opts.check ? std::to_string(m.wrong).c_str() : "N/A");
+    (step.inPlace ? inPlaceCells : outOfPlaceCells) = cells;
+    if (!lastOfSize)
+      return;
+    char none[64];
+    std::snprintf(none, sizeof none, "  %10s %7s %7s %6s", "-", "-", "-", "-");
+    std::printf("  %10" PRIu64 "  %12" PRIu64 "  %6s  %6s  %6d%s%s\n", sizeBytes, count,
+                shortTypeName(opts.type), op, root,
+                outOfPlaceCells.empty() ? none : outOfPlaceCells.c_str(),
+                inPlaceCells.empty() ? none : inPlaceCells.c_str());
+    outOfPlaceCells.clear();
+    inPlaceCells.clear();
+    std::fflush(stdout);
+  }
+
+  /// Prints the summary; returns the wrong elements of the whole sweep.
+  uint64_t end() {
+    if (!opts.csv) {
+      std::printf("# Out of bounds values : %" PRIu64 " %s\n", totalWrong,
+                  totalWrong ? "FAILED" : "OK");
+      std::printf("# Avg bus bandwidth    : %.4f\n#\n", rows ? busbwSum / double(rows) : 0.0);
+    }
+    std::fflush(stdout);
+    return totalWrong;
+  }
+
+private:
+  const char *ranksAs() const { return opts.processes ? "processes" : "threads"; }
+
+  const PlanInfo &info;
+  const PerfOptions &opts;
+  const char *op;
+  double factor;
+  int root;
+  std::string outOfPlaceCells, inPlaceCells;
+  uint64_t totalWrong = 0;
+  double busbwSum = 0;
+  uint64_t rows = 0;
+};
+
+/// Progress on stderr, when it is a terminal.
+class Progress {
+public:
+  explicit Progress(size_t steps) : steps(steps), shown(isatty(STDERR_FILENO)) {}
+  ~Progress() {
+    if (shown)
+      std::fprintf(stderr, "\r\033[K");
+  }
+  void at(size_t step, uint64_t bytes, bool inPlace) {
+    if (shown)
+      std::fprintf(stderr, "\r\033[Kcoll-perf: %zu/%zu: %" PRIu64 " bytes %s", step + 1, steps,
+                   bytes, inPlace ? "in place" : "out of place");
+  }
+
+private:
+  size_t steps;
+  bool shown;
+};
+
+int fail(const std::string &msg) {
+  std::fprintf(stderr, "coll-perf: error: %s\n", msg.c_str());
+  return 2;
+}
+
+/// The sweep of one plan: its steps, every rank's memory (shared with the
+/// rank processes), and the two ways of running it.
+class Sweep {
+public:
+  Sweep(const ValidatedPlan &plan, const PerfOptions &opts)
+      : plan(plan), info(plan.info()), opts(opts), nranks(info.nranks), es(dataTypeSize(opts.type)),
+        reporter(plan, opts) {}
+
+  /// Lists the steps and maps the memory; "" or an error.
+  std::string prepare();
+  /// Runs every step; the exit status.
+  int run();
+
+private:
+  int runThreads();
+  int runProcesses();
+  /// Rank \p r's buffers for \p step.
+  RankPointers pointers(const Step &step, uint32_t r) const;
+  /// Gives rank \p r fresh inputs and poisons its output before a checked run.
+  void resetRank(const Step &step, uint32_t r) const;
+  /// Compares every rank's output after a checked run of \p step.
+  Result<CheckOutcome> check(const Step &step) const;
+  /// Records and prints step \p i.
+  void report(size_t i, const Measured &m);
+
+  struct RankMemory {
+    char *in = nullptr, *out = nullptr, *both = nullptr;
+    std::vector<char> original; ///< Test input for the largest count.
+  };
+
+  const ValidatedPlan &plan;
+  const PlanInfo &info;
+  const PerfOptions &opts;
+  const uint32_t nranks;
+  const size_t es;
+  Reporter reporter;
+  std::vector<Step> steps;
+  std::vector<RankMemory> ranks;
+  std::vector<const void *> originals;
+  SharedArena arena;
+  double *times = nullptr; ///< Processes: [step * nranks + rank], a rank's mean time.
+  bool firstMismatchShown = false;
+};
+
+std::string Sweep::prepare() {
+  const bool hasInPlace = hasInPlaceForm(info.collective);
+  if (opts.placement == PlacementKind::InPlace && !hasInPlace)
+    return std::string(collectiveName(info.collective)) + " has no in-place form";
+  uint64_t previous = 0, largest = 0;
+  for (uint64_t b = opts.minBytes; b <= opts.maxBytes; b *= opts.stepFactor) {
+    uint64_t count = countForBytes(plan, opts.type, b);
+    if (count && count != previous) {
+      size_t sizeIndex = steps.empty() ? 0 : steps.back().sizeIndex + 1;
+      if (opts.placement != PlacementKind::InPlace)
+        steps.push_back({sizeIndex, count, false});
+      if (opts.placement != PlacementKind::OutOfPlace && hasInPlace)
+        steps.push_back({sizeIndex, count, true});
+      previous = largest = count;
+    }
+    if (b > opts.maxBytes / opts.stepFactor)
+      break;
+  }
+  if (steps.empty()) {
+    const uint64_t perUnit = info.collective == CollectiveKind::Custom ? plan.chunksPerUnit() : 1;
+    return "no size from -b " + std::to_string(opts.minBytes) + " to -e " +
+           std::to_string(opts.maxBytes) + " holds a call of this plan (the smallest takes " +
+           std::to_string(es * sizeFactor(info) * perUnit) + " bytes)";
+  }
+
+  // Every rank's buffers for the largest count, used from their start by
+  // the smaller ones; in shared memory so that rank processes write them.
+  const BufferElements most = planBufferElements(info, largest);
+  const uint64_t inBytes = most.input * es, outBytes = most.output * es;
+  const uint64_t bothBytes = std::max(inBytes, outBytes);
+  const uint64_t perRank = SharedArena::footprint(inBytes) + SharedArena::footprint(outBytes) +
+                           SharedArena::footprint(bothBytes);
+  const uint64_t shared = perRank * nranks + SharedArena::footprint(sizeof(SharedBarrier)) +
+                          SharedArena::footprint(sizeof(double) * steps.size() * nranks) +
+                          RankProcesses::arenaBytes(nranks);
+  if (!arena.reserve(shared))
+    return std::string("cannot map ") + std::to_string(shared) +
+           " bytes of shared memory: " + std::strerror(errno);
+  ranks.resize(nranks);
+  originals.resize(nranks);
+  for (uint32_t r = 0; r < nranks; ++r) {
+    RankMemory &m = ranks[r];
+    m.in = arena.take(inBytes);
+    m.out = arena.take(outBytes);
+    m.both = arena.take(bothBytes);
+    m.original.resize(inBytes);
+    // Element e of a rank's test input does not depend on the count.
+    fillTestInput(opts.type, opts.op, nranks, r, most.input, m.original.data());
+    originals[r] = m.original.data();
+  }
+  times = reinterpret_cast<double *>(arena.take(sizeof(double) * steps.size() * nranks));
+  return "";
+}
+
+RankPointers Sweep::pointers(const Step &step, uint32_t r) const {
+  if (step.inPlace)
+    return inPlacePointers(info.collective, r, step.count * es, ranks[r].both);
+  RankPointers p;
+  p.send = ranks[r].in;
+  p.recv = ranks[r].out;
+  return p;
+}
+
+void Sweep::resetRank(const Step &step, uint32_t r) const {
+  const BufferElements e = planBufferElements(info, step.count);
+  RankPointers p = pointers(step, r);
+  if (step.inPlace)
+    std::memset(ranks[r].both, 0xff, std::max(e.input, e.output) * es);
+  else
+    std::memset(p.recv, 0xff, e.output * es);
+  std::memcpy(const_cast<void *>(p.send), ranks[r].original.data(), e.input * es);
+}
+
+Result<CheckOutcome> Sweep::check(const Step &step) const {
+  std::vector<const void *> outputs(nranks);
+  for (uint32_t r = 0; r < nranks; ++r)
+    outputs[r] = pointers(step, r).recv;
+  return checkOutputs(plan.plan(), step.count, opts.type, opts.op, originals, outputs);
+}
+
+void Sweep::report(size_t i, const Measured &m) {
+  const bool last = i + 1 == steps.size() || steps[i + 1].sizeIndex != steps[i].sizeIndex;
+  reporter.measured(steps[i], m, last);
+}
+
+int Sweep::run() {
+  reporter.begin(plan);
+  int rc = opts.processes ? runProcesses() : runThreads();
+  uint64_t wrong = reporter.end();
+  return rc ? rc : wrong ? 1 : 0;
+}
+
+int Sweep::runThreads() {
+  LocalWorld world;
+  const ExecOptions eo = opts.run.execOptions(ExecMode::Threads);
+  std::vector<const void *> sendbufs(nranks);
+  std::vector<void *> recvbufs(nranks);
+  Progress progress(steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step &step = steps[i];
+    progress.at(i, step.count * es * sizeFactor(info), step.inPlace);
+    for (uint32_t r = 0; r < nranks; ++r) {
+      RankPointers p = pointers(step, r);
+      sendbufs[r] = p.send;
+      recvbufs[r] = p.recv;
+    }
+    auto call = [&] {
+      return world.run(plan, sendbufs, recvbufs, step.count, opts.type, opts.op, eo);
+    };
+    Measured m;
+    if (opts.check) {
+      for (uint32_t r = 0; r < nranks; ++r)
+        resetRank(step, r);
+      if (Status s = call(); !s)
+        return fail(s.message());
+      Result<CheckOutcome> outcome = check(step);
+      if (!outcome)
+        return fail(outcome.message());
+      if (outcome->wrong && !firstMismatchShown) {
+        std::fprintf(stderr, "coll-perf: %s\n", outcome->firstMismatch.c_str());
+        firstMismatchShown = true;
+      }
+      m.wrong = outcome->wrong;
+    }
+    for (uint64_t w = 0; w < opts.warmup; ++w)
+      if (Status s = call(); !s)
+        return fail(s.message());
+    auto start = std::chrono::steady_clock::now();
+    for (uint64_t n = 0; n < opts.iters; ++n)
+      if (Status s = call(); !s)
+        return fail(s.message());
+    double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    m.timeUs = opts.iters ? us / double(opts.iters) : 0;
+    report(i, m);
+  }
+  return 0;
+}
+
+// Processes: each rank's process joins the job once and runs every step
+// itself; the launcher meets the ranks at a barrier after each checked run
+// (it checks every output while they wait), before each timed loop, and
+// after it (it reads their times and prints the step).
+int Sweep::runProcesses() {
+  SharedBarrier *barrier = new (arena.take(sizeof(SharedBarrier))) SharedBarrier(nranks + 1);
+  const std::string job = uniqueJobName("coll-perf");
+  const ProcessGroupOptions po = opts.run.processGroupOptions();
+  const char *stopped = "stopped: another rank or the launcher failed";
+  RankProcesses processes;
+  processes.start(nranks, arena, [&](uint32_t r) -> std::string {
+    auto group = ProcessGroup::create(job, int(r), int(nranks), po);
+    if (!group)
+      return group.message();
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const Step &step = steps[i];
+      RankPointers p = pointers(step, r);
+      auto call = [&] {
+        return (*group)->execute(plan, p.send, p.recv, step.count, opts.type, opts.op);
+      };
+      if (opts.check) {
+        resetRank(step, r);
+        if (Status s = call(); !s)
+          return s.message();
+        if (!barrier->wait() || !barrier->wait())
+          return stopped;
+      }
+      for (uint64_t w = 0; w < opts.warmup; ++w)
+        if (Status s = call(); !s)
+          return s.message();
+      if (!barrier->wait())
+        return stopped;
+      auto start = std::chrono::steady_clock::now();
+      for (uint64_t n = 0; n < opts.iters; ++n)
+        if (Status s = call(); !s)
+          return s.message();
+      double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count();
+      times[i * nranks + r] = opts.iters ? us / double(opts.iters) : 0;
+      if (!barrier->wait())
+        return stopped;
+    }
+    return "";
+  });
+
+  auto ranksRun = [&] { return processes.healthy(); };
+  Progress progress(steps.size());
+  std::string error;
+  for (size_t i = 0; i < steps.size() && error.empty(); ++i) {
+    const Step &step = steps[i];
+    progress.at(i, step.count * es * sizeFactor(info), step.inPlace);
+    Measured m;
+    if (opts.check) {
+      if (!barrier->wait(ranksRun))
+        break;
+      Result<CheckOutcome> outcome = check(step);
+      if (!outcome) {
+        error = outcome.message();
+        barrier->abort();
+        break;
+      }
+      if (outcome->wrong && !firstMismatchShown) {
+        std::fprintf(stderr, "coll-perf: %s\n", outcome->firstMismatch.c_str());
+        firstMismatchShown = true;
+      }
+      m.wrong = outcome->wrong;
+      if (!barrier->wait(ranksRun))
+        break;
+    }
+    if (!barrier->wait(ranksRun) || !barrier->wait(ranksRun))
+      break;
+    // The time of a step is the slowest rank's mean, as in nccl-tests.
+    for (uint32_t r = 0; r < nranks; ++r)
+      m.timeUs = std::max(m.timeUs, times[i * nranks + r]);
+    report(i, m);
+  }
+  std::string errors = processes.finish("coll-perf");
+  if (!error.empty())
+    errors = error + (errors.empty() ? "" : "\ncoll-perf: error: " + errors);
+  return errors.empty() ? 0 : fail(errors);
+}
+
+} // namespace
+
+int runSweep(const ValidatedPlan &plan, const PerfOptions &opts) {
+  Sweep sweep(plan, opts);
+  if (std::string err = sweep.prepare(); !err.empty())
+    return fail(err);
+  return sweep.run();
+}
+
+} // namespace coll::perf

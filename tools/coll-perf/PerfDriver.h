@@ -1,0 +1,54 @@
+//===- PerfDriver.h - coll-perf's sweep over sizes --------------*- C++ -*-===//
+/// \file
+/// Runs one plan at every size of a sweep, out of place and in place, on
+/// LocalWorld's threads or on one forked process per rank, checks the
+/// first run of each (size, placement) against the reference, times the
+/// others as nccl-tests does, and prints a table or CSV rows.
+//===----------------------------------------------------------------------===//
+#ifndef COLL_TOOLS_COLLPERF_PERFDRIVER_H
+#define COLL_TOOLS_COLLPERF_PERFDRIVER_H
+
+#include "ToolSupport.h"
+#include "coll/Runtime/DataType.h"
+#include "coll/Runtime/PreparedCall.h"
+
+#include <cstdint>
+#include <string>
+
+namespace coll::perf {
+
+/// Which of a collective's two forms a sweep measures.
+enum class PlacementKind : uint8_t { OutOfPlace, InPlace, Both };
+
+/// A sweep: nccl-tests' flags and how the ranks run.
+struct PerfOptions {
+  uint64_t minBytes = 32ull << 20; ///< -b
+  uint64_t maxBytes = 32ull << 20; ///< -e
+  uint64_t stepFactor = 2;         ///< -f
+  uint64_t iters = 20;             ///< -n
+  uint64_t warmup = 5;             ///< -w
+  bool check = true;               ///< -c
+  DataType type = DataType::Float32;
+  RedOp op = RedOp::Sum;
+  PlacementKind placement = PlacementKind::Both;
+  bool processes = false; ///< --ranks-as processes (else threads).
+  bool csv = false;
+  tools::RunSettings run; ///< --slice, --timeout.
+};
+
+/// The short name of \p type that the CSV and the peers use: f32, i8, bf16...
+const char *shortTypeName(DataType type);
+
+/// nccl-tests' bus bandwidth factor of \p kind on \p nranks ranks:
+/// busbw = algbw * factor (1 for every collective without one of its own,
+/// user-declared ones included).
+double busBandwidthFactor(CollectiveKind kind, uint32_t nranks);
+
+/// Runs the sweep of \p opts over \p plan and prints it on stdout. Returns
+/// 0, 1 when an element was wrong, 2 on an error (reported on stderr with
+/// the prefix "coll-perf: error: ").
+int runSweep(const ValidatedPlan &plan, const PerfOptions &opts);
+
+} // namespace coll::perf
+
+#endif // COLL_TOOLS_COLLPERF_PERFDRIVER_H

@@ -1,0 +1,370 @@
+//===- coll-perf.cpp - nccl-tests for plans -------------------------------===//
+//
+// coll-perf PROGRAM.coll|PLAN.bin [--nranks N] [--ranks-as threads|processes]
+// coll-perf --coll allreduce [--nranks N] ...
+//           [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1]
+//           [-d f32] [-o sum] [-r root] [--placement out-of-place|in-place|both]
+//           [--slice elements] [--timeout seconds] [--csv] [-D name=value]
+//           [--collc path] [--stdlib dir]
+//
+// Sweeps a plan over message sizes as nccl-tests does: at each size it
+// checks a first run against the reference on test data distinct per
+// (rank, element), times -n runs after -w warm-up runs, and prints the
+// time, algorithm and bus bandwidth and the wrong elements, out of place
+// and in place, as a table or as CSV rows (the format of bench/peers).
+// A .coll program is compiled first by running collc; --coll names a
+// collective and takes the standard library's default program for it.
+// Exits 1 when an element is wrong, 2 on a bad flag or an error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PerfDriver.h"
+#include "coll/Runtime/Collective.h"
+#include "coll/Runtime/PreparedCall.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace coll;
+using namespace coll::perf;
+
+namespace {
+
+/// The standard library's default program for each collective `--coll`
+/// names: the one place that says which.
+struct DefaultProgram {
+  const char *collective;
+  const char *program; ///< stdlib/<program>.coll
+};
+constexpr DefaultProgram defaultPrograms[] = {
+    {"allreduce", "ring_allreduce"},
+    {"allgather", "ring_allgather"},
+    {"reducescatter", "ring_reducescatter"},
+    {"broadcast", "tree_broadcast"},
+    {"reduce", "binomial_reduce"},
+    {"gather", "direct_gather"},
+    {"scatter", "direct_scatter"},
+    {"alltoall", "alltoall_allpairs"},
+    {"sendrecv", "sendrecv"},
+};
+
+/// Ranks for --ranks-as processes at most: one process each.
+constexpr uint32_t maxProcesses = 256;
+
+void usage(FILE *out) {
+  std::fprintf(out, "usage: coll-perf PROGRAM.coll|PLAN.bin [options]\n"
+                    "       coll-perf --coll NAME [options]\n\n"
+                    "  --coll NAME            the standard library's program for NAME:");
+  for (const DefaultProgram &d : defaultPrograms)
+    std::fprintf(out, " %s", d.collective);
+  std::fprintf(
+      out,
+      "\n"
+      "  --nranks N             ranks (a .bin plan: its own; --coll: 2)\n"
+      "  --ranks-as threads|processes   LocalWorld threads, or one process per rank (threads)\n"
+      "  -b, -e BYTES           smallest and largest size (K, M, G suffixes; 32M)\n"
+      "  -f FACTOR              size step factor (2)\n"
+      "  -n N, -w N             timed and warm-up iterations (20, 5)\n"
+      "  -c 0|1                 check the first run of each size (1)\n"
+      "  -d TYPE                data type: i8 u8 i32 u32 i64 u64 f16 bf16 f32 f64 (f32)\n"
+      "  -o OP                  reduction operator: sum prod max min avg (sum)\n"
+      "  -r ROOT                root of a rooted collective (--coll: -D root=ROOT)\n"
+      "  --placement out-of-place|in-place|both   (both, where there is an in-place form)\n"
+      "  --slice ELEMENTS       elements of a chunk per pass of the program\n"
+      "  --timeout SECONDS      a run that stops moving fails after this long\n"
+      "  --csv                  CSV rows instead of a table\n"
+      "  -D NAME=VALUE          a parameter of the program, for collc\n"
+      "  --collc PATH           the compiler (default: beside coll-perf in the build tree)\n"
+      "  --stdlib DIR           the standard library (default: the source tree's)\n");
+}
+
+int fail(const std::string &msg) {
+  std::fprintf(stderr, "coll-perf: error: %s\n", msg.c_str());
+  return 2;
+}
+
+struct Options {
+  PerfOptions perf;
+  std::string input;      ///< A .coll program or a plan.
+  std::string collective; ///< --coll.
+  uint32_t nranks = 0;    ///< 0: not given.
+  int64_t root = -1;      ///< -r; -1: not given.
+  std::vector<std::string> defines;
+  std::string collc, stdlib = COLL_STDLIB_DIR;
+};
+
+bool endsWith(const std::string &s, const char *suffix) {
+  size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+/// Parses the command line; returns -1 to go on, else the exit status.
+int parseArgs(int argc, char **argv, Options &o) {
+  using tools::parseSize;
+  using tools::parseUnsigned;
+  PerfOptions &p = o.perf;
+  auto define = [&](const std::string &d) {
+    if (d.find('=') == std::string::npos || d[0] == '=')
+      return false;
+    o.defines.push_back(d);
+    return true;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i], v;
+    auto value = [&] {
+      if (i + 1 >= argc)
+        return false;
+      v = argv[++i];
+      return true;
+    };
+    uint64_t n = 0;
+    if (a == "-h" || a == "--help") {
+      usage(stdout);
+      return 0;
+    }
+    if (a == "--csv") {
+      p.csv = true;
+      continue;
+    }
+    if (a.size() > 2 && a.compare(0, 2, "-D") == 0) { // -Dname=value
+      if (!define(a.substr(2)))
+        return fail("-D takes name=value");
+      continue;
+    }
+    if (a.empty() || a[0] != '-') {
+      if (!o.input.empty())
+        return fail("one program or plan at a time ('" + o.input + "' and '" + a + "')");
+      o.input = a;
+      continue;
+    }
+    static const char *const valued[] = {"--coll",
+                                         "--nranks",
+                                         "--ranks-as",
+                                         "-b",
+                                         "--minbytes",
+                                         "-e",
+                                         "--maxbytes",
+                                         "-f",
+                                         "--stepfactor",
+                                         "-n",
+                                         "--iters",
+                                         "-w",
+                                         "--warmup_iters",
+                                         "-c",
+                                         "--check",
+                                         "-d",
+                                         "--datatype",
+                                         "-o",
+                                         "--op",
+                                         "-r",
+                                         "--root",
+                                         "--placement",
+                                         "--slice",
+                                         "--timeout",
+                                         "-D",
+                                         "--collc",
+                                         "--stdlib"};
+    if (std::find(std::begin(valued), std::end(valued), a) == std::end(valued))
+      return fail("unknown option: " + a);
+    if (!value())
+      return fail(a + " needs a value");
+    if (a == "--coll") {
+      o.collective = v;
+    } else if (a == "--nranks") {
+      if (!parseUnsigned(v, n) || n == 0 || n > 65536)
+        return fail("--nranks takes 1 to 65536");
+      o.nranks = uint32_t(n);
+    } else if (a == "--ranks-as") {
+      if (v != "threads" && v != "processes")
+        return fail("--ranks-as takes 'threads' or 'processes'");
+      p.processes = v == "processes";
+    } else if (a == "-b" || a == "--minbytes") {
+      if (!parseSize(v, p.minBytes))
+        return fail("-b takes a byte count such as 4096, 64K, 64M or 1G");
+    } else if (a == "-e" || a == "--maxbytes") {
+      if (!parseSize(v, p.maxBytes))
+        return fail("-e takes a byte count such as 4096, 64K, 64M or 1G");
+    } else if (a == "-f" || a == "--stepfactor") {
+      if (!parseUnsigned(v, p.stepFactor) || p.stepFactor < 2 || p.stepFactor > 1024)
+        return fail("-f takes an integer factor from 2 to 1024");
+    } else if (a == "-n" || a == "--iters") {
+      if (!parseUnsigned(v, p.iters) || p.iters == 0)
+        return fail("-n takes a positive number of iterations");
+    } else if (a == "-w" || a == "--warmup_iters") {
+      if (!parseUnsigned(v, p.warmup))
+        return fail("-w takes a number of iterations");
+    } else if (a == "-c" || a == "--check") {
+      if (v != "0" && v != "1")
+        return fail("-c takes 0 or 1");
+      p.check = v == "1";
+    } else if (a == "-d" || a == "--datatype") {
+      if (!parseDataType(v.c_str(), p.type))
+        return fail("unknown data type '" + v + "' (i8 u8 i32 u32 i64 u64 f16 bf16 f32 f64)");
+    } else if (a == "-o" || a == "--op") {
+      if (!parseRedOp(v.c_str(), p.op))
+        return fail("unknown operator '" + v + "' (sum prod max min avg)");
+    } else if (a == "-r" || a == "--root") {
+      if (!parseUnsigned(v, n) || n >= 65536)
+        return fail("-r takes a rank");
+      o.root = int64_t(n);
+    } else if (a == "--placement") {
+      if (v == "out-of-place")
+        p.placement = PlacementKind::OutOfPlace;
+      else if (v == "in-place")
+        p.placement = PlacementKind::InPlace;
+      else if (v == "both")
+        p.placement = PlacementKind::Both;
+      else
+        return fail("--placement takes 'out-of-place', 'in-place' or 'both'");
+    } else if (a == "--slice") {
+      if (!parseUnsigned(v, p.run.sliceElements) || p.run.sliceElements == 0)
+        return fail("--slice takes a positive number of elements");
+    } else if (a == "--timeout") {
+      if (!tools::parseSeconds(v, p.run.timeoutSeconds))
+        return fail("--timeout takes a positive number of seconds");
+    } else if (a == "-D") {
+      if (!define(v))
+        return fail("-D takes name=value");
+    } else if (a == "--collc") {
+      o.collc = v;
+    } else if (a == "--stdlib") {
+      o.stdlib = v;
+    }
+  }
+  if (o.input.empty() == o.collective.empty())
+    return fail(o.input.empty() ? "give a program (.coll), a plan (.bin) or --coll NAME"
+                                : "give a program or plan, or --coll, not both");
+  if (p.minBytes == 0 || p.maxBytes < p.minBytes)
+    return fail("sizes must satisfy 0 < -b <= -e");
+  if (!o.input.empty() && !endsWith(o.input, ".coll") && !o.defines.empty())
+    return fail("-D sets a parameter of a .coll program; '" + o.input + "' is a plan");
+  return -1;
+}
+
+/// collc beside this executable in the build tree (tools/coll-perf/ and
+/// tools/collc/), unless --collc says otherwise.
+std::string findCollc(const Options &o) {
+  if (!o.collc.empty())
+    return o.collc;
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0)
+    return "collc";
+  std::string dir(self, size_t(n));
+  dir.erase(dir.rfind('/'));
+  return dir + "/../collc/collc";
+}
+
+/// Compiles \p program with collc into a temporary plan file; returns its
+/// path, or "" after reporting why not (collc's diagnostics go to stderr).
+std::string compile(const Options &o, const std::string &program,
+                    const std::vector<std::string> &defines) {
+  const char *tmp = std::getenv("TMPDIR");
+  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/coll-perf-XXXXXX.bin";
+  int fd = mkstemps(path.data(), 4);
+  if (fd < 0) {
+    fail("cannot create a temporary file " + path + ": " + std::strerror(errno));
+    return "";
+  }
+  close(fd);
+  const std::string collc = findCollc(o);
+  std::vector<std::string> args = {collc, program};
+  if (o.nranks)
+    args.insert(args.end(), {"--nranks", std::to_string(o.nranks)});
+  for (const std::string &d : defines)
+    args.insert(args.end(), {"-D", d});
+  args.insert(args.end(), {"-o", path});
+  std::vector<char *> argv;
+  for (std::string &a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execv(collc.c_str(), argv.data());
+    std::fprintf(stderr, "coll-perf: error: cannot run %s: %s (give --collc PATH)\n", collc.c_str(),
+                 std::strerror(errno));
+    _exit(127);
+  }
+  int st = 0;
+  while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    std::remove(path.c_str());
+    if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 127)
+      fail("collc could not compile " + program);
+    return "";
+  }
+  return path;
+}
+
+/// The plan to sweep: loaded, or compiled first; an error is reported.
+Result<ValidatedPlan> loadPlan(const Options &o) {
+  std::string program = o.input;
+  std::vector<std::string> defines = o.defines;
+  if (!o.collective.empty()) {
+    const DefaultProgram *d = nullptr;
+    for (const DefaultProgram &p : defaultPrograms)
+      if (o.collective == p.collective)
+        d = &p;
+    if (!d) {
+      std::string known;
+      for (const DefaultProgram &p : defaultPrograms)
+        known += std::string(known.empty() ? "" : " ") + p.collective;
+      return Status::error("unknown collective '" + o.collective + "' (" + known + ")");
+    }
+    program = o.stdlib + "/" + d->program + ".coll";
+    // A rooted collective's programs take their root as the parameter `root`.
+    const CollectiveInfo *c = findCollective(o.collective);
+    bool rootDefined = false;
+    for (const std::string &def : defines)
+      rootDefined |= def.rfind("root=", 0) == 0;
+    if (c && c->rooted && o.root >= 0 && !rootDefined)
+      defines.push_back("root=" + std::to_string(o.root));
+  }
+  if (!endsWith(program, ".coll"))
+    return ValidatedPlan::load(program);
+  // --coll runs 2 ranks unless told otherwise.
+  Options withRanks = o;
+  if (!o.collective.empty() && !o.nranks)
+    withRanks.nranks = 2;
+  std::string path = compile(withRanks, program, defines);
+  if (path.empty())
+    return Status::error("");
+  Result<ValidatedPlan> plan = ValidatedPlan::load(path);
+  std::remove(path.c_str());
+  return plan;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o;
+  if (int rc = parseArgs(argc, argv, o); rc >= 0)
+    return rc;
+  Result<ValidatedPlan> plan = loadPlan(o);
+  if (!plan)
+    return plan.message().empty() ? 2 : fail(plan.message());
+  const PlanInfo &info = plan->info();
+  if (o.nranks && o.nranks != info.nranks)
+    return fail("the plan has " + std::to_string(info.nranks) + " ranks, not --nranks " +
+                std::to_string(o.nranks));
+  if (o.root >= 0 && collectiveInfo(info.collective).rooted && uint32_t(o.root) != info.root)
+    return fail("the plan's root is rank " + std::to_string(info.root) + ", not -r " +
+                std::to_string(o.root) + " (compile it with -D root=" + std::to_string(o.root) +
+                ")");
+  if (o.perf.processes && info.nranks > maxProcesses)
+    return fail("the plan has " + std::to_string(info.nranks) +
+                " ranks, and --ranks-as processes starts a process for each: more than " +
+                std::to_string(maxProcesses));
+  return runSweep(*plan, o.perf);
+}
