@@ -5,6 +5,9 @@
 // its destinations (a reduce also reads its destination). One walk over the
 // trace with, per slot, its last writer and the readers since; depth is the
 // longest path from a source, which the ordering pass uses as its key.
+// After a `fence`, an operation also follows every operation of the latest
+// earlier phase on each rank it touches (and through them, all earlier
+// ones), so that on every rank the phases come in order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,10 +57,28 @@ Dag compiler::buildDag(const Trace &t) {
     r = r == NoIndex || r == reader ? reader : Several;
   };
 
+  // Per rank: the phase of its latest operations, those operations, and
+  // the operations of the latest earlier phase that had any.
+  std::vector<uint32_t> phaseOf(t.nranks, 0);
+  std::vector<std::vector<uint32_t>> current(t.nranks), previous(t.nranks);
+
   std::vector<std::pair<uint32_t, Dag::EdgeKind>> local;
   for (uint32_t k = 0; k < n; ++k) {
     const ChunkOp &op = t.ops[k];
     local.clear();
+    for (uint32_t rank : {op.src.rank, op.dst.rank}) {
+      if (op.phase > phaseOf[rank]) {
+        if (!current[rank].empty())
+          previous[rank] = std::move(current[rank]);
+        current[rank].clear();
+        phaseOf[rank] = op.phase;
+      }
+      for (uint32_t p : previous[rank])
+        local.emplace_back(p, Dag::Fence);
+      current[rank].push_back(k);
+      if (op.src.rank == op.dst.rank)
+        break;
+    }
     bool reduces = op.kind == OpKind::Reduce;
     for (uint32_t c = 0; c < op.src.count; ++c) {
       uint64_t s = slotOf(op.src, c), d = slotOf(op.dst, c);
@@ -68,7 +89,8 @@ Dag compiler::buildDag(const Trace &t) {
       for (uint32_t r = readers[d]; r != NoIndex; r = pool[r].next)
         local.emplace_back(pool[r].op, Dag::War);
     }
-    // Keep one edge per predecessor (the strongest kind: RAW).
+    // Keep one edge per predecessor (the strongest kind: RAW; a data edge
+    // over Fence).
     std::sort(local.begin(), local.end());
     uint32_t depth = 1;
     for (size_t i = 0; i < local.size(); ++i) {

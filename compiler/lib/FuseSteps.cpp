@@ -64,7 +64,10 @@ void compiler::fuseSteps(Schedule &s, bool localChains) {
         // A chain of copies through dead staging chunks collapses entirely.
         bool chained = false;
         uint64_t lastKey = first.key;
+        // Never across a fence: the copy after it must not happen before it.
         while (localChains && i + 1 < tb.steps.size() &&
+               s.trace->ops[rs.steps[tb.steps[i + 1]].traceOp].phase ==
+                   s.trace->ops[first.traceOp].phase &&
                fuseLocalChain(dag, rankKeys, lastKey, first, rs.steps[tb.steps[i + 1]])) {
           ++i;
           lastKey = rs.steps[tb.steps[i]].key;

@@ -19,6 +19,11 @@
 // the threadblock waited for, the latest in the reached prefix only, so a
 // query touches a few threadblocks.
 //
+// After a `fence` (a later phase of the trace), a step also waits for the
+// latest step of every other threadblock of its rank in the latest earlier
+// phase with steps on the rank (the order pass keys every phase after the
+// earlier ones on each rank); those steps waited for the phases before.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Parallel.h"
@@ -172,6 +177,13 @@ void compiler::insertDependencies(Schedule &s) {
     Ancestry ancestry(rs, keyOf);
     // Per threadblock: its index in `needed`, while a step is handled.
     std::vector<uint32_t> neededAt(ntb, NoIndex);
+    // Fences: the phase of the steps being handled; the latest step of
+    // each threadblock that has steps in it, and the same for the latest
+    // earlier phase with steps on this rank (which waited for the phases
+    // before it, so they need no waits of their own).
+    uint32_t phase = 0;
+    llvm::SmallVector<Access, 4> inPhase, inPreviousPhase;
+    std::vector<uint32_t> inPhaseAt(ntb, NoIndex);
 
     for (uint32_t i : order) {
       const Step &st = rs.steps[i];
@@ -193,6 +205,25 @@ void compiler::insertDependencies(Schedule &s) {
         at = uint32_t(needed.size());
         needed.emplace_back(a.tb, a.pos);
       };
+      const uint32_t stepPhase = t.ops[st.traceOp].phase;
+      assert(stepPhase >= phase && "the order pass keys the phases in order");
+      if (stepPhase > phase) {
+        if (!inPhase.empty()) {
+          for (const Access &a : inPhase)
+            inPhaseAt[a.tb] = NoIndex;
+          inPreviousPhase = std::move(inPhase);
+          inPhase.clear();
+        }
+        phase = stepPhase;
+      }
+      for (const Access &a : inPreviousPhase)
+        need(a);
+      if (inPhaseAt[tb] == NoIndex) {
+        inPhaseAt[tb] = uint32_t(inPhase.size());
+        inPhase.push_back(Access{tb, pos});
+      } else {
+        inPhase[inPhaseAt[tb]].pos = pos;
+      }
       auto slotKey = [&](uint16_t buf, uint32_t off) {
         return (buf == InputBuffer ? 0 : buf == OutputBuffer ? outputBase : scratchBase) + off;
       };

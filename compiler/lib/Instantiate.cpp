@@ -100,6 +100,7 @@ private:
   /// The arguments of the function call being evaluated.
   const std::vector<int64_t> *funcArgs = nullptr;
   uint64_t iterations = 0;
+  uint32_t phase = 0; ///< Fences executed so far.
   bool failed = false;
   uint16_t physical = InputBuffer; ///< In-place: the buffer both names mean.
   llvm::DenseMap<const TransferExpr *, uint32_t> siteIndex;
@@ -302,6 +303,7 @@ bool Instantiator::checkHint(const Expr *e, int64_t limit, const char *what, int
 }
 
 void Instantiator::pushOp(ChunkOp op) {
+  op.phase = phase;
   if (t.instances > 1 && op.src.count > 1) {
     // Each instance moves one slice of every chunk, and one instance's
     // slices of consecutive chunks are not contiguous: move them one by one.
@@ -526,6 +528,12 @@ bool Instantiator::exec(const Stmt &s) {
       return execBlock(*i.thenBlock);
     return i.elseStmt ? exec(*i.elseStmt) : true;
   }
+  case NodeKind::Fence:
+    if (phase == UINT32_MAX)
+      return fail(s.getRange(),
+                  "the program executes more than " + Twine(UINT32_MAX) + " fences" + forN());
+    ++phase;
+    return true;
   case NodeKind::Require: {
     auto &r = llvm::cast<RequireStmt>(s);
     int64_t c;
@@ -850,6 +858,8 @@ void compiler::printTrace(const Trace &trace, llvm::raw_ostream &os) {
       os << " sendtb " << op.sendTb;
     if (op.recvTb >= 0)
       os << " recvtb " << op.recvTb;
+    if (op.phase > 0)
+      os << " phase " << op.phase;
     os << "\n";
   }
 }

@@ -75,7 +75,7 @@ void compiler::orderSteps(Schedule &s, bool pairForwards) {
       // recvOfOp are theirs to write).
       uint32_t writer = dag.srcWriter[send.traceOp];
       if (writer == NoIndex || t.ops[writer].dst.rank != rank || t.ops[writer].src.rank == rank ||
-          recvOfOp[writer] == NoIndex)
+          recvOfOp[writer] == NoIndex || t.ops[writer].phase != t.ops[send.traceOp].phase)
         continue;
       Step &recv = rs.steps[recvOfOp[writer]];
       if (recv.tb != send.tb || recv.forwardTo != NoIndex || recv.dstBuf != send.srcBuf ||

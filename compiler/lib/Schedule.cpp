@@ -102,7 +102,7 @@ void compiler::printSchedule(const Schedule &s, llvm::raw_ostream &os) {
 }
 
 void compiler::printDag(const Trace &t, const Dag &dag, llvm::raw_ostream &os) {
-  static const char *const kinds[] = {"raw", "war", "waw"};
+  static const char *const kinds[] = {"raw", "war", "waw", "fence"};
   os << "dag " << t.name << ": " << t.ops.size() << " operations, " << dag.preds.size()
      << " edges\n";
   for (uint32_t k = 0; k < t.ops.size(); ++k) {
@@ -116,7 +116,7 @@ void compiler::printDag(const Trace &t, const Dag &dag, llvm::raw_ostream &os) {
 
 void compiler::printDot(const Trace &t, const Dag &dag, const Schedule *s, llvm::raw_ostream &os) {
   if (!s) {
-    static const char *const styles[] = {"solid", "dashed", "dotted"};
+    static const char *const styles[] = {"solid", "dashed", "dotted", "bold"};
     os << "digraph dag {\n  node [shape=box, fontname=monospace];\n";
     for (uint32_t k = 0; k < t.ops.size(); ++k) {
       const ChunkOp &op = t.ops[k];
@@ -127,7 +127,8 @@ void compiler::printDot(const Trace &t, const Dag &dag, const Schedule *s, llvm:
       printSlotRange(t, op.dst, os);
       os << "\"];\n";
     }
-    // Solid: read after write; dashed: write after read; dotted: write after write.
+    // Solid: read after write; dashed: write after read; dotted: write after
+    // write; bold: a fence.
     for (uint32_t k = 0; k < t.ops.size(); ++k)
       for (uint64_t e = dag.predBegin[k]; e < dag.predBegin[k + 1]; ++e)
         os << "  op" << dag.preds[e] << " -> op" << k << " [style=" << styles[dag.predKinds[e]]

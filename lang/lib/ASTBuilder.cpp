@@ -233,6 +233,8 @@ StmtPtr Builder::buildStmt(CollParser::StmtContext &ctx) {
     return std::make_unique<DefStmt>(range(fn), buildFunc(*fn));
   if (auto *b = ctx.block())
     return buildBlock(*b);
+  if (auto *f = ctx.fenceStmt())
+    return std::make_unique<FenceStmt>(range(f));
   auto *e = ctx.exprStmt();
   return std::make_unique<ExprStmt>(range(e), buildExpr(*e->expr()));
 }

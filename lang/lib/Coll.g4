@@ -67,6 +67,7 @@ stmt
   | scratchDecl
   | funcDecl
   | block
+  | fenceStmt
   | exprStmt
   ;
 
@@ -76,6 +77,7 @@ forStmt : 'for' var=ident 'in' lo=expr '..' hi=expr ('step' step=expr)? body=blo
 ifStmt : 'if' cond=expr then=block ('else' (elseIf=ifStmt | elseBlock=block))? ;
 requireStmt : 'require' cond=expr (':' message=STRING)? ';' ;
 scratchDecl : 'scratch' name=ident '[' size=expr ']' ';' ;
+fenceStmt : 'fence' ';' ;
 exprStmt : expr ';' ;
 
 // ---------------------------------------------------------------------------
@@ -116,7 +118,7 @@ callArg : (label=ident ':')? value=expr forClause? ;
 
 // Words that are keywords only where they introduce a clause, so programs
 // may still name a loop variable `step`.
-ident : ID | 'step' | 'width' | 'pre' | 'post' | 'with' | 'implements' | 'def' ;
+ident : ID | 'step' | 'width' | 'fence' | 'pre' | 'post' | 'with' | 'implements' | 'def' ;
 
 // ---------------------------------------------------------------------------
 // Tokens

@@ -229,9 +229,9 @@ private:
     if (identifier) {
       names.erase(std::remove_if(names.begin(), names.end(),
                                  [](const std::string &n) {
-                                   return n == "'step'" || n == "'width'" || n == "'pre'" ||
-                                          n == "'post'" || n == "'with'" || n == "'implements'" ||
-                                          n == "'def'";
+                                   return n == "'step'" || n == "'width'" || n == "'fence'" ||
+                                          n == "'pre'" || n == "'post'" || n == "'with'" ||
+                                          n == "'implements'" || n == "'def'";
                                  }),
                   names.end());
       names.insert(names.begin(), "identifier");

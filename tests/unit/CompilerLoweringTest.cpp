@@ -774,3 +774,114 @@ TEST(ThreadblockHints, HintedGroupingIsKept) {
 }
 
 } // namespace
+
+namespace {
+
+/// For every rank of \p c's schedule: every step of a phase starts after
+/// every step of the rank's earlier phases has finished, through its
+/// threadblock's order and its waits. Returns the first violation, or "".
+std::string checkFenceOrder(const Compilation &c) {
+  const Trace &t = *c.trace;
+  for (uint32_t r = 0; r < c.schedule.ranks.size(); ++r) {
+    const RankSchedule &rs = c.schedule.ranks[r];
+    // Positions as (tb, pos); a node's ancestors by a search backwards.
+    auto phaseOf = [&](uint32_t tb, uint32_t pos) {
+      return t.ops[rs.steps[rs.tbs[tb].steps[pos]].traceOp].phase;
+    };
+    for (uint32_t tb = 0; tb < rs.tbs.size(); ++tb)
+      for (uint32_t pos = 0; pos < rs.tbs[tb].steps.size(); ++pos) {
+        const uint32_t phase = phaseOf(tb, pos);
+        if (phase == 0)
+          continue;
+        // Everything this step follows.
+        std::set<std::pair<uint32_t, uint32_t>> seen;
+        std::vector<std::pair<uint32_t, uint32_t>> work = {{tb, pos}};
+        while (!work.empty()) {
+          auto [b, p] = work.back();
+          work.pop_back();
+          if (!seen.insert({b, p}).second)
+            continue;
+          if (p > 0)
+            work.push_back({b, p - 1});
+          for (const Dependency &d : rs.tbs[b].depsOf(p))
+            work.push_back({d.tb, d.step});
+        }
+        for (uint32_t b = 0; b < rs.tbs.size(); ++b)
+          for (uint32_t p = 0; p < rs.tbs[b].steps.size(); ++p)
+            if (phaseOf(b, p) < phase && !seen.count({b, p}))
+              return "rank " + std::to_string(r) + ": tb " + std::to_string(tb) + " step " +
+                     std::to_string(pos) + " (phase " + std::to_string(phase) +
+                     ") does not follow tb " + std::to_string(b) + " step " + std::to_string(p) +
+                     " (phase " + std::to_string(phaseOf(b, p)) + ")";
+      }
+  }
+  return "";
+}
+
+TEST(Fence, EveryPhaseFollowsTheEarlierOnesOnEveryRank) {
+  // The library's pairwise exchange, a ring allreduce with a fence after
+  // every step (receive-and-forward pairs must not be fused across one),
+  // and local copies between fences.
+  auto pairwise = CompilerRun::fromStdlib("pairwise_alltoall.coll");
+  ASSERT_TRUE(pairwise->frontendOk()) << pairwise->text();
+  for (uint32_t n : {2u, 3u, 5u, 8u}) {
+    auto c = pairwise->compile(n);
+    ASSERT_TRUE(c) << pairwise->text();
+    EXPECT_EQ(checkFenceOrder(*c), "") << "pairwise N = " << n;
+    // One exchange per phase: N - 1 phases of sends, each but the first
+    // waiting for the previous phase on another threadblock.
+    uint64_t deps = 0;
+    for (const RankPlan &rp : c->plan.ranks)
+      for (const Threadblock &tb : rp.threadblocks)
+        deps += tb.deps.size();
+    EXPECT_EQ(deps, uint64_t(n) * (n - 2)) << "pairwise N = " << n;
+  }
+  CompilerRun run(R"(
+algorithm fenced_ring implements allreduce(chunks = N) with inplace = true {
+  for s in 0 .. N - 1 {
+    for r in 0 .. N {
+      let c = (r - s) % N;
+      reduce(input[r][c], into: input[(r + 1) % N][c]);
+    }
+    fence;
+  }
+  for s in 0 .. N - 1 {
+    for r in 0 .. N {
+      let c = (r + 1 - s) % N;
+      copy(input[r][c], to: input[(r + 1) % N][c]);
+    }
+    fence;
+  }
+}
+
+algorithm fenced_local implements allgather(chunks = 2) {
+  scratch tmp[2];
+  for r in 0 .. N {
+    copy(input[r][0 .. 2], to: tmp[r][0 .. 2]);
+    fence;
+    copy(tmp[r][0 .. 2], to: output[r][2 * r .. 2 * r + 2]);
+  }
+  fence;
+  for r in 0 .. N {
+    for q in 0 .. N {
+      if q != r {
+        copy(input[q][0 .. 2], to: output[r][2 * q .. 2 * q + 2]);
+      }
+    }
+  }
+}
+)");
+  ASSERT_TRUE(run.frontendOk()) << run.text();
+  for (const char *name : {"fenced_ring", "fenced_local"})
+    for (uint32_t n : {2u, 3u, 4u, 7u}) {
+      auto c = run.compile(n, {}, name);
+      ASSERT_TRUE(c) << run.text();
+      EXPECT_EQ(checkFenceOrder(*c), "") << name << " N = " << n;
+    }
+  // Without fences the same ring fuses its forwards into one step each.
+  auto fenced = run.compile(4, {}, "fenced_ring");
+  ASSERT_TRUE(fenced);
+  EXPECT_EQ(countOpcode(fenced->plan, Opcode::RecvReduceSend), 0u);
+}
+
+} // namespace

@@ -28,7 +28,8 @@ struct Dag {
   std::vector<uint32_t> depth;     ///< Per operation.
   std::vector<uint64_t> predBegin; ///< CSR offsets into preds, one past per op.
   std::vector<uint32_t> preds;
-  enum EdgeKind : uint8_t { Raw, War, Waw };
+  /// Data dependences, and Fence: an earlier phase on a rank both touch.
+  enum EdgeKind : uint8_t { Raw, War, Waw, Fence };
   std::vector<EdgeKind> predKinds; ///< Parallel to preds.
 
   // Value flow, for threadblock pairing and fusion (per operation):

@@ -51,6 +51,9 @@ struct ChunkOp {
   int16_t sendTb = -1;  ///< Hint for the sending (or only) rank, -1 when none.
   int16_t recvTb = -1;  ///< Hint for the receiving rank, -1 when none.
   uint32_t site = 0;    ///< Index into Trace::sites: the source expression.
+  /// Fences executed before it: on each rank it touches, it starts after
+  /// every operation of an earlier phase on that rank has finished.
+  uint32_t phase = 0;
 };
 
 /// A post-condition for one output slot: it must hold one input chunk, or

@@ -458,6 +458,14 @@ public:
   std::optional<std::string> message; ///< Unescaped.
 };
 
+/// `fence;`: on every rank, what the algorithm does before it (in program
+/// order) finishes before what comes after it starts.
+class FenceStmt : public Stmt {
+public:
+  explicit FenceStmt(llvm::SMRange r) : Stmt(NodeKind::Fence, r) {}
+  static bool classof(const Node *n) { return n->getKind() == NodeKind::Fence; }
+};
+
 class ScratchStmt : public Stmt {
 public:
   ScratchStmt(llvm::SMRange r, std::unique_ptr<BufferDecl> buffer, ExprPtr size)
