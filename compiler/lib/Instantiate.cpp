@@ -274,7 +274,13 @@ bool Instantiator::evalRef(const ChunkRefExpr &e, Chunks &out) {
                     (width <= 0 ? " must be positive"
                                 : " exceeds its step " + Twine(step) + ": the runs would overlap"));
   // Runs [a, min(a + width, hi)) for a = lo, lo + step, ... below hi; one
-  // run when they touch (width == step).
+  // run when they touch (width == step). Each run may become an operation:
+  // more than the operation limit is refused before any is listed.
+  const int64_t runs = width == step ? 1 : (hi - lo + step - 1) / step;
+  if (uint64_t(runs) > opts.maxOps)
+    return fail(e.getRange(), "strided chunk range of " + Twine(runs) + " runs" + forN() +
+                                  " is more than the compiler's limit of " + Twine(opts.maxOps) +
+                                  " chunk operations");
   for (int64_t a = lo; a < hi; a += step) {
     uint32_t n = uint32_t(std::min(width, hi - a));
     if (!out.empty() && width == step)
@@ -355,11 +361,18 @@ bool Instantiator::evalTransfer(const TransferExpr &e, Chunks &out) {
     return fail(e.getRange(), Twine(name) + " of " + Twine(total) + " chunk" +
                                   (total == 1 ? "" : "s") + " into " + Twine(chunkCount(dst)) +
                                   " chunk" + (chunkCount(dst) == 1 ? "" : "s") + forN());
-  for (const SlotRange &a : src)
-    for (const SlotRange &b : dst)
-      if (a.rank == b.rank && a.buffer == b.buffer && a.index < b.index + b.count &&
-          b.index < a.index + a.count)
+  // Each side's runs are of one rank and buffer, in increasing order: one
+  // merge over both finds any chunk they share.
+  if (src[0].rank == dst[0].rank && src[0].buffer == dst[0].buffer)
+    for (size_t i = 0, j = 0; i < src.size() && j < dst.size();) {
+      const SlotRange &a = src[i], &b = dst[j];
+      if (a.index < b.index + b.count && b.index < a.index + a.count)
         return fail(e.getRange(), Twine(name) + " source and destination overlap" + forN());
+      if (a.index + a.count <= b.index + b.count)
+        ++i;
+      else
+        ++j;
+    }
   if (!checkHint(e.hints.channel.get(), LanguageLimits::maxChannels, "channel", op.channel) ||
       !checkHint(e.hints.sendTb.get(), LanguageLimits::maxThreadblocks,
                  e.hints.tbShared ? "tb" : "sendtb", op.sendTb) ||
