@@ -14,6 +14,7 @@
 
 #include "CpuPlatform.h"
 #include "MemoryDemand.h"
+#include "WorkerPool.h"
 #include "coll/Runtime/Communicator.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/PreparedCall.h"
@@ -353,42 +354,31 @@ struct FirstError {
 };
 
 /// Runs work(w) for every worker w in [0, \p n): workers 1 to n - 1 on
-/// threads of their own (timer slack 1 us, so that short sleeps stay
-/// short), worker 0 on the calling thread when \p callerWorks, else on a
-/// thread too; then joins them all. A thread that cannot start is
-/// \p first's error ("<who>cannot start a worker thread: ..."), after which
-/// \p wake() runs (to wake workers that may sleep) and no more start; those
-/// started are joined. work must not throw.
+/// threads of their own from the process's pool (WorkerPool.h: started
+/// once, timer slack 1 us so that short sleeps stay short, reused by the
+/// next run), worker 0 on the calling thread when \p callerWorks, else on
+/// a pool thread too; then waits for them all. A thread that cannot start
+/// is \p first's error ("<who>cannot start a worker thread: ..."), after
+/// which \p wake() runs (to wake workers that may sleep) and no more start;
+/// those started are waited for. work must not throw.
 template <class Work, class Wake>
 void runWorkerThreads(size_t n, bool callerWorks, WorldState &world, FirstError &first, Work work,
                       const std::string &who, Wake wake) {
-  std::vector<std::thread> threads;
-  threads.reserve(n);
-  for (size_t w = callerWorks ? 1 : 0; w < n; ++w) {
+  WorkerBatch batch;
+  std::string error;
+  const size_t begin = callerWorks ? 1 : 0;
+  if (begin < n && batch.start(
+                       begin, n, [&work](size_t w) { work(w); }, error) < n - begin) {
     try {
-      threads.emplace_back([&work, w] {
-#ifdef __linux__
-        prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
-#endif
-        work(w);
-      });
+      first.set(world, ErrorKind::SystemError, cat(who, "cannot start a worker thread: ", error));
     } catch (...) {
-      // std::system_error or std::bad_alloc: nothing may leave here, not
-      // even when the message cannot be built.
-      try {
-        first.set(world, ErrorKind::SystemError,
-                  cat(who, "cannot start a worker thread: ", currentException().first));
-      } catch (...) {
-        first.setKind(world, ErrorKind::SystemError);
-      }
-      wake();
-      break;
+      first.setKind(world, ErrorKind::SystemError);
     }
+    wake();
   }
   if (callerWorks && n > 0 && !world.failed.load(std::memory_order_relaxed))
     work(0);
-  for (std::thread &th : threads)
-    th.join();
+  batch.wait();
 }
 
 /// What the caller of a run of every rank in this process (a World's
