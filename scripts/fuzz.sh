@@ -20,5 +20,9 @@ if [ -x "$collc" ]; then
     "$collc" "$COLL_ROOT/stdlib/tree_allreduce.coll" --nranks "$n" -o "$corpus/tree$n.bin"
   done
   "$collc" "$COLL_ROOT/stdlib/alltoall_twostep.coll" --nranks 4 -D local=2 -o "$corpus/twostep4.bin"
+  # User-declared collectives: plans with a contract section.
+  "$collc" "$COLL_ROOT/stdlib/sendrecv.coll" --nranks 3 -D nchunks=2 -o "$corpus/sendrecv3.bin"
+  "$collc" "$COLL_ROOT/stdlib/neighbor_exchange.coll" --nranks 4 -o "$corpus/halo4.bin"
+  "$collc" "$COLL_ROOT/stdlib/all_to_next.coll" --nranks 4 -D gpus_per_node=2 -o "$corpus/next4.bin"
 fi
 "$FUZZ_DIR/tests/fuzz/plan_loader_fuzz" -max_total_time="$SECONDS_TO_RUN" -rss_limit_mb=2048 "$corpus"
