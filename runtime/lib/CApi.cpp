@@ -221,6 +221,9 @@ collResult_t collPlanGetInfo(collPlan_t plan, collPlanInfo_t *info) {
   info->root = int(i.root);
   info->inplace = i.inplace ? 1 : 0;
   info->name = i.name.c_str();
+  const BufferElements units = planBufferElements(i, 1);
+  info->inputUnits = size_t(units.input);
+  info->outputUnits = size_t(units.output);
   return collSuccess;
 }
 

@@ -72,6 +72,30 @@ TEST(CApiSafety, CallsOnADestroyedCommunicatorAreErrors) {
   EXPECT_EQ(collWorldDestroy(world), collSuccess);
 }
 
+TEST(CApiSafety, PlanInfoGivesTheBufferSizes) {
+  // Units of count: 1 and N for an allgather of 2 chunks per rank; for a
+  // user-declared collective of 4 input and 6 output chunks, 2 and 3.
+  struct Case {
+    CollectiveKind kind;
+    uint32_t in, out;
+    size_t inUnits, outUnits;
+  };
+  for (Case c : {Case{CollectiveKind::AllGather, 2, 8, 1, 4},
+                 Case{CollectiveKind::ReduceScatter, 8, 2, 4, 1},
+                 Case{CollectiveKind::Custom, 4, 6, 2, 3}}) {
+    std::vector<uint8_t> bytes = serializePlan(makePlan("units", c.kind, 4, c.in, c.out, 2));
+    collPlan_t plan = nullptr;
+    ASSERT_EQ(collPlanLoadMemory(bytes.data(), bytes.size(), &plan), collSuccess)
+        << collGetLastError(nullptr);
+    collPlanInfo_t info;
+    ASSERT_EQ(collPlanGetInfo(plan, &info), collSuccess);
+    EXPECT_EQ(info.collective, collCollective_t(c.kind));
+    EXPECT_EQ(info.inputUnits, c.inUnits) << collectiveName(c.kind);
+    EXPECT_EQ(info.outputUnits, c.outUnits) << collectiveName(c.kind);
+    EXPECT_EQ(collPlanFree(plan), collSuccess);
+  }
+}
+
 TEST(CApiSafety, CallsOnADestroyedPlanOrWorldAreErrors) {
   collPlan_t plan = loadCopyPlan();
   ASSERT_TRUE(plan);

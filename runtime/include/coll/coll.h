@@ -126,6 +126,12 @@ typedef struct {
   int root;    /**< Rooted collectives only. */
   int inplace; /**< Non-zero when the plan works in one aliased buffer. */
   const char *name;
+  /** Buffer sizes in units of collExecute's count: a rank's input holds
+   * inputUnits * count elements and its output outputUnits * count (1 and
+   * nranks for allgather, ...; for a user-declared collective its input and
+   * output chunks over their greatest common divisor). */
+  size_t inputUnits;
+  size_t outputUnits;
 } collPlanInfo_t;
 
 /** A short, static description of \p result ("invalid argument", ...). */

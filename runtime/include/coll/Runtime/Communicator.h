@@ -90,7 +90,7 @@ public:
   int size() const;
 
   /// Runs this rank's part of \p plan, whose info.nranks must be size(),
-  /// with this rank's buffers, sized as collectiveBufferElements() says for
+  /// with this rank's buffers, sized as planBufferElements() says for
   /// \p count (NCCL's counts; see Executor.h). The call is in place when
   /// the buffers are the collective's in-place alias (allreduce, broadcast,
   /// reduce: sendbuf == recvbuf). Blocks until every rank has called and
