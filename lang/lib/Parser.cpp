@@ -27,6 +27,14 @@ using detail::SourceMap;
 
 namespace {
 
+/// Whether the token literal \p lit (quoted, as ANTLR spells it) is a
+/// contextual keyword: one the grammar also accepts as a name (Coll.g4,
+/// `ident`).
+bool isContextualKeyword(const std::string &lit) {
+  return lit == "'step'" || lit == "'width'" || lit == "'fence'" || lit == "'pre'" ||
+         lit == "'post'" || lit == "'with'" || lit == "'implements'" || lit == "'def'";
+}
+
 /// An input stream holding one code point per source byte, so ANTLR's
 /// character indices are byte offsets and no UTF-8 decoding can fail on
 /// binary input. Non-ASCII bytes (0x80-0xFF) reach the lexer as code points
@@ -227,13 +235,7 @@ private:
     }
     // Keywords that are also identifiers would only repeat "identifier".
     if (identifier) {
-      names.erase(std::remove_if(names.begin(), names.end(),
-                                 [](const std::string &n) {
-                                   return n == "'step'" || n == "'width'" || n == "'fence'" ||
-                                          n == "'pre'" || n == "'post'" || n == "'with'" ||
-                                          n == "'implements'" || n == "'def'";
-                                 }),
-                  names.end());
+      names.erase(std::remove_if(names.begin(), names.end(), isContextualKeyword), names.end());
       names.insert(names.begin(), "identifier");
     }
     // Drop operators that could continue an expression when something else
@@ -345,7 +347,7 @@ private:
     // A keyword where a name was expected.
     std::string lit = parser->getVocabulary().getLiteralName(offending->getType());
     if (expectedSet.contains(size_t(CollParser::ID)) && lit.size() > 2 &&
-        std::isalpha(static_cast<unsigned char>(lit[1])))
+        std::isalpha(static_cast<unsigned char>(lit[1])) && !isContextualKeyword(lit))
       diag.note(map.range(offending), lit + " is a keyword and cannot be used as a name");
   }
 
