@@ -92,8 +92,11 @@ Status runThreads(const std::vector<std::vector<TbRun *>> &workers, WorldState &
     }
     return notes;
   };
+  // The calling thread runs worker 0 itself, one thread handoff fewer,
+  // unless it watches the run (a World's rendezvous steers it through
+  // `control`).
   runWorkerThreads(
-      workers.size(), /*callerWorks=*/false, world, first,
+      workers.size(), /*callerWorks=*/control == nullptr, world, first,
       [&](size_t w) {
         const std::vector<TbRun *> &tbs = workers[w];
         const uint32_t rank = tbs.front()->rank;
