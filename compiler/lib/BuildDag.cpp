@@ -58,15 +58,20 @@ Dag compiler::buildDag(const Trace &t) {
   };
 
   // Per rank: the phase of its latest operations, those operations, and
-  // the operations of the latest earlier phase that had any.
-  std::vector<uint32_t> phaseOf(t.nranks, 0);
-  std::vector<std::vector<uint32_t>> current(t.nranks), previous(t.nranks);
+  // the operations of the latest earlier phase that had any. Phases grow in
+  // trace order, so a trace without a fence ends in phase 0 and needs none
+  // of this.
+  const bool fenced = n > 0 && t.ops[n - 1].phase > 0;
+  std::vector<uint32_t> phaseOf(fenced ? t.nranks : 0, 0);
+  std::vector<std::vector<uint32_t>> current(phaseOf.size()), previous(phaseOf.size());
 
   std::vector<std::pair<uint32_t, Dag::EdgeKind>> local;
   for (uint32_t k = 0; k < n; ++k) {
     const ChunkOp &op = t.ops[k];
     local.clear();
     for (uint32_t rank : {op.src.rank, op.dst.rank}) {
+      if (!fenced)
+        break;
       if (op.phase > phaseOf[rank]) {
         if (!current[rank].empty())
           previous[rank] = std::move(current[rank]);

@@ -23,10 +23,14 @@ BufferElements collectiveBufferElements(CollectiveKind kind, uint32_t nranks, ui
   return e;
 }
 
+uint32_t userCollectiveUnit(const PlanInfo &info) {
+  return info.inputChunks && info.outputChunks ? std::gcd(info.inputChunks, info.outputChunks) : 0;
+}
+
 BufferElements planBufferElements(const PlanInfo &info, uint64_t count) {
   if (info.collective != CollectiveKind::Custom)
     return collectiveBufferElements(info.collective, info.nranks, count);
-  const uint64_t c = std::gcd(info.inputChunks, info.outputChunks);
+  const uint64_t c = userCollectiveUnit(info);
   BufferElements e;
   if (c == 0)
     return e;
@@ -42,13 +46,14 @@ Result<uint32_t> planChunksPerUnit(const PlanInfo &info) {
       return Status::error(std::string("plan '") + info.name +
                            "' implements a user-declared collective, which has no in-place "
                            "form, but the plan is in-place");
-    if (info.inputChunks == 0 || info.outputChunks == 0)
+    const uint32_t unit = userCollectiveUnit(info);
+    if (unit == 0)
       return Status::error(std::string("plan '") + info.name + "' has " +
                            std::to_string(info.inputChunks) + " input and " +
                            std::to_string(info.outputChunks) +
                            " output chunks; a user-declared collective needs at least one of "
                            "each");
-    return std::gcd(info.inputChunks, info.outputChunks);
+    return unit;
   }
   const uint64_t n = info.nranks, in = info.inputChunks, out = info.outputChunks;
   const uint64_t inUnits = bufferUnits(info.collective, false, n);

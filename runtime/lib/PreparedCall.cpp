@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <numeric>
 #include <sstream>
 
 namespace coll {
@@ -231,7 +230,7 @@ CallError checkCall(const Plan &plan, uint32_t rank, const CallArgs &a, const Ca
       return bad(ErrorKind::InvalidArgument,
                  cat("avg is defined for the built-in collectives only; the plan '", info.name,
                      "' implements a user-declared collective (use sum, then divide)"));
-    const uint64_t c = std::gcd(info.inputChunks, info.outputChunks);
+    const uint64_t c = userCollectiveUnit(info);
     if (c > 1 && a.count % c != 0)
       return bad(ErrorKind::InvalidArgument,
                  cat("count ", a.count, " is not a multiple of ", c,

@@ -18,7 +18,6 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <numeric>
 #include <type_traits>
 
 namespace coll {
@@ -70,9 +69,9 @@ Status referenceCollective(CollectiveKind kind, uint32_t nranks, uint32_t root, 
 
 namespace {
 
-/// The chunk layout of a user-declared collective's call (C = gcd).
+/// The chunk layout of a user-declared collective's call.
 ChunkLayout customLayout(const PlanInfo &info, uint64_t count) {
-  uint64_t c = std::gcd(info.inputChunks, info.outputChunks);
+  uint64_t c = userCollectiveUnit(info);
   return ChunkLayout::make(count, c ? c : 1, 1);
 }
 

@@ -32,10 +32,6 @@
 #include <tuple>
 #include <utility>
 
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
-
 namespace coll {
 
 using namespace detail;

@@ -116,6 +116,11 @@ struct BufferElements {
 /// and OutByN). Custom: count and count; planBufferElements() knows better.
 BufferElements collectiveBufferElements(CollectiveKind kind, uint32_t nranks, uint64_t count);
 
+/// A user-declared collective's unit: gcd(input chunks, output chunks) of
+/// \p info (0 when either is 0). Its buffers hold their chunks / unit
+/// units, and a call's count is a whole number of them.
+uint32_t userCollectiveUnit(const PlanInfo &info);
+
 /// The buffer sizes of a call of \p count on a plan with \p info: those of
 /// collectiveBufferElements() for a built-in collective. A user-declared
 /// collective's unit is its C = gcd(input chunks, output chunks) chunks,
