@@ -392,12 +392,16 @@ struct RunControl {
   void beatNow() { beat.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
 };
 
-/// LocalWorld::run, watched and steered by \p control (may be null). Never
-/// throws: any exception inside a rank's execution is an error naming the
-/// rank.
+struct LocalRunCache;
+
+/// LocalWorld::run, watched and steered by \p control (may be null), on
+/// the last run kept in \p cache when the call is like it (may be null:
+/// nothing kept). Never throws: any exception inside a rank's execution is
+/// an error naming the rank.
 Status runLocalWorld(const ValidatedPlan &plan, const std::vector<const void *> &sendbufs,
                      const std::vector<void *> &recvbufs, uint64_t count, DataType type, RedOp op,
-                     const ExecOptions &options, RunControl *control);
+                     const ExecOptions &options, RunControl *control,
+                     LocalRunCache *cache = nullptr);
 
 /// Checks the memory rank \p c.rank of a job of processes allocates
 /// besides its buffers for its prepared call \p c of \p plan: its scratch, its call's shared-memory

@@ -30,7 +30,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free &&
               "counters in shared memory must be lock-free (address-free) atomics");
 
 constexpr uint64_t controlMagic = 0x314c54434c4c4f43ull; ///< "COLLCTL1"
-constexpr uint32_t controlVersion = 3;
+constexpr uint32_t controlVersion = 4;
 /// The bytes of a control segment that every layout version shares: its
 /// magic and version.
 constexpr size_t controlPrefixBytes = 16;
@@ -43,6 +43,9 @@ constexpr size_t maxJobName = 200;
 /// compare.
 struct PublishedCall {
   uint64_t seq = 0; ///< The call (1, 2, ...).
+  /// The call whose data segment, FIFOs and scratch this rank runs this one
+  /// on (ProcessGroup.cpp's CachedCall); 0: a new data segment of this call.
+  uint64_t reuses = 0;
   CallDescription description;
 };
 

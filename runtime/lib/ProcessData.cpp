@@ -66,6 +66,11 @@ OwnDataSegment::~OwnDataSegment() {
   }
 }
 
+void OwnDataSegment::unlinkName() {
+  if (m.mapped() && segmentIs(segName, m.device(), m.inode()))
+    unlinkSegment(segName);
+}
+
 Status OwnDataSegment::create(const ControlBlock &owner, uint64_t seq, const RankPlan &rp,
                               DataLayout layout) {
   data = std::move(layout);

@@ -89,6 +89,10 @@ public:
   /// job of the name is replaced.
   Status create(const ControlBlock &owner, uint64_t seq, const RankPlan &rp, DataLayout layout);
 
+  /// Unlinks the name now, when it is still the segment's: once every
+  /// sender has mapped it, for a segment kept for later calls.
+  void unlinkName();
+
   bool mapped() const { return m.mapped(); }
   char *base() const { return m.data(); }
   const DataLayout &layout() const { return data; }

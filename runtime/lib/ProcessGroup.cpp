@@ -6,9 +6,10 @@
 //    it belongs to, whether it is ready, failed or closed, its heartbeat,
 //    its doorbell, and its last two calls' descriptions, for the other
 //    ranks to check;
-//  - "/coll-J.<rank>.<call>", the rank's data for one call
-//    (ProcessData.h): its threadblocks' progress counters and the FIFOs of
-//    the connections it receives on, found by its senders through a table.
+//  - "/coll-J.<rank>.<call>", the rank's data for one call and the later
+//    calls of the same description (ProcessData.h): its threadblocks'
+//    progress counters and the FIFOs of the connections it receives on,
+//    found by its senders through a table.
 //
 // Joining (ProcessJoin.h): every rank claims its control segment and joins
 // the instance of the job that rank 0 names.
@@ -23,6 +24,15 @@
 // segment's name goes as soon as its last sender has mapped it (at once
 // when it has none), and in any case when its owner's call ends: a job
 // killed as a whole in the middle of a run leaves no call data behind.
+//
+// A call with the same description as the last successful one that made
+// a data segment (same plan, count, slices, type and operator) runs on that
+// call's data side again (CachedCall): no segment to create or map, no
+// scratch to allocate, no runs to build. Each rank zeroes the counters it
+// owns before it publishes the call, and says in its publication which
+// call's segments it reuses; since every rank keeps the data side of the
+// same call, all reuse or none. Such a call costs a publication, a short
+// spin until every peer's is seen, and the run.
 // Control segments stay named while their group lives (a process that
 // claims a live rank must find it taken); the next job to start on the
 // host (its rank 0) removes those whose owners have been dead for a while
@@ -50,6 +60,34 @@ namespace coll {
 
 using namespace detail;
 
+/// The data side of a successful call, kept for the next calls of the same
+/// description: its data segment, the peers' segments mapped and the FIFOs
+/// found in them, its scratch and its threadblocks' runs. Every rank keeps
+/// the one of the same call (the last successful one that did not reuse),
+/// so all reuse, or none; the counters start again from zero in each call
+/// (RankRun::resetShared()).
+struct CachedCall {
+  explicit CachedCall(std::string name) : own(std::move(name)) {}
+  /// Whether a call of \p d can run on this one's data side: the same
+  /// plan, count, slices, type and operator (so the same layout and
+  /// kernels); buffers and placement may differ.
+  bool serves(const CallDescription &d) const {
+    return d.errorKind == 0 && d.planChecksum == description.planChecksum &&
+           d.count == description.count && d.sliceElements == description.sliceElements &&
+           d.type == description.type && d.op == description.op &&
+           d.collective == description.collective && d.planRanks == description.planRanks;
+  }
+
+  OwnDataSegment own;
+  CallFifos fifos;
+  std::vector<char> scratch;
+  CallDescription description;
+  uint64_t madeBy = 0; ///< The call that made it.
+  ChunkLayout layout;
+  HostKernels kernels;
+  RankRun run;
+};
+
 struct ProcessGroup::State {
   JobControl control;
   uint64_t seq = 0; ///< Calls made.
@@ -61,6 +99,8 @@ struct ProcessGroup::State {
   uint64_t allocationsMade = 0;
   std::atomic<bool> inCall{false}; ///< An execute() runs.
   const char *phase = "";          ///< What the running execute() does, for errors.
+  /// The last successful call's data side (destroyed before `control`).
+  std::unique_ptr<CachedCall> cached;
 };
 
 ProcessGroup::ProcessGroup() : state(std::make_unique<State>()) {}
@@ -131,6 +171,7 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
 
 ProcessGroup::~ProcessGroup() {
   State &st = *state;
+  st.cached.reset();
   st.allocations.clear();
   JobControl &jc = st.control;
   if (!jc.own.mapped())
@@ -260,6 +301,11 @@ PreparedCall prepare(ProcessGroup::State &st, const Plan *plan, const ValidatedP
                      std::optional<ValidatedPlan> &borrowed, const CallArgs &args,
                      HostKernels &kernels);
 
+/// Checks the memory of a call that reuses \p cc but needs a private copy
+/// of its input, which the call that made \p cc may not have.
+CallError checkReuseMemory(ProcessGroup::State &st, const ValidatedPlan &plan,
+                           const PreparedCall &call, const CachedCall &cc);
+
 /// Lays out and creates rank \p st's data segment \p own of call \p seq,
 /// after checking the memory the call needs against the cap.
 CallError createData(ProcessGroup::State &st, uint64_t seq, const ValidatedPlan &plan,
@@ -302,23 +348,45 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
   HostKernels kernels;
   PreparedCall call = prepare(st, rawPlan, validated, borrowed, args, kernels);
 
-  // Create our data segment; its name goes when the call ends, however it
-  // ends.
-  OwnDataSegment own(dataName(jc.job, me, seq));
-  if (!call.error && !call.empty())
-    if (CallError e = createData(st, seq, *validated, call, own))
-      call.fail(std::move(e));
+  // The data side: the last call's, when this one has the same
+  // description, else a new data segment, whose name goes when the call
+  // ends, however it ends.
+  CachedCall *reuse = nullptr;
+  std::unique_ptr<CachedCall> fresh;
+  if (!call.error && !call.empty()) {
+    if (st.cached && st.cached->serves(call.description)) {
+      reuse = st.cached.get();
+      if (call.copyBytes)
+        if (CallError e = checkReuseMemory(st, *validated, call, *reuse))
+          call.fail(std::move(e));
+      if (!call.error)
+        reuse->run.resetShared();
+    } else {
+      fresh = std::make_unique<CachedCall>(dataName(jc.job, me, seq));
+      if (CallError e = createData(st, seq, *validated, call, fresh->own))
+        call.fail(std::move(e));
+    }
+  }
 
   // Publish the call and wait for every peer's.
-  publishCall(jc, seq, call.description);
+  publishCall(jc, seq, call.description, reuse && !call.error ? reuse->madeBy : 0);
   std::vector<CallDescription> calls;
-  if (CallFailure f = awaitCalls(jc, seq, calls))
+  bool sameReuse = true;
+  if (CallFailure f = awaitCalls(jc, seq, calls, sameReuse))
     return endCall(f);
 
   // Every rank now holds the same descriptions: the same verdict
   // everywhere.
   if (CallError verdict = agree(calls.data(), n, me))
     return endCall({verdict, false});
+  // Same descriptions, same caches (each made by the same successful call
+  // on every rank): every rank reuses, or none. Anything else is a peer
+  // that does not follow this protocol.
+  if (!sameReuse && !call.empty())
+    return endCall({{ErrorKind::Internal,
+                     cat("rank ", me, ": the ranks disagree on which call's data segments call ",
+                         seq, " reuses")},
+                    true});
 
   // Bind our buffers (LocalWorld's rules).
   HostBinding binding;
@@ -330,26 +398,38 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
   }
   const Plan &plan = validated->plan();
   const RankPlan &rp = *validated->section(me);
-  const size_t es = call.elementSize;
-  if (Status s = allocateZeroed(binding.scratch, *scratchBytes(plan, me, call.layout, es),
-                                scratchWhat(plan, me, call.layout, es));
-      !s)
-    return endCall({{ErrorKind::SystemError, cat("rank ", me, ": ", s.message())}, true});
-
-  // Map the data segments of the ranks we send to, and find our FIFOs.
-  CallFifos fifos;
-  if (CallError e = connectFifos(jc, seq, rp, plan.info.connectionDepth,
-                                 call.layout.sliceElements * es, own, fifos))
-    return endCall({e, true});
+  CachedCall &cc = reuse ? *reuse : *fresh;
+  if (fresh) {
+    const size_t es = call.elementSize;
+    if (Status s = allocateZeroed(cc.scratch, *scratchBytes(plan, me, call.layout, es),
+                                  scratchWhat(plan, me, call.layout, es));
+        !s)
+      return endCall({{ErrorKind::SystemError, cat("rank ", me, ": ", s.message())}, true});
+    // Map the data segments of the ranks we send to, and find our FIFOs.
+    if (CallError e = connectFifos(jc, seq, rp, plan.info.connectionDepth,
+                                   call.layout.sliceElements * es, cc.own, cc.fifos))
+      return endCall({e, true});
+    cc.description = call.description;
+    cc.madeBy = seq;
+    cc.layout = call.layout;
+    cc.kernels = kernels;
+    cc.run.build(jc, rp, cc.layout, cc.kernels, cc.fifos, cc.own);
+  }
 
   // Run our threadblocks. A rank without any (a plan of one rank, or one in
   // which this rank does nothing) is done.
-  if (!rp.threadblocks.empty()) {
+  if (!cc.run.empty()) {
     st.phase = "running";
-    if (CallError e = runRank(jc, seq, call, rp, binding, fifos, own, kernels))
+    if (CallError e = cc.run.run(jc, seq, rp, binding.input, binding.output, cc.scratch.data()))
       return endCall({e, true});
   }
   finishHost(call, binding, n, kernels);
+  if (fresh) {
+    // Every sender has mapped it (each sent us every message): the name
+    // can go, and the segment serves the next calls of this description.
+    fresh->own.unlinkName();
+    st.cached = std::move(fresh);
+  }
   return endCall({});
 }
 
@@ -401,6 +481,17 @@ PreparedCall prepare(ProcessGroup::State &st, const Plan *plan, const ValidatedP
     call.fail({ErrorKind::Internal, cat("rank ", me, ": no host kernel for ",
                                         dataTypeName(args.type), " and ", redOpName(args.op))});
   return call;
+}
+
+CallError checkReuseMemory(ProcessGroup::State &st, const ValidatedPlan &plan,
+                           const PreparedCall &call, const CachedCall &cc) {
+  ErrorKind memoryKind = ErrorKind::SystemError;
+  if (Status s = checkRankMemory(plan, call, cc.own.layout().bytes,
+                                 st.control.options.memoryLimitBytes,
+                                 "ProcessGroupOptions::memoryLimitBytes", &memoryKind);
+      !s)
+    return {memoryKind, cat("rank ", call.rank, ": ", s.message())};
+  return {};
 }
 
 CallError createData(ProcessGroup::State &st, uint64_t seq, const ValidatedPlan &plan,

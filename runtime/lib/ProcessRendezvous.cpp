@@ -18,10 +18,19 @@
 namespace coll {
 namespace detail {
 
-void publishCall(JobControl &jc, uint64_t seq, const CallDescription &description) {
+namespace {
+
+/// Pauses of the spin before a rank waiting for its peers' calls sleeps.
+constexpr uint32_t spinRounds = 2000;
+
+} // namespace
+
+void publishCall(JobControl &jc, uint64_t seq, const CallDescription &description,
+                 uint64_t reuses) {
   ControlBlock &me = jc.me();
   PublishedCall &mine = me.calls[seq % 2];
   mine.seq = seq;
+  mine.reuses = reuses;
   mine.description = description;
   // Release: a peer that sees callSeq >= seq sees the description and our
   // data segment's header.
@@ -30,9 +39,21 @@ void publishCall(JobControl &jc, uint64_t seq, const CallDescription &descriptio
   jc.ringPeers();
 }
 
-CallFailure awaitCalls(JobControl &jc, uint64_t seq, std::vector<CallDescription> &calls) {
+CallFailure awaitCalls(JobControl &jc, uint64_t seq, std::vector<CallDescription> &calls,
+                       bool &sameReuse) {
   const uint32_t n = jc.nranks;
   ControlBlock &me = jc.me();
+  // Spin first: between calls of a running job the peers publish within
+  // microseconds, and a sleep costs a system call on each side. Bounded, so
+  // that ranks sharing a core give it up soon.
+  auto allPublished = [&] {
+    for (uint32_t q = 0; q < n; ++q)
+      if (q != jc.rank && jc.ctl[q]->callSeq.load(std::memory_order_acquire) < seq)
+        return false;
+    return true;
+  };
+  for (uint32_t spin = 0; spin < spinRounds && !allPublished(); ++spin)
+    cpuRelax();
   const Clock::time_point deadline = Clock::now() + seconds(jc.options.setupTimeoutSeconds);
   Clock::time_point nextCheck = Clock::now();
   for (;;) {
@@ -99,8 +120,11 @@ CallFailure awaitCalls(JobControl &jc, uint64_t seq, std::vector<CallDescription
     return {e, true};
 
   calls.resize(n);
+  sameReuse = true;
+  const uint64_t ours = me.calls[seq % 2].reuses;
   for (uint32_t q = 0; q < n; ++q) {
     const PublishedCall &c = jc.ctl[q]->calls[seq % 2];
+    sameReuse &= c.reuses == ours;
     if (c.seq != seq)
       return {{ErrorKind::Internal,
                cat("rank ", q, " published call ", c.seq, " where call ", seq, " was expected")},

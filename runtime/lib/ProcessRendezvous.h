@@ -21,15 +21,21 @@ namespace detail {
 /// Publishes this rank's \p description of call \p seq and wakes the
 /// peers. Release: a peer that sees the call published sees the
 /// description and whatever this rank wrote before (its data segment).
-void publishCall(JobControl &jc, uint64_t seq, const CallDescription &description);
+/// \p reuses: PublishedCall::reuses.
+void publishCall(JobControl &jc, uint64_t seq, const CallDescription &description,
+                 uint64_t reuses);
 
 /// Waits until every peer has published call \p seq
 /// (ProcessGroupOptions::setupTimeoutSeconds), checking every liveness
 /// interval that the peers it waits for are alive and have not failed, and
-/// puts every rank's description into \p calls (calls[q] is rank q's). A
+/// puts every rank's description into \p calls (calls[q] is rank q's) and
+/// whether every rank published the same PublishedCall::reuses as this one
+/// into \p sameReuse. It spins a little before it sleeps: a peer that is
+/// running publishes within microseconds. A
 /// peer that failed or went before it called fails the call; a timeout, or
 /// a peer that published the call and failed since, breaks the group.
-CallFailure awaitCalls(JobControl &jc, uint64_t seq, std::vector<CallDescription> &calls);
+CallFailure awaitCalls(JobControl &jc, uint64_t seq, std::vector<CallDescription> &calls,
+                       bool &sameReuse);
 
 } // namespace detail
 } // namespace coll

@@ -124,38 +124,62 @@ private:
 
 } // namespace
 
-CallError runRank(JobControl &jc, uint64_t seq, const PreparedCall &call, const RankPlan &rp,
-                  HostBinding &binding, CallFifos &fifos, const OwnDataSegment &own,
-                  const HostKernels &kernels) {
+void RankRun::build(JobControl &jc, const RankPlan &rp, const ChunkLayout &layout,
+                    const HostKernels &kernels, CallFifos &callFifos, const OwnDataSegment &own) {
   const uint32_t me = jc.rank;
-  ControlBlock &ctl = jc.me();
-  const ChunkLayout &layout = call.layout;
-  const uint64_t pieceBytes = layout.sliceElements * call.elementSize;
+  const uint64_t pieceBytes = layout.sliceElements * kernels.elementSize;
   const size_t ntb = rp.threadblocks.size();
   const size_t nworkers = jc.options.workers ? std::min<size_t>(jc.options.workers, ntb) : ntb;
-  WorldState world;
-  RankState rs;
-  rs.buffers[unsigned(BufferKind::Input)] = binding.input;
-  rs.buffers[unsigned(BufferKind::Output)] = binding.output;
-  rs.buffers[unsigned(BufferKind::Scratch)] = binding.scratch.data();
+  fifos = &callFifos;
+  numSlices = layout.numSlices;
   rs.progress = own.progress();
-  rs.progressBell = nworkers > 1 ? &ctl.bell : nullptr;
-  std::vector<std::unique_ptr<TbRun>> runs;
+  rs.progressBell = nworkers > 1 ? &jc.me().bell : nullptr;
   for (uint32_t b = 0; b < ntb; ++b) {
     const Threadblock &tb = rp.threadblocks[b];
     rs.numSteps.push_back(uint32_t(tb.steps.size()));
     auto t = makeTbRun(tb, me, b, world, rs, layout, kernels, pieceBytes);
     CpuPlatform &p = t->platform;
-    p.recvFifo = fifos.recvFifo(b);
-    p.sendFifo = fifos.sendFifo(b);
+    p.recvFifo = callFifos.recvFifo(b);
+    p.sendFifo = callFifos.sendFifo(b);
+    t->interp = std::make_unique<Interpreter<CpuPlatform>>(p, t->program, numSlices);
     runs.push_back(std::move(t));
   }
-  for (auto &t : runs)
-    t->interp =
-        std::make_unique<Interpreter<CpuPlatform>>(t->platform, t->program, layout.numSlices);
-  std::vector<std::vector<TbRun *>> workers(nworkers);
+  workers.assign(nworkers, {});
   for (size_t b = 0; b < ntb; ++b)
     workers[b % nworkers].push_back(runs[b].get());
+}
+
+void RankRun::resetShared() {
+  for (size_t b = 0; b < runs.size(); ++b) {
+    rs.progress[b].value.store(0, std::memory_order_relaxed);
+    if (Fifo *f = fifos->recvFifo(uint32_t(b))) {
+      f->tail->store(0, std::memory_order_relaxed);
+      f->head->store(0, std::memory_order_relaxed);
+    }
+  }
+}
+
+CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp, char *input, char *output,
+                       char *scratch) {
+  const uint32_t me = jc.rank;
+  ControlBlock &ctl = jc.me();
+  world.failed.store(false, std::memory_order_relaxed);
+  rs.buffers[unsigned(BufferKind::Input)] = input;
+  rs.buffers[unsigned(BufferKind::Output)] = output;
+  rs.buffers[unsigned(BufferKind::Scratch)] = scratch;
+  for (size_t b = 0; b < runs.size(); ++b) {
+    TbRun &t = *runs[b];
+    const Threadblock &tb = rp.threadblocks[b];
+    t.tb = &tb;
+    t.program.steps = tb.steps.data();
+    t.program.numSteps = uint32_t(tb.steps.size());
+    t.program.deps = tb.deps.data();
+    t.interp->restart(t.program, numSlices);
+    t.status = ExecStatus();
+    t.platform.sent = 0;
+    t.platform.received = 0;
+  }
+  const size_t nworkers = workers.size();
 
   FirstError first;
   auto fail = [&](ErrorKind kind, std::string message) {

@@ -13,17 +13,47 @@
 #include "ProcessControl.h"
 #include "ProcessData.h"
 
+#include <memory>
+#include <vector>
+
 namespace coll {
 namespace detail {
 
-/// Runs the threadblocks of \p rp (this rank's section, at least one) for
-/// call \p seq as \p call says, on the buffers of \p binding, the FIFOs
-/// of \p fifos and the progress counters of \p own, with
-/// ProcessGroupOptions::workers workers (the calling thread is one). The
-/// first failure (in time) is the error; it breaks the group.
-CallError runRank(JobControl &jc, uint64_t seq, const PreparedCall &call, const RankPlan &rp,
-                  HostBinding &binding, CallFifos &fifos, const OwnDataSegment &own,
-                  const HostKernels &kernels);
+/// This rank's threadblocks of a process call, built once over the call's
+/// FIFOs and progress counters and run again by later calls of the same
+/// description (ProcessGroup.cpp keeps it with the call's data segment).
+class RankRun {
+public:
+  /// Builds the runs of \p rp's threadblocks (this rank's section) over
+  /// \p fifos and the progress counters of \p own, with \p layout and
+  /// \p kernels; all four must outlive this object, and stay where they are.
+  void build(JobControl &jc, const RankPlan &rp, const ChunkLayout &layout,
+             const HostKernels &kernels, CallFifos &fifos, const OwnDataSegment &own);
+
+  /// Zeroes what this rank owns of the run's shared state: its progress
+  /// counters and the counters of the FIFOs it receives on. Only between
+  /// runs, before the next call is published: a peer touches them again only
+  /// after it has seen that call, and it has finished with them in the last
+  /// one (every message of a successful run is consumed).
+  void resetShared();
+
+  /// Runs call \p seq of \p rp (the section built from, or one with the same
+  /// content at another address) on \p input, \p output and \p scratch
+  /// with ProcessGroupOptions::workers workers (the calling thread is one).
+  /// The first failure (in time) is the error; it breaks the group.
+  CallError run(JobControl &jc, uint64_t seq, const RankPlan &rp, char *input, char *output,
+                char *scratch);
+
+  bool empty() const { return runs.empty(); }
+
+private:
+  WorldState world;
+  RankState rs;
+  std::vector<std::unique_ptr<TbRun>> runs;
+  std::vector<std::vector<TbRun *>> workers;
+  CallFifos *fifos = nullptr;
+  uint64_t numSlices = 0;
+};
 
 } // namespace detail
 } // namespace coll

@@ -36,6 +36,19 @@ namespace coll {
 
 using namespace detail;
 
+namespace detail {
+
+struct LocalRun;
+
+/// LocalWorld's last run, for the next call like it.
+struct LocalRunCache {
+  std::mutex mutex;
+  std::unique_ptr<LocalRun> run;
+  ~LocalRunCache();
+};
+
+} // namespace detail
+
 namespace {
 
 /// A worker's pacing in LocalWorld: Backoff; with a RunControl, a beat
@@ -127,10 +140,167 @@ uint64_t addSaturated(uint64_t a, uint64_t b) {
   return __builtin_add_overflow(a, b, &s) ? ~uint64_t(0) : s;
 }
 
+} // namespace
+
+namespace detail {
+
+/// What a run builds besides the bindings: FIFOs, progress counters,
+/// scratch and interpreters, for the calls of one plan, count, type,
+/// operator and options. A later call with the same key runs on it again.
+struct LocalRun {
+  // The key.
+  uint64_t checksum = 0;
+  uint32_t nranks = 0;
+  uint64_t count = 0;
+  DataType type = DataType::Float32;
+  RedOp op = RedOp::Sum;
+  uint64_t sliceElements = 0;
+  ExecMode mode = ExecMode::Threads;
+  uint32_t workersPerRank = 0;
+
+  HostKernels kernels;
+  ChunkLayout layout;
+  WorldState world;
+  std::vector<RankState> ranks;
+  std::vector<std::unique_ptr<PaddedCounter[]>> progress;
+  std::vector<std::vector<std::unique_ptr<FifoStorage>>> fifos;
+  std::vector<std::vector<char>> scratch;
+  std::vector<std::unique_ptr<TbRun>> runs;
+  std::vector<std::vector<TbRun *>> workers; ///< Threads mode: each worker's threadblocks.
+  std::vector<TbRun *> all;                  ///< Every threadblock, rank by rank.
+
+  bool serves(const ValidatedPlan &vp, uint64_t c, DataType t, RedOp o,
+              const ExecOptions &options) const {
+    return checksum == vp.checksum() && nranks == vp.plan().info.nranks && count == c &&
+           type == t && op == o && sliceElements == options.sliceElements &&
+           mode == options.mode && workersPerRank == options.workersPerRank;
+  }
+};
+
+} // namespace detail
+
+namespace {
+
+/// Builds \p run for \p plan with \p layout and \p kernels (set in it).
+Status buildLocalRun(const Plan &plan, LocalRun &run) {
+  const PlanInfo &info = plan.info;
+  const uint32_t nranks = info.nranks;
+  const uint64_t numSlices = run.layout.numSlices;
+  const size_t es = run.kernels.elementSize;
+  const uint64_t pieceBytes = run.layout.sliceElements * es;
+  run.ranks.resize(nranks);
+  run.progress.resize(nranks);
+  run.fifos.resize(nranks);
+  run.scratch.resize(nranks);
+  std::vector<std::map<std::pair<int32_t, uint32_t>, uint32_t>> recvTb(nranks);
+  for (uint32_t r = 0; r < nranks; ++r) {
+    const RankPlan &rp = plan.ranks[r];
+    RankState &rs = run.ranks[r];
+    if (Status s = allocateZeroed(run.scratch[r], *scratchBytes(plan, r, run.layout, es),
+                                  scratchWhat(plan, r, run.layout, es));
+        !s)
+      return s;
+    run.progress[r] = std::make_unique<PaddedCounter[]>(rp.threadblocks.size());
+    rs.progress = run.progress[r].get();
+    run.fifos[r].resize(rp.threadblocks.size());
+    for (uint32_t b = 0; b < rp.threadblocks.size(); ++b) {
+      const Threadblock &tb = rp.threadblocks[b];
+      rs.numSteps.push_back(uint32_t(tb.steps.size()));
+      if (tb.recvPeer < 0 || numSlices == 0)
+        continue;
+      uint32_t maxCount = maxMessageChunks(tb, /*recv=*/true);
+      if (maxCount == 0)
+        continue;
+      try {
+        run.fifos[r][b] =
+            std::make_unique<FifoStorage>(info.connectionDepth, maxCount * pieceBytes);
+      } catch (const std::bad_alloc &) {
+        std::string what;
+        uint64_t bytes = *fifoSlotBytes(plan, r, b, pieceBytes, &what);
+        return Status::error(
+            cat("cannot allocate ", bytes, " bytes for ", what, ": out of memory"));
+      }
+      recvTb[r][{tb.recvPeer, tb.channel}] = b;
+    }
+  }
+  for (uint32_t r = 0; r < nranks; ++r) {
+    const RankPlan &rp = plan.ranks[r];
+    for (uint32_t b = 0; b < rp.threadblocks.size(); ++b) {
+      const Threadblock &tb = rp.threadblocks[b];
+      auto t = makeTbRun(tb, r, b, run.world, run.ranks[r], run.layout, run.kernels, pieceBytes);
+      CpuPlatform &p = t->platform;
+      p.recvFifo = run.fifos[r][b] ? &run.fifos[r][b]->fifo : nullptr;
+      if (tb.sendPeer >= 0) {
+        auto &peerMap = recvTb[tb.sendPeer];
+        auto it = peerMap.find({int32_t(r), tb.channel});
+        if (it != peerMap.end())
+          p.sendFifo = &run.fifos[tb.sendPeer][it->second]->fifo;
+      }
+      t->interp = std::make_unique<Interpreter<CpuPlatform>>(p, t->program, numSlices);
+      run.all.push_back(t.get());
+      run.runs.push_back(std::move(t));
+    }
+  }
+  // Threads mode gives each rank workersPerRank threads (0: one per
+  // threadblock), threadblock b on worker b % workers.
+  size_t first = 0;
+  for (uint32_t r = 0; r < nranks; ++r) {
+    size_t ntb = plan.ranks[r].threadblocks.size();
+    size_t nworkers =
+        run.workersPerRank ? std::min<size_t>(run.workersPerRank, ntb) : ntb;
+    size_t base = run.workers.size();
+    run.workers.resize(base + nworkers);
+    for (size_t b = 0; b < ntb; ++b)
+      run.workers[base + b % nworkers].push_back(run.runs[first + b].get());
+    first += ntb;
+  }
+  return Status::success();
+}
+
+/// Makes \p run ready for a call of \p plan (the plan it was built for, or
+/// one with the same content) on \p bindings: every counter zero, every
+/// interpreter at its start.
+void resetLocalRun(const Plan &plan, const std::vector<HostBinding> &bindings, bool recording,
+                   LocalRun &run) {
+  run.world.failed.store(false, std::memory_order_relaxed);
+  run.world.recording = recording;
+  for (uint32_t r = 0; r < run.ranks.size(); ++r) {
+    RankState &rs = run.ranks[r];
+    rs.buffers[unsigned(BufferKind::Input)] = bindings[r].input;
+    rs.buffers[unsigned(BufferKind::Output)] = bindings[r].output;
+    rs.buffers[unsigned(BufferKind::Scratch)] = run.scratch[r].data();
+    const size_t ntb = plan.ranks[r].threadblocks.size();
+    for (size_t b = 0; b < ntb; ++b) {
+      rs.progress[b].value.store(0, std::memory_order_relaxed);
+      if (FifoStorage *f = run.fifos[r][b].get()) {
+        f->tail.value.store(0, std::memory_order_relaxed);
+        f->head.value.store(0, std::memory_order_relaxed);
+      }
+    }
+  }
+  for (TbRun *t : run.all) {
+    const Threadblock &tb = plan.ranks[t->rank].threadblocks[t->index];
+    t->tb = &tb;
+    t->program.steps = tb.steps.data();
+    t->program.numSteps = uint32_t(tb.steps.size());
+    t->program.deps = tb.deps.data();
+    t->interp->restart(t->program, run.layout.numSlices);
+    t->status = ExecStatus();
+    t->platform.sent = 0;
+    t->platform.received = 0;
+    t->platform.events.clear();
+  }
+}
+
+/// Calls of at most this many bytes per rank (the larger buffer) run every
+/// rank on the calling thread in Threads mode, as Single mode does: handing
+/// them to other threads costs more than the data (docs/performance.md).
+constexpr uint64_t callingThreadBytes = uint64_t(16) << 10;
+
 Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const void *> &sendbufs,
                               const std::vector<void *> &recvbufs, uint64_t count, DataType type,
                               RedOp op, const ExecOptions &options, RunControl *control,
-                              ErrorKind &kind) {
+                              LocalRunCache *cache, ErrorKind &kind) {
   // Check the call: the run's own options, then every rank's call.
   const Plan &plan = vp.plan();
   const PlanInfo &info = plan.info;
@@ -151,12 +321,14 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
   callOptions.sliceElements = options.sliceElements;
   callOptions.worldRanks = nranks;
   std::vector<PreparedCall> calls(nranks);
+  bool copies = false;
   for (uint32_t r = 0; r < nranks; ++r) {
     calls[r] = prepareCall(vp, r, {sendbufs[r], recvbufs[r], count, type, op}, callOptions);
     if (calls[r].error) {
       kind = calls[r].error.kind;
       return calls[r].error.status();
     }
+    copies |= calls[r].copyBytes != 0;
   }
   HostKernels kernels;
   if (!selectHostKernels(type, op, kernels))
@@ -164,26 +336,40 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
   const size_t es = kernels.elementSize;
   const ChunkLayout &layout = calls[0].layout;
   const uint64_t numSlices = layout.numSlices;
-  const uint64_t pieceBytes = layout.sliceElements * es;
+
+  // The last run's FIFOs, counters, scratch and interpreters, when it was
+  // a call like this one (and nobody else uses them now).
+  std::unique_lock<std::mutex> cacheLock;
+  std::unique_ptr<LocalRun> built;
+  LocalRun *run = nullptr;
+  if (cache) {
+    cacheLock = std::unique_lock<std::mutex>(cache->mutex, std::try_to_lock);
+    if (cacheLock.owns_lock() && cache->run && cache->run->serves(vp, count, type, op, options))
+      run = cache->run.get();
+  }
 
   // What the run will allocate, checked for overflow and against the cap
-  // before anything is.
-  MemoryDemand demand;
-  uint64_t bufferBytes = 0;
-  for (uint32_t r = 0; r < nranks; ++r) {
-    kind = ErrorKind::InvalidPlan;
-    if (Status s = addRankDemand(demand, plan, r, layout, es, /*fifos=*/true); !s)
+  // before anything is. A reused run has passed this check with the same
+  // demand unless a rank now needs a private copy of its input.
+  if (!run || copies) {
+    MemoryDemand demand;
+    uint64_t bufferBytes = 0;
+    for (uint32_t r = 0; r < nranks; ++r) {
+      kind = ErrorKind::InvalidPlan;
+      if (Status s = addRankDemand(demand, plan, r, layout, es, /*fifos=*/true); !s)
+        return s;
+      if (Status s = demand.add(cat("a copy of rank ", r, "'s input"), calls[r].copyBytes); !s)
+        return s;
+      bufferBytes =
+          addSaturated(bufferBytes, addSaturated(calls[r].inputBytes, calls[r].outputBytes));
+    }
+    kind = ErrorKind::SystemError;
+    if (Status s = checkMemoryLimit(demand, options.memoryLimitBytes, bufferBytes,
+                                    "ExecOptions::memoryLimitBytes");
+        !s)
       return s;
-    if (Status s = demand.add(cat("a copy of rank ", r, "'s input"), calls[r].copyBytes); !s)
-      return s;
-    bufferBytes =
-        addSaturated(bufferBytes, addSaturated(calls[r].inputBytes, calls[r].outputBytes));
   }
   kind = ErrorKind::SystemError;
-  if (Status s = checkMemoryLimit(demand, options.memoryLimitBytes, bufferBytes,
-                                  "ExecOptions::memoryLimitBytes");
-      !s)
-    return s;
 
   // Bind every rank's buffers.
   std::vector<HostBinding> bindings(nranks);
@@ -199,81 +385,43 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
       kind = k;
       return Status::error(cat("rank ", r, " failed while binding its buffers: ", what));
     }
-    if (Status s = allocateZeroed(b.scratch, *scratchBytes(plan, r, layout, es),
-                                  scratchWhat(plan, r, layout, es));
-        !s)
-      return s;
     if (control)
       control->beatNow();
   }
 
-  // The shared state: world, ranks, FIFOs (one per receiving threadblock,
-  // in the receiver's memory).
-  WorldState world;
-  world.recording = options.timeline != nullptr;
-  std::vector<RankState> ranks(nranks);
-  std::vector<std::unique_ptr<PaddedCounter[]>> progress(nranks);
-  std::vector<std::vector<std::unique_ptr<FifoStorage>>> fifos(nranks);
-  std::vector<std::map<std::pair<int32_t, uint32_t>, uint32_t>> recvTb(nranks);
-  for (uint32_t r = 0; r < nranks; ++r) {
-    const RankPlan &rp = plan.ranks[r];
-    RankState &rs = ranks[r];
-    rs.buffers[unsigned(BufferKind::Input)] = bindings[r].input;
-    rs.buffers[unsigned(BufferKind::Output)] = bindings[r].output;
-    rs.buffers[unsigned(BufferKind::Scratch)] = bindings[r].scratch.data();
-    progress[r] = std::make_unique<PaddedCounter[]>(rp.threadblocks.size());
-    rs.progress = progress[r].get();
-    fifos[r].resize(rp.threadblocks.size());
-    for (uint32_t b = 0; b < rp.threadblocks.size(); ++b) {
-      const Threadblock &tb = rp.threadblocks[b];
-      rs.numSteps.push_back(uint32_t(tb.steps.size()));
-      if (tb.recvPeer < 0 || numSlices == 0)
-        continue;
-      uint32_t maxCount = maxMessageChunks(tb, /*recv=*/true);
-      if (maxCount == 0)
-        continue;
-      try {
-        fifos[r][b] = std::make_unique<FifoStorage>(info.connectionDepth, maxCount * pieceBytes);
-      } catch (const std::bad_alloc &) {
-        std::string what;
-        uint64_t bytes = *fifoSlotBytes(plan, r, b, pieceBytes, &what);
-        return Status::error(
-            cat("cannot allocate ", bytes, " bytes for ", what, ": out of memory"));
-      }
-      recvTb[r][{tb.recvPeer, tb.channel}] = b;
-    }
+  if (!run) {
+    built = std::make_unique<LocalRun>();
+    run = built.get();
+    run->checksum = vp.checksum();
+    run->nranks = nranks;
+    run->count = count;
+    run->type = type;
+    run->op = op;
+    run->sliceElements = options.sliceElements;
+    run->mode = options.mode;
+    run->workersPerRank = options.workersPerRank;
+    run->kernels = kernels;
+    run->layout = layout;
+    if (Status s = buildLocalRun(plan, *run); !s)
+      return s;
   }
+  resetLocalRun(plan, bindings, options.timeline != nullptr, *run);
 
-  std::vector<std::unique_ptr<TbRun>> runs;
-  for (uint32_t r = 0; r < nranks; ++r) {
-    const RankPlan &rp = plan.ranks[r];
-    for (uint32_t b = 0; b < rp.threadblocks.size(); ++b) {
-      const Threadblock &tb = rp.threadblocks[b];
-      auto t = makeTbRun(tb, r, b, world, ranks[r], layout, kernels, pieceBytes);
-      CpuPlatform &p = t->platform;
-      p.recvFifo = fifos[r][b] ? &fifos[r][b]->fifo : nullptr;
-      if (tb.sendPeer >= 0) {
-        auto &peerMap = recvTb[tb.sendPeer];
-        auto it = peerMap.find({int32_t(r), tb.channel});
-        if (it != peerMap.end())
-          p.sendFifo = &fifos[tb.sendPeer][it->second]->fifo;
-      }
-      t->interp = std::make_unique<Interpreter<CpuPlatform>>(p, t->program, numSlices);
-      runs.push_back(std::move(t));
-    }
-  }
-
-  // Run: Single mode is one worker for everything; Threads mode gives each
-  // rank workersPerRank threads (0: one per threadblock), threadblock b on
-  // worker b % workers.
+  // Run: Single mode is one worker for everything, and so is a small call
+  // in Threads mode that nobody watches or injects faults into; Threads
+  // mode otherwise runs each rank's workers on threads.
+  WorldState &world = run->world;
   world.start = Clock::now();
   if (control)
     control->beatNow();
   Status status = Status::success();
-  if (numSlices > 0 && options.mode == ExecMode::Single) {
-    std::vector<TbRun *> all;
-    for (auto &t : runs)
-      all.push_back(t.get());
+  uint64_t largestBytes = 0;
+  for (const PreparedCall &c : calls)
+    largestBytes = std::max({largestBytes, c.inputBytes, c.outputBytes});
+  const bool onCaller = options.mode == ExecMode::Single ||
+                        (!control && !options.faultInjection && !options.timeline &&
+                         largestBytes <= callingThreadBytes);
+  if (numSlices > 0 && onCaller) {
     uint32_t rank = 0;
     try {
       if (options.faultInjection)
@@ -285,41 +433,39 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
       return Status::error(cat("rank ", rank, " failed in a worker: ", what));
     }
     ThreadPacer pacer(options.timeoutSeconds, control);
-    WorkerResult r = runWorker(all, world, pacer, options.timeoutSeconds, /*single=*/true);
-    if (!r.ok) {
+    WorkerResult r = runWorker(run->all, world, pacer, options.timeoutSeconds, /*single=*/true);
+    if (!r.ok && options.mode == ExecMode::Threads) {
+      // Stuck: Threads mode's rules decide (its workers wait for the time
+      // limit, and say so), from where the interpreters stopped.
+      status = runThreads(run->workers, world, options, control, kind);
+    } else if (!r.ok) {
       kind = ErrorKind::Timeout;
       status = Status::error(r.message);
     }
   } else if (numSlices > 0) {
-    std::vector<std::vector<TbRun *>> workers;
-    size_t first = 0;
-    for (uint32_t r = 0; r < nranks; ++r) {
-      size_t ntb = plan.ranks[r].threadblocks.size();
-      size_t nworkers =
-          options.workersPerRank ? std::min<size_t>(options.workersPerRank, ntb) : ntb;
-      size_t base = workers.size();
-      workers.resize(base + nworkers);
-      for (size_t b = 0; b < ntb; ++b)
-        workers[base + b % nworkers].push_back(runs[first + b].get());
-      first += ntb;
-    }
-    status = runThreads(workers, world, options, control, kind);
+    status = runThreads(run->workers, world, options, control, kind);
   }
   if (options.timeline) {
     std::vector<TraceEvent> &events = options.timeline->events;
     events.clear();
-    for (auto &t : runs)
+    for (auto &t : run->runs)
       events.insert(events.end(), t->platform.events.begin(), t->platform.events.end());
     std::stable_sort(events.begin(), events.end(), [](const TraceEvent &a, const TraceEvent &b) {
       return std::tie(a.rank, a.tb, a.beginUs) < std::tie(b.rank, b.tb, b.beginUs);
     });
   }
-  if (!status)
+  if (!status) {
+    // A failed run may leave messages in the FIFOs; a new one starts clean.
+    if (cache && cacheLock.owns_lock() && run == cache->run.get())
+      cache->run.reset();
     return status;
+  }
 
   // Finish: results computed away from the user's output, then Avg.
   for (uint32_t r = 0; r < nranks; ++r)
     finishHost(calls[r], bindings[r], nranks, kernels);
+  if (built && cache && cacheLock.owns_lock())
+    cache->run = std::move(built);
   kind = ErrorKind::None;
   return Status::success();
 }
@@ -331,13 +477,17 @@ uint64_t defaultMemoryLimit(uint64_t bufferBytes) {
   return addSaturated(eight, uint64_t(256) << 20);
 }
 
+LocalRunCache::~LocalRunCache() = default;
+
 Status detail::runLocalWorld(const ValidatedPlan &plan, const std::vector<const void *> &sendbufs,
                              const std::vector<void *> &recvbufs, uint64_t count, DataType type,
-                             RedOp op, const ExecOptions &options, RunControl *control) {
+                             RedOp op, const ExecOptions &options, RunControl *control,
+                             LocalRunCache *cache) {
   ErrorKind kind = ErrorKind::Internal;
   Status s = Status::success();
   try {
-    s = runLocalWorldUnguarded(plan, sendbufs, recvbufs, count, type, op, options, control, kind);
+    s = runLocalWorldUnguarded(plan, sendbufs, recvbufs, count, type, op, options, control, cache,
+                               kind);
   } catch (...) {
     auto [what, k] = currentException();
     kind = k;
@@ -348,10 +498,15 @@ Status detail::runLocalWorld(const ValidatedPlan &plan, const std::vector<const 
   return s;
 }
 
+LocalWorld::LocalWorld() : cache(std::make_unique<LocalRunCache>()) {}
+LocalWorld::~LocalWorld() = default;
+LocalWorld::LocalWorld(LocalWorld &&) noexcept = default;
+LocalWorld &LocalWorld::operator=(LocalWorld &&) noexcept = default;
+
 Status LocalWorld::run(const ValidatedPlan &plan, const std::vector<const void *> &sendbufs,
                        const std::vector<void *> &recvbufs, uint64_t count, DataType type, RedOp op,
                        const ExecOptions &options) const {
-  return runLocalWorld(plan, sendbufs, recvbufs, count, type, op, options, nullptr);
+  return runLocalWorld(plan, sendbufs, recvbufs, count, type, op, options, nullptr, cache.get());
 }
 
 Status LocalWorld::run(const Plan &plan, const std::vector<const void *> &sendbufs,

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -136,9 +137,23 @@ Result<uint32_t> planChunksPerUnit(const PlanInfo &info);
 
 class ValidatedPlan;
 
-/// Every rank of a plan, in this process.
+namespace detail {
+struct LocalRunCache;
+} // namespace detail
+
+/// Every rank of a plan, in this process. A LocalWorld keeps what its last
+/// run built (FIFOs, progress counters, scratch, interpreters) and runs the
+/// next call of the same plan, count, type, operator and options on it
+/// again, so that a loop of calls allocates nothing; calls that differ
+/// build anew. Calls from several threads at once are safe (one of them
+/// reuses, the others build their own).
 class LocalWorld {
 public:
+  LocalWorld();
+  ~LocalWorld();
+  LocalWorld(LocalWorld &&) noexcept;
+  LocalWorld &operator=(LocalWorld &&) noexcept;
+
   /// Runs \p plan once. sendbufs[r] and recvbufs[r] are rank r's buffers,
   /// sized by collectiveBufferElements(); all must be non-null when count >
   /// 0. A rank runs in place when its buffers are the collective's in-place
@@ -161,6 +176,9 @@ public:
   Status run(const Plan &plan, const std::vector<const void *> &sendbufs,
              const std::vector<void *> &recvbufs, uint64_t count, DataType type, RedOp op,
              const ExecOptions &options = ExecOptions()) const;
+
+private:
+  std::unique_ptr<detail::LocalRunCache> cache;
 };
 
 } // namespace coll

@@ -144,6 +144,17 @@ public:
     return done;
   }
 
+  /// Starts over: \p program (the same steps, perhaps at another address)
+  /// from slice 0 of \p slices, for an executor that keeps its interpreters
+  /// from one call to the next.
+  COLL_HOST_DEVICE void restart(ProgramView program, uint64_t slices) {
+    prog = program;
+    numSlices = slices;
+    slice = 0;
+    step = 0;
+    executed = 0;
+  }
+
   /// Whether every slice has run.
   COLL_HOST_DEVICE bool finished() const { return slice >= numSlices; }
   /// Steps executed so far, over all slices.
