@@ -486,9 +486,9 @@ PreparedCall prepare(ProcessGroup::State &st, const Plan *plan, const ValidatedP
 CallError checkReuseMemory(ProcessGroup::State &st, const ValidatedPlan &plan,
                            const PreparedCall &call, const CachedCall &cc) {
   ErrorKind memoryKind = ErrorKind::SystemError;
-  if (Status s = checkRankMemory(plan, call, cc.own.layout().bytes,
-                                 st.control.options.memoryLimitBytes,
-                                 "ProcessGroupOptions::memoryLimitBytes", &memoryKind);
+  if (Status s =
+          checkRankMemory(plan, call, cc.own.layout().bytes, st.control.options.memoryLimitBytes,
+                          "ProcessGroupOptions::memoryLimitBytes", &memoryKind);
       !s)
     return {memoryKind, cat("rank ", call.rank, ": ", s.message())};
   return {};

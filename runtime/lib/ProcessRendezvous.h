@@ -22,8 +22,7 @@ namespace detail {
 /// peers. Release: a peer that sees the call published sees the
 /// description and whatever this rank wrote before (its data segment).
 /// \p reuses: PublishedCall::reuses.
-void publishCall(JobControl &jc, uint64_t seq, const CallDescription &description,
-                 uint64_t reuses);
+void publishCall(JobControl &jc, uint64_t seq, const CallDescription &description, uint64_t reuses);
 
 /// Waits until every peer has published call \p seq
 /// (ProcessGroupOptions::setupTimeoutSeconds), checking every liveness

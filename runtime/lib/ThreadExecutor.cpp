@@ -172,8 +172,8 @@ struct LocalRun {
   bool serves(const ValidatedPlan &vp, uint64_t c, DataType t, RedOp o,
               const ExecOptions &options) const {
     return checksum == vp.checksum() && nranks == vp.plan().info.nranks && count == c &&
-           type == t && op == o && sliceElements == options.sliceElements &&
-           mode == options.mode && workersPerRank == options.workersPerRank;
+           type == t && op == o && sliceElements == options.sliceElements && mode == options.mode &&
+           workersPerRank == options.workersPerRank;
   }
 };
 
@@ -246,8 +246,7 @@ Status buildLocalRun(const Plan &plan, LocalRun &run) {
   size_t first = 0;
   for (uint32_t r = 0; r < nranks; ++r) {
     size_t ntb = plan.ranks[r].threadblocks.size();
-    size_t nworkers =
-        run.workersPerRank ? std::min<size_t>(run.workersPerRank, ntb) : ntb;
+    size_t nworkers = run.workersPerRank ? std::min<size_t>(run.workersPerRank, ntb) : ntb;
     size_t base = run.workers.size();
     run.workers.resize(base + nworkers);
     for (size_t b = 0; b < ntb; ++b)
@@ -418,9 +417,9 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
   uint64_t largestBytes = 0;
   for (const PreparedCall &c : calls)
     largestBytes = std::max({largestBytes, c.inputBytes, c.outputBytes});
-  const bool onCaller = options.mode == ExecMode::Single ||
-                        (!control && !options.faultInjection && !options.timeline &&
-                         largestBytes <= callingThreadBytes);
+  const bool onCaller =
+      options.mode == ExecMode::Single || (!control && !options.faultInjection &&
+                                           !options.timeline && largestBytes <= callingThreadBytes);
   if (numSlices > 0 && onCaller) {
     uint32_t rank = 0;
     try {
