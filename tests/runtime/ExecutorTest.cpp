@@ -227,6 +227,68 @@ Status runBlocked(const Plan &plan, ExecMode mode, double timeout, uint64_t coun
                           DataType::Float32, RedOp::Sum, o);
 }
 
+// One LocalWorld: calls of one description in a row run on what the first
+// one built (FIFOs, counters, scratch, interpreters), in place and out of
+// place in turn; other counts, types and modes in between build anew, and a
+// failed call in the middle leaves the next one right. Every call has
+// inputs of its own, so a run that read what an earlier call left would be
+// caught. 50000 elements run on worker threads, 1001 on the calling thread.
+TEST(LocalWorldReuse, RepeatedCallsRunRight) {
+  const LocalWorld world;
+  const Plan plan = ringAllReduce(3, 2);
+  uint64_t call = 0;
+  auto fill = [&call](DataType type) {
+    return [&call, type](uint32_t r, uint64_t n, void *buf) {
+      for (uint64_t e = 0; e < n; ++e) {
+        const uint64_t v = call * 1000003 + r * 7919 + e * 31;
+        if (type == DataType::Float64)
+          static_cast<double *>(buf)[e] = double(v % 65536);
+        else
+          static_cast<int32_t *>(buf)[e] = int32_t(uint32_t(v));
+      }
+    };
+  };
+  struct Step {
+    uint64_t count;
+    DataType type;
+    ExecMode mode;
+    uint32_t workers;
+  };
+  const std::vector<Step> steps = {{1001, DataType::Int32, ExecMode::Threads, 1},
+                                   {1001, DataType::Int32, ExecMode::Threads, 1},
+                                   {1001, DataType::Int32, ExecMode::Threads, 1},
+                                   {50000, DataType::Int32, ExecMode::Threads, 1},
+                                   {50000, DataType::Int32, ExecMode::Threads, 1},
+                                   {50000, DataType::Int32, ExecMode::Threads, 0},
+                                   {50000, DataType::Int32, ExecMode::Threads, 0},
+                                   {1001, DataType::Float64, ExecMode::Threads, 1},
+                                   {1001, DataType::Int32, ExecMode::Single, 1},
+                                   {1001, DataType::Int32, ExecMode::Single, 1},
+                                   {0, DataType::Int32, ExecMode::Threads, 1},
+                                   {1001, DataType::Int32, ExecMode::Threads, 1},
+                                   {1001, DataType::Int32, ExecMode::Threads, 1}};
+  for (int round = 0; round < 2; ++round)
+    for (const Step &st : steps) {
+      RunCase c;
+      c.count = st.count;
+      c.type = st.type;
+      c.mode = st.mode;
+      c.workersPerRank = st.workers;
+      c.slice = 300;
+      c.inplace = call % 2 == 1;
+      EXPECT_EQ(runAndCheck(plan, c, nullptr, &world, fill(st.type)), "") << "call " << call;
+      ++call;
+      if (call == 5) {
+        // A failed call: rank 1's buffers are missing.
+        std::vector<std::vector<char>> in(3, std::vector<char>(4004)), out = in;
+        Status s = world.run(plan, {in[0].data(), nullptr, in[2].data()},
+                             {out[0].data(), out[1].data(), out[2].data()}, 1001, DataType::Int32,
+                             RedOp::Sum);
+        EXPECT_FALSE(s.ok());
+      }
+    }
+}
+
 TEST(Deadlocks, TimeoutNamesRankThreadblockStep) {
   Plan plan = recvRecvDeadlock();
   ASSERT_TRUE(validatePlan(plan).ok());

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
@@ -58,6 +59,14 @@ TEST(ProcessExecutorTest, HandRingValidatedPlan) {
          {"--hand-ring", "2", "--cases", "all", "--slice", "64", "--validated", "--loop", "2"});
 }
 
+// Calls of one description in a row run on the data side the first one
+// made; other counts and types in between make new ones, and the next
+// call of the first description runs right again. Each call has inputs of
+// its own, so a run that read what an earlier call left would be caught.
+TEST(ProcessExecutorTest, RepeatedCallsReuseTheirDataSide) {
+  runAll("repeat", 3, {"--hand-ring", "2", "--cases", "repeat", "--slice", "64", "--loop", "2"});
+}
+
 // Two ranks, and the default slice size.
 TEST(ProcessExecutorTest, HandRingTwoRanks) {
   runAll("ring2", 2, {"--hand-ring", "2", "--cases", "all"});
@@ -86,6 +95,20 @@ TEST_P(CompiledProcessTest, AllCases) {
   const CompiledCase &c = GetParam();
   runAll(std::string("plan") + std::to_string(c.nranks), c.nranks,
          {"--plan", planFile(c.plan), "--cases", "all", "--slice", "256", "--workers", c.workers});
+}
+
+// The same with compiled plans: a reduction, a gather of blocks, and
+// threadblocks on workers of their own.
+TEST(ProcessExecutorTest, RepeatedCallsOfCompiledPlans) {
+#ifndef COLL_TEST_PLAN_DIR
+  GTEST_SKIP() << "collc is not built; compiled plans are not available";
+#endif
+  for (auto [plan, workers] : {std::pair<const char *, const char *>{"ring_allreduce_x2_n4", "0"},
+                               {"ring_allgather_n3", "1"}}) {
+    const int n = plan[std::strlen(plan) - 1] - '0';
+    runAll(std::string("repeat-") + plan, n,
+           {"--plan", planFile(plan), "--cases", "repeat", "--slice", "256", "--workers", workers});
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, CompiledProcessTest,

@@ -5,7 +5,7 @@
 // and checks this rank's outputs against the reference.
 //
 //   runtime_shm_rank --job J --rank R --nranks N (--plan FILE | --hand-ring DEPTH)
-//                    [--cases all | --count C] [--dtype T] [--op O] [--inplace]
+//                    [--cases all|repeat | --count C] [--dtype T] [--op O] [--inplace]
 //                    [--loop K] [--slice E] [--workers W] [--timeout S]
 //                    [--setup-timeout S] [--count-offset K] [--die-after-ms MS]
 //                    [--stop-after-ms MS] [--exit-after-ms MS] [--abort-after-ms MS]
@@ -89,6 +89,7 @@ struct Args {
   int rank = -1, nranks = 0;
   uint32_t handRingDepth = 0;
   bool allCases = false;
+  bool repeatCases = false; ///< --cases repeat
   uint64_t count = 1000;
   DataType type = DataType::Float32;
   RedOp op = RedOp::Sum;
@@ -154,6 +155,46 @@ std::vector<RunCase> allCases(const Plan &plan) {
         cases.push_back(c);
       }
   return cases;
+}
+
+/// The calls of --cases repeat: runs of calls of one description (which
+/// the executor serves from the data side it kept), in place and out of
+/// place in turn, broken by other counts and types and coming back; each
+/// call gets inputs of its own (repeatInput()).
+std::vector<RunCase> repeatCases(const Plan &plan) {
+  std::vector<RunCase> cases;
+  const RedOp op = opsFor(plan.info.collective).front();
+  auto add = [&](uint64_t count, DataType type, int times) {
+    for (int k = 0; k < times; ++k) {
+      RunCase c;
+      c.count = count;
+      c.type = type;
+      c.op = op;
+      c.inplace = k % 2 == 1;
+      cases.push_back(c);
+    }
+  };
+  add(1001, DataType::Int32, 4);
+  add(50000, DataType::Int32, 3);
+  add(1001, DataType::Int32, 3);
+  add(1001, DataType::Float64, 2);
+  add(1001, DataType::Int32, 2);
+  add(0, DataType::Int32, 1);
+  add(1001, DataType::Int32, 2);
+  return cases;
+}
+
+/// Input element \p e of rank \p r in call \p call of --cases repeat:
+/// distinct per (call, rank, element), exact in every reduction of a few
+/// ranks.
+void repeatInput(DataType type, uint64_t call, uint32_t r, uint64_t n, void *buf) {
+  for (uint64_t e = 0; e < n; ++e) {
+    const uint64_t v = call * 1000003 + r * 7919 + e * 31;
+    if (type == DataType::Float64)
+      static_cast<double *>(buf)[e] = double(v % 65536);
+    else
+      static_cast<int32_t *>(buf)[e] = int32_t(uint32_t(v));
+  }
 }
 
 /// Compares this rank's result of \p c with the reference; "" when right.
@@ -248,9 +289,11 @@ int main(int argc, char **argv) {
       a.planPath = next();
     else if (s == "--hand-ring")
       a.handRingDepth = uint32_t(std::atoi(next()));
-    else if (s == "--cases")
-      a.allCases = std::string(next()) == "all";
-    else if (s == "--count")
+    else if (s == "--cases") {
+      std::string which = next();
+      a.allCases = which == "all";
+      a.repeatCases = which == "repeat";
+    } else if (s == "--count")
       a.count = std::strtoull(next(), nullptr, 10);
     else if (s == "--dtype") {
       if (!parseDataType(next(), a.type))
@@ -344,6 +387,8 @@ int main(int argc, char **argv) {
   std::vector<RunCase> cases;
   if (a.allCases) {
     cases = allCases(plan);
+  } else if (a.repeatCases) {
+    cases = repeatCases(plan);
   } else {
     RunCase c;
     c.count = a.count;
@@ -379,7 +424,11 @@ int main(int argc, char **argv) {
       for (size_t i = 0; i < cases.size(); ++i) {
         const RunCase &c = cases[i];
         WorldBuffers &b = buffers[i];
-        if (a.check || (iter == 0 && round == 0))
+        if (a.repeatCases)
+          makeBuffers(plan, c, b, [&](uint32_t r, uint64_t n, void *buf) {
+            repeatInput(c.type, (round * a.loop + iter) * cases.size() + i, r, n, buf);
+          });
+        else if (a.check || (iter == 0 && round == 0))
           makeBuffers(plan, c, b);
         uint64_t count = uint64_t(int64_t(c.count) + a.countOffset);
         beforeFirstCall(a);

@@ -210,21 +210,25 @@ inline Status runOnProcessGroup(const Plan &plan, const RunCase &c,
 }
 
 /// Runs \p plan for \p c and compares with the reference. Returns "" on
-/// success, else what went wrong.
-inline std::string runAndCheck(const Plan &plan, const RunCase &c,
-                               const ExecOptions *extra = nullptr) {
+/// success, else what went wrong. \p world: the LocalWorld to run on (a
+/// fresh one when null); \p fill: the inputs (fillInputs()).
+inline std::string
+runAndCheck(const Plan &plan, const RunCase &c, const ExecOptions *extra = nullptr,
+            const LocalWorld *world = nullptr,
+            const std::function<void(uint32_t rank, uint64_t n, void *buf)> &fill = nullptr) {
   const PlanInfo &info = plan.info;
   const uint32_t n = info.nranks;
   const size_t es = dataTypeSize(c.type);
   BufferElements e = planBufferElements(info, c.count);
   WorldBuffers b;
-  makeBuffers(plan, c, b);
+  makeBuffers(plan, c, b, fill);
   ExecOptions o = extra ? *extra : ExecOptions();
   o.mode = c.mode;
   o.sliceElements = c.slice;
   o.workersPerRank = c.workersPerRank;
   o.timeoutSeconds = c.timeout;
   Status s = c.processGroup ? runOnProcessGroup(plan, c, b.send, b.recv)
+             : world        ? world->run(plan, b.send, b.recv, c.count, c.type, c.op, o)
                             : LocalWorld().run(plan, b.send, b.recv, c.count, c.type, c.op, o);
   if (!s)
     return describe(c) + ": " + s.message();
