@@ -125,15 +125,60 @@ inline void cpuRelax() {
 #endif
 }
 
+/// The CPUs this process may run on (its affinity mask), at least 1.
+uint32_t usableCpus();
+
+/// How long a waiting worker spins before it yields and sleeps, when
+/// \p threads threads (every rank's workers on this host) may all be busy:
+/// long when each can have a CPU of its own, for then the thread waited for
+/// runs too and answers within microseconds, and a sleep costs a system
+/// call on each side (tens of microseconds here); none beyond a few pauses
+/// when they share CPUs, for then spinning holds up the very thread waited
+/// for (docs/performance.md).
+inline Clock::duration spinTime(uint64_t threads) {
+  return threads <= usableCpus() ? Clock::duration(std::chrono::microseconds(200))
+                                 : Clock::duration::zero();
+}
+
+/// Spins for up to a time limit between checks: a caller that waits calls
+/// spinning() in its loop until it says stop. Reading the clock every
+/// 64 pauses keeps the spin short of its limit without a clock read per
+/// pause.
+class SpinBudget {
+public:
+  explicit SpinBudget(Clock::duration limit = Clock::duration::zero()) : limit(limit) {}
+  /// Starts over (progress was made).
+  void reset() { rounds = 0; }
+  /// Pauses once and says whether to go on spinning.
+  bool spinning() {
+    if (limit == Clock::duration::zero())
+      return false;
+    if (rounds == 0)
+      until = Clock::now() + limit;
+    else if (rounds % 64 == 0 && Clock::now() >= until)
+      return false;
+    ++rounds;
+    cpuRelax();
+    return true;
+  }
+
+private:
+  Clock::duration limit;
+  Clock::time_point until;
+  uint64_t rounds = 0;
+};
+
 /// Paces a worker thread none of whose threadblocks can move: spins briefly
-/// (the data is often a few hundred nanoseconds away), then yields, then
-/// sleeps with a doubling interval, so that 8 ranks' threads on 2 cores do
-/// not starve the threads they wait for. Reset it after any progress.
+/// (the data is often a few hundred nanoseconds away; for spinTime() when
+/// every thread has a CPU), then yields, then sleeps with a doubling
+/// interval, so that 8 ranks' threads on 2 cores do not starve the threads
+/// they wait for. Reset it after any progress.
 class Backoff {
 public:
-  explicit Backoff(double timeoutSeconds)
+  explicit Backoff(double timeoutSeconds, Clock::duration spin = Clock::duration::zero())
       : timeout(std::chrono::duration_cast<Clock::duration>(
-            std::chrono::duration<double>(timeoutSeconds))) {
+            std::chrono::duration<double>(timeoutSeconds))),
+        spin(spin) {
     reset();
   }
 
@@ -141,6 +186,7 @@ public:
   void reset() {
     rounds = 0;
     sleepUs = 1;
+    spin.reset();
     deadline = Clock::now() + timeout;
   }
 
@@ -149,6 +195,10 @@ public:
     ++rounds;
     if (rounds <= spinRounds) {
       cpuRelax();
+      return true;
+    }
+    if (rounds == spinRounds + 1 && spin.spinning()) {
+      --rounds; // Stay here while the spin lasts.
       return true;
     }
     if (rounds <= spinRounds + yieldRounds) {
@@ -168,6 +218,7 @@ private:
   static constexpr uint32_t maxSleepUs = 128;
 
   Clock::duration timeout;
+  SpinBudget spin;
   Clock::time_point deadline;
   uint32_t rounds = 0;
   uint32_t sleepUs = 1;

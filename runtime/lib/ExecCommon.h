@@ -83,10 +83,19 @@ struct HostBinding {
   std::vector<char> scratch;
 };
 
+/// The staging copies of \p c that go before the run (bound in \p b).
+inline void stageHost(const PreparedCall &c, const HostBinding &b) {
+  char *copy = b.copy.get();
+  for (const StagingCopy &s : c.before)
+    std::memcpy(resolve(s.to, c.args.sendbuf, c.args.recvbuf, copy),
+                resolve(s.from, c.args.sendbuf, c.args.recvbuf, copy), size_t(s.bytes));
+}
+
 /// Binds \p c in host memory: allocates the private copy, makes the staging
-/// copies that go before the run and resolves Input and Output. An error
-/// when the copy's memory is not there.
-inline Status bindHost(const PreparedCall &c, HostBinding &b) {
+/// copies that go before the run (unless \p stage is false: the caller
+/// makes them with stageHost() before the rank's run) and resolves Input
+/// and Output. An error when the copy's memory is not there.
+inline Status bindHost(const PreparedCall &c, HostBinding &b, bool stage = true) {
   if (c.copyBytes) {
     // Plain ::operator new, uninitialised: it goes through every
     // replacement of it (a test's allocation limit), as a call's other
@@ -99,9 +108,8 @@ inline Status bindHost(const PreparedCall &c, HostBinding &b) {
     }
   }
   char *copy = b.copy.get();
-  for (const StagingCopy &s : c.before)
-    std::memcpy(resolve(s.to, c.args.sendbuf, c.args.recvbuf, copy),
-                resolve(s.from, c.args.sendbuf, c.args.recvbuf, copy), size_t(s.bytes));
+  if (stage)
+    stageHost(c, b);
   b.input = resolve(c.input, c.args.sendbuf, c.args.recvbuf, copy);
   b.output = resolve(c.output, c.args.sendbuf, c.args.recvbuf, copy);
   return Status::success();

@@ -25,8 +25,8 @@ namespace {
 /// sleep on the rank's doorbell; every liveness interval, check the peers.
 class ShmPacer {
 public:
-  ShmPacer(JobControl &jc, uint64_t seq, const std::vector<TbRun *> &tbs)
-      : jc(jc), seq(seq), tbs(tbs), bell(jc.me().bell) {
+  ShmPacer(JobControl &jc, uint64_t seq, const std::vector<TbRun *> &tbs, Clock::duration spin)
+      : jc(jc), seq(seq), tbs(tbs), bell(jc.me().bell), spin(spin) {
     reset();
     nextCheck = Clock::now() + seconds(jc.options.livenessIntervalSeconds);
   }
@@ -39,6 +39,7 @@ public:
 
   void reset() {
     rounds = 0;
+    spin.reset();
     deadline = Clock::now() + seconds(jc.options.timeoutSeconds);
   }
 
@@ -46,6 +47,10 @@ public:
     ++rounds;
     if (rounds <= spinRounds) {
       cpuRelax();
+      return PaceResult::Continue;
+    }
+    if (rounds == spinRounds + 1 && spin.spinning()) {
+      --rounds; // Stay here while the spin lasts.
       return PaceResult::Continue;
     }
     if (rounds <= spinRounds + yieldRounds) {
@@ -117,6 +122,7 @@ private:
   uint64_t seq;
   const std::vector<TbRun *> &tbs;
   Doorbell &bell;
+  SpinBudget spin;
   uint32_t seen = 0;
   uint32_t rounds = 0;
   Clock::time_point deadline, nextCheck;
@@ -180,6 +186,8 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp, char *i
     t.platform.received = 0;
   }
   const size_t nworkers = workers.size();
+  // Every rank has as many workers as this one, as far as it can tell.
+  const Clock::duration spin = spinTime(uint64_t(jc.nranks) * nworkers);
 
   FirstError first;
   auto fail = [&](ErrorKind kind, std::string message) {
@@ -191,7 +199,7 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp, char *i
       [&](size_t w) {
         const std::vector<TbRun *> &tbs = workers[w];
         try {
-          ShmPacer pacer(jc, seq, tbs);
+          ShmPacer pacer(jc, seq, tbs, spin);
           WorkerResult r =
               runWorker(tbs, world, pacer, jc.options.timeoutSeconds, /*single=*/false);
           if (!r.ok && !r.aborted)

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -54,7 +55,8 @@ namespace {
 /// A worker's pacing in LocalWorld: Backoff; with a RunControl, a beat
 /// after progress (at most once a millisecond) and a stop when cancelled.
 struct ThreadPacer {
-  ThreadPacer(double timeout, RunControl *control) : backoff(timeout), control(control) {}
+  ThreadPacer(double timeout, RunControl *control, Clock::duration spin = Clock::duration::zero())
+      : backoff(timeout, spin), control(control) {}
   void beginRound() {}
   void reset() {
     backoff.reset();
@@ -81,8 +83,15 @@ struct ThreadPacer {
 /// Runs the workers on threads; the first failure (in time) is the error.
 /// A worker that throws fails the run naming its rank; the others see the
 /// failure at their next pause and stop.
+/// What a worker does besides its threadblocks: \p before(w) first,
+/// \p after(w) once they have all finished (either may be empty).
+struct WorkerHooks {
+  std::function<void(size_t)> before, after;
+};
+
 Status runThreads(const std::vector<std::vector<TbRun *>> &workers, WorldState &world,
-                  const ExecOptions &options, RunControl *control, ErrorKind &kind) {
+                  const ExecOptions &options, RunControl *control, ErrorKind &kind,
+                  const WorkerHooks &hooks = {}) {
   FirstError first;
   const double timeout = options.timeoutSeconds;
   // Which workers have reached their threadblocks: a timeout names the
@@ -101,6 +110,7 @@ Status runThreads(const std::vector<std::vector<TbRun *>> &workers, WorldState &
     }
     return notes;
   };
+  const Clock::duration spin = spinTime(workers.size());
   // The calling thread runs worker 0 itself, one thread handoff fewer,
   // unless it watches the run (a World's rendezvous steers it through
   // `control`).
@@ -112,11 +122,15 @@ Status runThreads(const std::vector<std::vector<TbRun *>> &workers, WorldState &
         try {
           if (options.faultInjection)
             options.faultInjection(FaultSite::Worker, rank);
+          if (hooks.before)
+            hooks.before(w);
           started[w].store(true, std::memory_order_relaxed);
-          ThreadPacer pacer(timeout, control);
+          ThreadPacer pacer(timeout, control, spin);
           WorkerResult r = runWorker(tbs, world, pacer, timeout, /*single=*/false);
           if (!r.ok && !r.aborted)
             first.set(world, ErrorKind::Timeout, r.message + notStarted());
+          if (r.ok && hooks.after)
+            hooks.after(w);
         } catch (...) {
           // Building the message may fail for want of memory in turn.
           try {
@@ -370,6 +384,21 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
   }
   kind = ErrorKind::SystemError;
 
+  // Which thread runs the ranks: all on the calling thread for Single
+  // mode, and for a small call in Threads mode that nobody watches or
+  // injects faults into; else each rank's workers on threads. A rank with
+  // one worker makes its own staging copies and finishes its own results
+  // there, in parallel with the others.
+  uint64_t largestBytes = 0;
+  for (const PreparedCall &c : calls)
+    largestBytes = std::max({largestBytes, c.inputBytes, c.outputBytes});
+  const bool onCaller =
+      options.mode == ExecMode::Single || (!control && !options.faultInjection &&
+                                           !options.timeline && largestBytes <= callingThreadBytes);
+  bool workersStage = !onCaller && numSlices > 0;
+  for (uint32_t r = 0; r < nranks && workersStage; ++r)
+    workersStage = options.workersPerRank == 1 || plan.ranks[r].threadblocks.size() == 1;
+
   // Bind every rank's buffers.
   std::vector<HostBinding> bindings(nranks);
   for (uint32_t r = 0; r < nranks; ++r) {
@@ -377,7 +406,7 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
     try {
       if (options.faultInjection)
         options.faultInjection(FaultSite::Bind, r);
-      if (Status s = bindHost(calls[r], b); !s)
+      if (Status s = bindHost(calls[r], b, !workersStage); !s)
         return s;
     } catch (...) {
       auto [what, k] = currentException();
@@ -414,12 +443,7 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
   if (control)
     control->beatNow();
   Status status = Status::success();
-  uint64_t largestBytes = 0;
-  for (const PreparedCall &c : calls)
-    largestBytes = std::max({largestBytes, c.inputBytes, c.outputBytes});
-  const bool onCaller =
-      options.mode == ExecMode::Single || (!control && !options.faultInjection &&
-                                           !options.timeline && largestBytes <= callingThreadBytes);
+  std::vector<uint8_t> finished(nranks, 0); // Results finished by the rank's worker.
   if (numSlices > 0 && onCaller) {
     uint32_t rank = 0;
     try {
@@ -442,7 +466,24 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
       status = Status::error(r.message);
     }
   } else if (numSlices > 0) {
-    status = runThreads(run->workers, world, options, control, kind);
+    WorkerHooks hooks;
+    if (workersStage) {
+      // Worker w runs rank r's only worker (a rank without threadblocks has
+      // none: the calling thread stages and finishes it).
+      hooks.before = [&](size_t w) {
+        const uint32_t r = run->workers[w].front()->rank;
+        stageHost(calls[r], bindings[r]);
+      };
+      hooks.after = [&](size_t w) {
+        const uint32_t r = run->workers[w].front()->rank;
+        finishHost(calls[r], bindings[r], nranks, kernels);
+        finished[r] = 1;
+      };
+      for (uint32_t r = 0; r < nranks; ++r)
+        if (plan.ranks[r].threadblocks.empty())
+          stageHost(calls[r], bindings[r]);
+    }
+    status = runThreads(run->workers, world, options, control, kind, hooks);
   }
   if (options.timeline) {
     std::vector<TraceEvent> &events = options.timeline->events;
@@ -462,7 +503,8 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
 
   // Finish: results computed away from the user's output, then Avg.
   for (uint32_t r = 0; r < nranks; ++r)
-    finishHost(calls[r], bindings[r], nranks, kernels);
+    if (!finished[r])
+      finishHost(calls[r], bindings[r], nranks, kernels);
   if (built && cache && cacheLock.owns_lock())
     cache->run = std::move(built);
   kind = ErrorKind::None;
