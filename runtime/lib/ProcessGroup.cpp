@@ -43,6 +43,7 @@
 #include "coll/Runtime/ProcessGroup.h"
 
 #include "ExecCommon.h"
+#include "OutOfPlace.h"
 #include "ProcessControl.h"
 #include "ProcessData.h"
 #include "ProcessJoin.h"
@@ -86,6 +87,9 @@ struct CachedCall {
   ChunkLayout layout;
   HostKernels kernels;
   RankRun run;
+  /// The rank's program for out-of-place calls of an in-place plan
+  /// (OutOfPlace.h); empty when it has none.
+  OutOfPlaceProgram outOfPlace;
 };
 
 struct ProcessGroup::State {
@@ -388,6 +392,15 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
                          seq, " reuses")},
                     true});
 
+  // An in-place plan called out of place runs without staging the input
+  // where the rank's program allows it (OutOfPlace.h).
+  CachedCall *cc = reuse ? reuse : fresh.get();
+  const Plan &plan = validated->plan();
+  if (fresh && plan.info.inplace &&
+      collectiveInfo(plan.info.collective).inPlace == InPlaceAlias::Same)
+    fresh->outOfPlace = outOfPlaceProgram(*validated->section(me), plan.info.outputChunks);
+  const bool outOfPlace = cc && !cc->outOfPlace.empty() && runOutOfPlace(call, plan.info);
+
   // Bind our buffers (LocalWorld's rules).
   HostBinding binding;
   if (Status s = bindHost(call, binding); !s)
@@ -396,31 +409,30 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
     finishHost(call, binding, n, kernels);
     return endCall({});
   }
-  const Plan &plan = validated->plan();
   const RankPlan &rp = *validated->section(me);
-  CachedCall &cc = reuse ? *reuse : *fresh;
   if (fresh) {
     const size_t es = call.elementSize;
-    if (Status s = allocateZeroed(cc.scratch, *scratchBytes(plan, me, call.layout, es),
+    if (Status s = allocateZeroed(cc->scratch, *scratchBytes(plan, me, call.layout, es),
                                   scratchWhat(plan, me, call.layout, es));
         !s)
       return endCall({{ErrorKind::SystemError, cat("rank ", me, ": ", s.message())}, true});
     // Map the data segments of the ranks we send to, and find our FIFOs.
     if (CallError e = connectFifos(jc, seq, rp, plan.info.connectionDepth,
-                                   call.layout.sliceElements * es, cc.own, cc.fifos))
+                                   call.layout.sliceElements * es, cc->own, cc->fifos))
       return endCall({e, true});
-    cc.description = call.description;
-    cc.madeBy = seq;
-    cc.layout = call.layout;
-    cc.kernels = kernels;
-    cc.run.build(jc, rp, cc.layout, cc.kernels, cc.fifos, cc.own);
+    cc->description = call.description;
+    cc->madeBy = seq;
+    cc->layout = call.layout;
+    cc->kernels = kernels;
+    cc->run.build(jc, rp, cc->layout, cc->kernels, cc->fifos, cc->own);
   }
 
   // Run our threadblocks. A rank without any (a plan of one rank, or one in
   // which this rank does nothing) is done.
-  if (!cc.run.empty()) {
+  if (!cc->run.empty()) {
     st.phase = "running";
-    if (CallError e = cc.run.run(jc, seq, rp, binding.input, binding.output, cc.scratch.data()))
+    if (CallError e = cc->run.run(jc, seq, rp, outOfPlace ? &cc->outOfPlace.steps : nullptr,
+                                  binding.input, binding.output, cc->scratch.data()))
       return endCall({e, true});
   }
   finishHost(call, binding, n, kernels);

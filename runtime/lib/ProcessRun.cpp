@@ -165,8 +165,9 @@ void RankRun::resetShared() {
   }
 }
 
-CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp, char *input, char *output,
-                       char *scratch) {
+CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
+                       const std::vector<std::vector<Instruction>> *steps, char *input,
+                       char *output, char *scratch) {
   const uint32_t me = jc.rank;
   ControlBlock &ctl = jc.me();
   world.failed.store(false, std::memory_order_relaxed);
@@ -177,7 +178,7 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp, char *i
     TbRun &t = *runs[b];
     const Threadblock &tb = rp.threadblocks[b];
     t.tb = &tb;
-    t.program.steps = tb.steps.data();
+    t.program.steps = steps ? (*steps)[b].data() : tb.steps.data();
     t.program.numSteps = uint32_t(tb.steps.size());
     t.program.deps = tb.deps.data();
     t.interp->restart(t.program, numSlices);

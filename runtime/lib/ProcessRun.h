@@ -41,7 +41,10 @@ public:
   /// content at another address) on \p input, \p output and \p scratch
   /// with ProcessGroupOptions::workers workers (the calling thread is one).
   /// The first failure (in time) is the error; it breaks the group.
-  CallError run(JobControl &jc, uint64_t seq, const RankPlan &rp, char *input, char *output,
+  /// \p steps: per threadblock, the steps to run instead of \p rp's (an
+  /// OutOfPlaceProgram's), or null.
+  CallError run(JobControl &jc, uint64_t seq, const RankPlan &rp,
+                const std::vector<std::vector<Instruction>> *steps, char *input, char *output,
                 char *scratch);
 
   bool empty() const { return runs.empty(); }

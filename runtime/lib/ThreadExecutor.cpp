@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ExecCommon.h"
+#include "OutOfPlace.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/PlanIO.h"
 
@@ -182,6 +183,9 @@ struct LocalRun {
   std::vector<std::unique_ptr<TbRun>> runs;
   std::vector<std::vector<TbRun *>> workers; ///< Threads mode: each worker's threadblocks.
   std::vector<TbRun *> all;                  ///< Every threadblock, rank by rank.
+  /// Per rank, its program for out-of-place calls of an in-place plan
+  /// (OutOfPlace.h); empty where it has none.
+  std::vector<OutOfPlaceProgram> outOfPlace;
 
   bool serves(const ValidatedPlan &vp, uint64_t c, DataType t, RedOp o,
               const ExecOptions &options) const {
@@ -255,6 +259,11 @@ Status buildLocalRun(const Plan &plan, LocalRun &run) {
       run.runs.push_back(std::move(t));
     }
   }
+  if (info.inplace && collectiveInfo(info.collective).inPlace == InPlaceAlias::Same) {
+    run.outOfPlace.resize(nranks);
+    for (uint32_t r = 0; r < nranks; ++r)
+      run.outOfPlace[r] = outOfPlaceProgram(plan.ranks[r], info.outputChunks);
+  }
   // Threads mode gives each rank workersPerRank threads (0: one per
   // threadblock), threadblock b on worker b % workers.
   size_t first = 0;
@@ -272,9 +281,10 @@ Status buildLocalRun(const Plan &plan, LocalRun &run) {
 
 /// Makes \p run ready for a call of \p plan (the plan it was built for, or
 /// one with the same content) on \p bindings: every counter zero, every
-/// interpreter at its start.
-void resetLocalRun(const Plan &plan, const std::vector<HostBinding> &bindings, bool recording,
-                   LocalRun &run) {
+/// interpreter at its start, on its out-of-place program where
+/// \p outOfPlace[r] says so.
+void resetLocalRun(const Plan &plan, const std::vector<HostBinding> &bindings,
+                   const std::vector<uint8_t> &outOfPlace, bool recording, LocalRun &run) {
   run.world.failed.store(false, std::memory_order_relaxed);
   run.world.recording = recording;
   for (uint32_t r = 0; r < run.ranks.size(); ++r) {
@@ -294,7 +304,8 @@ void resetLocalRun(const Plan &plan, const std::vector<HostBinding> &bindings, b
   for (TbRun *t : run.all) {
     const Threadblock &tb = plan.ranks[t->rank].threadblocks[t->index];
     t->tb = &tb;
-    t->program.steps = tb.steps.data();
+    t->program.steps =
+        outOfPlace[t->rank] ? run.outOfPlace[t->rank].steps[t->index].data() : tb.steps.data();
     t->program.numSteps = uint32_t(tb.steps.size());
     t->program.deps = tb.deps.data();
     t->interp->restart(t->program, run.layout.numSlices);
@@ -384,6 +395,28 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
   }
   kind = ErrorKind::SystemError;
 
+  if (!run) {
+    built = std::make_unique<LocalRun>();
+    run = built.get();
+    run->checksum = vp.checksum();
+    run->nranks = nranks;
+    run->count = count;
+    run->type = type;
+    run->op = op;
+    run->sliceElements = options.sliceElements;
+    run->mode = options.mode;
+    run->workersPerRank = options.workersPerRank;
+    run->kernels = kernels;
+    run->layout = layout;
+    if (Status s = buildLocalRun(plan, *run); !s)
+      return s;
+  }
+  // Ranks that run an in-place plan out of place on their program for
+  // that, without staging the input into the output.
+  std::vector<uint8_t> outOfPlace(nranks, 0);
+  for (uint32_t r = 0; r < run->outOfPlace.size(); ++r)
+    outOfPlace[r] = !run->outOfPlace[r].empty() && runOutOfPlace(calls[r], info);
+
   // Which thread runs the ranks: all on the calling thread for Single
   // mode, and for a small call in Threads mode that nobody watches or
   // injects faults into; else each rank's workers on threads. A rank with
@@ -417,23 +450,7 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
       control->beatNow();
   }
 
-  if (!run) {
-    built = std::make_unique<LocalRun>();
-    run = built.get();
-    run->checksum = vp.checksum();
-    run->nranks = nranks;
-    run->count = count;
-    run->type = type;
-    run->op = op;
-    run->sliceElements = options.sliceElements;
-    run->mode = options.mode;
-    run->workersPerRank = options.workersPerRank;
-    run->kernels = kernels;
-    run->layout = layout;
-    if (Status s = buildLocalRun(plan, *run); !s)
-      return s;
-  }
-  resetLocalRun(plan, bindings, options.timeline != nullptr, *run);
+  resetLocalRun(plan, bindings, outOfPlace, options.timeline != nullptr, *run);
 
   // Run: Single mode is one worker for everything, and so is a small call
   // in Threads mode that nobody watches or injects faults into; Threads
