@@ -140,6 +140,16 @@ inline Clock::duration spinTime(uint64_t threads) {
                                  : Clock::duration::zero();
 }
 
+/// How long a waiting worker yields its CPU (sched_yield) before it sleeps
+/// on a doorbell, when \p threads threads share this host's CPUs: while
+/// they outnumber the CPUs, yielding hands the CPU to a thread with work at
+/// the cost of a system call, where a sleep costs a wake-up system call on
+/// the publisher's side and two context switches (docs/performance.md).
+inline Clock::duration yieldTime(uint64_t threads) {
+  return threads > usableCpus() ? Clock::duration(std::chrono::milliseconds(1))
+                                : Clock::duration::zero();
+}
+
 /// Spins for up to a time limit between checks: a caller that waits calls
 /// spinning() in its loop until it says stop. Reading the clock every
 /// 64 pauses keeps the spin short of its limit without a clock read per

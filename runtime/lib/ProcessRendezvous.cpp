@@ -14,16 +14,10 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace coll {
 namespace detail {
-
-namespace {
-
-/// Pauses of the spin before a rank waiting for its peers' calls sleeps.
-constexpr uint32_t spinRounds = 2000;
-
-} // namespace
 
 void publishCall(JobControl &jc, uint64_t seq, const CallDescription &description,
                  uint64_t reuses) {
@@ -43,19 +37,31 @@ CallFailure awaitCalls(JobControl &jc, uint64_t seq, std::vector<CallDescription
                        bool &sameReuse) {
   const uint32_t n = jc.nranks;
   ControlBlock &me = jc.me();
-  // Spin first: between calls of a running job the peers publish within
-  // microseconds, and a sleep costs a system call on each side. Bounded, so
-  // that ranks sharing a core give it up soon.
+  // Spin first when every rank has a CPU of its own: between calls of a
+  // running job the peers then publish within microseconds, and a sleep
+  // costs a system call on each side. Ranks that share CPUs sleep at once,
+  // for spinning would hold up the peers they wait for.
   auto allPublished = [&] {
     for (uint32_t q = 0; q < n; ++q)
       if (q != jc.rank && jc.ctl[q]->callSeq.load(std::memory_order_acquire) < seq)
         return false;
     return true;
   };
-  for (uint32_t spin = 0; spin < spinRounds && !allPublished(); ++spin)
-    cpuRelax();
+  SpinBudget spin(spinTime(n));
+  while (!allPublished() && spin.spinning()) {
+  }
+  // Ranks that share CPUs yield theirs to the peers for a while instead.
+  if (const Clock::duration yield = yieldTime(n); yield != Clock::duration::zero()) {
+    const Clock::time_point until = Clock::now() + yield;
+    while (!allPublished() && Clock::now() < until)
+      std::this_thread::yield();
+  }
   const Clock::time_point deadline = Clock::now() + seconds(jc.options.setupTimeoutSeconds);
-  Clock::time_point nextCheck = Clock::now();
+  // The peers' liveness (a look at /proc for each) is checked after a
+  // millisecond of waiting at the earliest, not on every call.
+  Clock::time_point nextCheck =
+      Clock::now() + std::min(seconds(jc.options.livenessIntervalSeconds),
+                              Clock::duration(std::chrono::milliseconds(1)));
   for (;;) {
     uint32_t seen = me.bell.seq.load(std::memory_order_seq_cst);
     std::vector<uint32_t> missing;

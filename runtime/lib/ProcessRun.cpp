@@ -25,8 +25,9 @@ namespace {
 /// sleep on the rank's doorbell; every liveness interval, check the peers.
 class ShmPacer {
 public:
-  ShmPacer(JobControl &jc, uint64_t seq, const std::vector<TbRun *> &tbs, Clock::duration spin)
-      : jc(jc), seq(seq), tbs(tbs), bell(jc.me().bell), spin(spin) {
+  ShmPacer(JobControl &jc, uint64_t seq, const std::vector<TbRun *> &tbs, Clock::duration spin,
+           Clock::duration yield)
+      : jc(jc), seq(seq), tbs(tbs), bell(jc.me().bell), spin(spin), yield(yield) {
     reset();
     nextCheck = Clock::now() + seconds(jc.options.livenessIntervalSeconds);
   }
@@ -54,6 +55,13 @@ public:
       return PaceResult::Continue;
     }
     if (rounds <= spinRounds + yieldRounds) {
+      if (rounds == spinRounds + 1)
+        yieldUntil = Clock::now() + yield;
+      std::this_thread::yield();
+      return PaceResult::Continue;
+    }
+    if (yield != Clock::duration::zero() && Clock::now() < yieldUntil) {
+      --rounds; // Stay here while the yielding lasts.
       std::this_thread::yield();
       return PaceResult::Continue;
     }
@@ -123,6 +131,8 @@ private:
   const std::vector<TbRun *> &tbs;
   Doorbell &bell;
   SpinBudget spin;
+  Clock::duration yield;
+  Clock::time_point yieldUntil;
   uint32_t seen = 0;
   uint32_t rounds = 0;
   Clock::time_point deadline, nextCheck;
@@ -189,6 +199,7 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
   const size_t nworkers = workers.size();
   // Every rank has as many workers as this one, as far as it can tell.
   const Clock::duration spin = spinTime(uint64_t(jc.nranks) * nworkers);
+  const Clock::duration yield = yieldTime(uint64_t(jc.nranks) * nworkers);
 
   FirstError first;
   auto fail = [&](ErrorKind kind, std::string message) {
@@ -200,7 +211,7 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
       [&](size_t w) {
         const std::vector<TbRun *> &tbs = workers[w];
         try {
-          ShmPacer pacer(jc, seq, tbs, spin);
+          ShmPacer pacer(jc, seq, tbs, spin, yield);
           WorkerResult r =
               runWorker(tbs, world, pacer, jc.options.timeoutSeconds, /*single=*/false);
           if (!r.ok && !r.aborted)

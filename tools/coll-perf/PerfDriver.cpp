@@ -84,6 +84,7 @@ struct Step {
   size_t sizeIndex = 0; ///< Steps of one size are adjacent.
   uint64_t count = 0;
   bool inPlace = false;
+  const ValidatedPlan *plan = nullptr; ///< The plan that runs it.
 };
 
 /// What a step measured.
@@ -101,14 +102,24 @@ public:
         factor(busBandwidthFactor(info.collective, info.nranks)),
         root(collectiveInfo(info.collective).rooted ? int(info.root) : -1) {}
 
-  void begin(const ValidatedPlan &plan) {
+  void begin(const std::vector<SweepPlan> &plans) {
+    const ValidatedPlan &plan = *plans.front().plan;
+    std::string names = info.name;
+    if (plans.size() > 1) {
+      names.clear();
+      for (size_t i = 0; i < plans.size(); ++i) {
+        names += (i ? ", " : "") + plans[i].plan->info().name;
+        if (i + 1 < plans.size())
+          names += " up to " + std::to_string(plans[i].maxBytes) + " B";
+      }
+    }
     if (opts.csv) {
       std::printf("collective,algorithm,nranks,ranks_as,size_bytes,count,dtype,op,placement,"
                   "time_us,algbw_GBps,busbw_GBps,wrong\n");
     } else {
-      std::printf("# coll-perf: plan %s, %s, %u ranks as %s, %u chunks per rank unit, "
+      std::printf("# coll-perf: plan%s %s, %s, %u ranks as %s, %u chunks per rank unit, "
                   "slice %" PRIu64 " elements\n",
-                  info.name.c_str(),
+                  plans.size() > 1 ? "s" : "", names.c_str(),
                   info.collective == CollectiveKind::Custom ? "a user-declared collective"
                                                             : collectiveName(info.collective),
                   info.nranks, ranksAs(), plan.chunksPerUnit(), opts.run.sliceElements);
@@ -137,8 +148,8 @@ public:
     ++rows;
     if (opts.csv) {
       std::printf("%s,%s,%u,%s,%" PRIu64 ",%" PRIu64 ",%s,%s,%s,%.3f,%.4f,%.4f,%" PRIu64 "\n",
-                  collectiveName(info.collective), info.name.c_str(), info.nranks, ranksAs(),
-                  sizeBytes, count, shortTypeName(opts.type), op,
+                  collectiveName(info.collective), step.plan->info().name.c_str(), info.nranks,
+                  ranksAs(), sizeBytes, count, shortTypeName(opts.type), op,
                   step.inPlace ? "in-place" : "out-of-place", m.timeUs, algbw, busbw, m.wrong);
       std::fflush(stdout);
       return;
@@ -213,9 +224,9 @@ int fail(const std::string &msg) {
 /// rank processes), and the two ways of running it.
 class Sweep {
 public:
-  Sweep(const ValidatedPlan &plan, const PerfOptions &opts)
-      : plan(plan), info(plan.info()), opts(opts), nranks(info.nranks), es(dataTypeSize(opts.type)),
-        reporter(plan, opts) {}
+  Sweep(const std::vector<SweepPlan> &plans, const PerfOptions &opts)
+      : plans(plans), plan(*plans.front().plan), info(plan.info()), opts(opts), nranks(info.nranks),
+        es(dataTypeSize(opts.type)), reporter(plan, opts) {}
 
   /// Lists the steps and maps the memory; "" or an error.
   std::string prepare();
@@ -239,7 +250,8 @@ private:
     std::vector<char> original; ///< Test input for the largest count.
   };
 
-  const ValidatedPlan &plan;
+  const std::vector<SweepPlan> &plans;
+  const ValidatedPlan &plan; ///< The first: the sweep's collective and ranks.
   const PlanInfo &info;
   const PerfOptions &opts;
   const uint32_t nranks;
@@ -262,10 +274,17 @@ std::string Sweep::prepare() {
     uint64_t count = countForBytes(plan, opts.type, b);
     if (count && count != previous) {
       size_t sizeIndex = steps.empty() ? 0 : steps.back().sizeIndex + 1;
+      const uint64_t sizeBytes = count * es * sizeFactor(info);
+      const ValidatedPlan *runs = plans.back().plan;
+      for (const SweepPlan &p : plans)
+        if (sizeBytes <= p.maxBytes) {
+          runs = p.plan;
+          break;
+        }
       if (opts.placement != PlacementKind::InPlace)
-        steps.push_back({sizeIndex, count, false});
+        steps.push_back({sizeIndex, count, false, runs});
       if (opts.placement != PlacementKind::OutOfPlace && hasInPlace)
-        steps.push_back({sizeIndex, count, true});
+        steps.push_back({sizeIndex, count, true, runs});
       previous = largest = count;
     }
     if (b > opts.maxBytes / opts.stepFactor)
@@ -330,7 +349,7 @@ Result<CheckOutcome> Sweep::check(const Step &step) const {
   std::vector<const void *> outputs(nranks);
   for (uint32_t r = 0; r < nranks; ++r)
     outputs[r] = pointers(step, r).recv;
-  return checkOutputs(plan.plan(), step.count, opts.type, opts.op, originals, outputs);
+  return checkOutputs(step.plan->plan(), step.count, opts.type, opts.op, originals, outputs);
 }
 
 void Sweep::report(size_t i, const Measured &m) {
@@ -339,7 +358,7 @@ void Sweep::report(size_t i, const Measured &m) {
 }
 
 int Sweep::run() {
-  reporter.begin(plan);
+  reporter.begin(plans);
   int rc = opts.processes ? runProcesses() : runThreads();
   uint64_t wrong = reporter.end();
   return rc ? rc : wrong ? 1 : 0;
@@ -360,7 +379,7 @@ int Sweep::runThreads() {
       recvbufs[r] = p.recv;
     }
     auto call = [&] {
-      return world.run(plan, sendbufs, recvbufs, step.count, opts.type, opts.op, eo);
+      return world.run(*step.plan, sendbufs, recvbufs, step.count, opts.type, opts.op, eo);
     };
     Measured m;
     if (opts.check) {
@@ -410,7 +429,7 @@ int Sweep::runProcesses() {
       const Step &step = steps[i];
       RankPointers p = pointers(step, r);
       auto call = [&] {
-        return (*group)->execute(plan, p.send, p.recv, step.count, opts.type, opts.op);
+        return (*group)->execute(*step.plan, p.send, p.recv, step.count, opts.type, opts.op);
       };
       if (opts.check) {
         resetRank(step, r);
@@ -478,7 +497,11 @@ int Sweep::runProcesses() {
 } // namespace
 
 int runSweep(const ValidatedPlan &plan, const PerfOptions &opts) {
-  Sweep sweep(plan, opts);
+  return runSweep({SweepPlan{&plan, ~uint64_t(0)}}, opts);
+}
+
+int runSweep(const std::vector<SweepPlan> &plans, const PerfOptions &opts) {
+  Sweep sweep(plans, opts);
   if (std::string err = sweep.prepare(); !err.empty())
     return fail(err);
   return sweep.run();

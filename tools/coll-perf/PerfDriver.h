@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace coll::perf {
 
@@ -44,9 +45,21 @@ const char *shortTypeName(DataType type);
 /// user-declared ones included).
 double busBandwidthFactor(CollectiveKind kind, uint32_t nranks);
 
-/// Runs the sweep of \p opts over \p plan and prints it on stdout. Returns
-/// 0, 1 when an element was wrong, 2 on an error (reported on stderr with
-/// the prefix "coll-perf: error: ").
+/// One plan of a sweep and the sizes it runs: nccl-tests' sizes up to
+/// \p maxBytes that no earlier plan of the sweep takes.
+struct SweepPlan {
+  const ValidatedPlan *plan = nullptr;
+  uint64_t maxBytes = ~uint64_t(0);
+};
+
+/// Runs the sweep of \p opts over \p plans (at least one, all of one
+/// collective and rank count; the last takes every size left) and prints it
+/// on stdout; each row names the plan that ran it. Returns 0, 1 when an
+/// element was wrong, 2 on an error (reported on stderr with the prefix
+/// "coll-perf: error: ").
+int runSweep(const std::vector<SweepPlan> &plans, const PerfOptions &opts);
+
+/// runSweep() of \p plan alone.
 int runSweep(const ValidatedPlan &plan, const PerfOptions &opts);
 
 } // namespace coll::perf

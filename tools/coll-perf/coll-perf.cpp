@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,22 +39,35 @@ using namespace coll::perf;
 
 namespace {
 
-/// The standard library's default program for each collective `--coll`
-/// names: the one place that says which.
+/// The standard library's programs for each collective `--coll` names: the
+/// one place that says which. For a sweep on N ranks the rows of the
+/// collective that admit N (minRanks <= N <= maxRanks) are taken in order,
+/// each for the sizes (nccl-tests' size, in bytes) up to its maxBytes that
+/// an earlier one does not take; the last row for N takes the rest. A row
+/// before that whose program does not compile for N (its `require`) is
+/// skipped. The thresholds are measurements on this project's build
+/// machine (docs/performance.md, "Choosing the program by size").
 struct DefaultProgram {
   const char *collective;
   const char *program; ///< stdlib/<program>.coll
+  uint64_t maxBytes;
+  uint32_t minRanks, maxRanks;
 };
+constexpr uint64_t anySize = ~uint64_t(0);
+constexpr uint32_t anyRanks = ~uint32_t(0);
 constexpr DefaultProgram defaultPrograms[] = {
-    {"allreduce", "ring_allreduce"},
-    {"allgather", "ring_allgather"},
-    {"reducescatter", "ring_reducescatter"},
-    {"broadcast", "tree_broadcast"},
-    {"reduce", "binomial_reduce"},
-    {"gather", "direct_gather"},
-    {"scatter", "direct_scatter"},
-    {"alltoall", "alltoall_allpairs"},
-    {"sendrecv", "sendrecv"},
+    {"allreduce", "rabenseifner_allreduce", anySize, 1, 2},
+    {"allreduce", "recursive_doubling_allreduce", 16 << 10, 3, anyRanks},
+    {"allreduce", "rabenseifner_allreduce", 256 << 10, 3, anyRanks},
+    {"allreduce", "ring_allreduce", anySize, 3, anyRanks},
+    {"allgather", "ring_allgather", anySize, 1, anyRanks},
+    {"reducescatter", "ring_reducescatter", anySize, 1, anyRanks},
+    {"broadcast", "tree_broadcast", anySize, 1, anyRanks},
+    {"reduce", "binomial_reduce", anySize, 1, anyRanks},
+    {"gather", "direct_gather", anySize, 1, anyRanks},
+    {"scatter", "direct_scatter", anySize, 1, anyRanks},
+    {"alltoall", "alltoall_allpairs", anySize, 1, anyRanks},
+    {"sendrecv", "sendrecv", anySize, 1, anyRanks},
 };
 
 /// Ranks for --ranks-as processes at most: one process each.
@@ -63,8 +77,10 @@ void usage(FILE *out) {
   std::fprintf(out, "usage: coll-perf PROGRAM.coll|PLAN.bin [options]\n"
                     "       coll-perf --coll NAME [options]\n\n"
                     "  --coll NAME            the standard library's program for NAME:");
+  const char *last = "";
   for (const DefaultProgram &d : defaultPrograms)
-    std::fprintf(out, " %s", d.collective);
+    if (std::strcmp(d.collective, last) != 0)
+      std::fprintf(out, " %s", last = d.collective);
   std::fprintf(
       out,
       "\n"
@@ -266,7 +282,7 @@ std::string findCollc(const Options &o) {
 /// Compiles \p program with collc into a temporary plan file; returns its
 /// path, or "" after reporting why not (collc's diagnostics go to stderr).
 std::string compile(const Options &o, const std::string &program,
-                    const std::vector<std::string> &defines) {
+                    const std::vector<std::string> &defines, bool quiet = false) {
   const char *tmp = std::getenv("TMPDIR");
   std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/coll-perf-XXXXXX.bin";
   int fd = mkstemps(path.data(), 4);
@@ -290,6 +306,11 @@ std::string compile(const Options &o, const std::string &program,
   std::fflush(stderr);
   pid_t pid = fork();
   if (pid == 0) {
+    if (quiet) {
+      int devnull = open("/dev/null", O_WRONLY);
+      if (devnull >= 0)
+        dup2(devnull, 2);
+    }
     execv(collc.c_str(), argv.data());
     std::fprintf(stderr, "coll-perf: error: cannot run %s: %s (give --collc PATH)\n", collc.c_str(),
                  std::strerror(errno));
@@ -300,49 +321,82 @@ std::string compile(const Options &o, const std::string &program,
   }
   if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     std::remove(path.c_str());
-    if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 127)
+    if (!quiet && (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 127))
       fail("collc could not compile " + program);
     return "";
   }
   return path;
 }
 
-/// The plan to sweep: loaded, or compiled first; an error is reported.
-Result<ValidatedPlan> loadPlan(const Options &o) {
-  std::string program = o.input;
-  std::vector<std::string> defines = o.defines;
-  if (!o.collective.empty()) {
-    const DefaultProgram *d = nullptr;
-    for (const DefaultProgram &p : defaultPrograms)
-      if (o.collective == p.collective)
-        d = &p;
-    if (!d) {
-      std::string known;
-      for (const DefaultProgram &p : defaultPrograms)
-        known += std::string(known.empty() ? "" : " ") + p.collective;
-      return Status::error("unknown collective '" + o.collective + "' (" + known + ")");
+/// The plans to sweep (SweepPlan::plan set by the caller): a program's or
+/// a plan file's, or for --coll the standard library's for each size
+/// (defaultPrograms); an error is reported.
+Result<std::vector<std::pair<ValidatedPlan, uint64_t>>> loadPlans(const Options &o) {
+  std::vector<std::pair<ValidatedPlan, uint64_t>> plans;
+  auto loadOne = [&](const std::string &program, const std::vector<std::string> &defines,
+                     uint64_t maxBytes, bool optional) -> Status {
+    if (!endsWith(program, ".coll")) {
+      Result<ValidatedPlan> plan = ValidatedPlan::load(program);
+      if (!plan)
+        return plan.getStatus();
+      plans.emplace_back(std::move(*plan), maxBytes);
+      return Status::success();
     }
-    program = o.stdlib + "/" + d->program + ".coll";
-    // A rooted collective's programs take their root as the parameter `root`.
-    const CollectiveInfo *c = findCollective(o.collective);
-    bool rootDefined = false;
-    for (const std::string &def : defines)
-      rootDefined |= def.rfind("root=", 0) == 0;
-    if (c && c->rooted && o.root >= 0 && !rootDefined)
-      defines.push_back("root=" + std::to_string(o.root));
+    // --coll runs 2 ranks unless told otherwise.
+    Options withRanks = o;
+    if (!o.collective.empty() && !o.nranks)
+      withRanks.nranks = 2;
+    std::string path = compile(withRanks, program, defines, optional);
+    if (path.empty())
+      return optional ? Status::success() : Status::error("");
+    Result<ValidatedPlan> plan = ValidatedPlan::load(path);
+    std::remove(path.c_str());
+    if (!plan)
+      return plan.getStatus();
+    plans.emplace_back(std::move(*plan), maxBytes);
+    return Status::success();
+  };
+  if (o.collective.empty()) {
+    if (Status s = loadOne(o.input, o.defines, anySize, false); !s)
+      return s;
+    return plans;
   }
-  if (!endsWith(program, ".coll"))
-    return ValidatedPlan::load(program);
-  // --coll runs 2 ranks unless told otherwise.
-  Options withRanks = o;
-  if (!o.collective.empty() && !o.nranks)
-    withRanks.nranks = 2;
-  std::string path = compile(withRanks, program, defines);
-  if (path.empty())
-    return Status::error("");
-  Result<ValidatedPlan> plan = ValidatedPlan::load(path);
-  std::remove(path.c_str());
-  return plan;
+  std::vector<const DefaultProgram *> rows;
+  const uint32_t n = o.nranks ? o.nranks : 2;
+  for (const DefaultProgram &p : defaultPrograms)
+    if (o.collective == p.collective && p.minRanks <= n && n <= p.maxRanks)
+      rows.push_back(&p);
+  if (rows.empty()) {
+    std::string known;
+    const char *last = "";
+    for (const DefaultProgram &p : defaultPrograms)
+      if (std::strcmp(p.collective, last) != 0)
+        known += std::string(known.empty() ? "" : " ") + (last = p.collective);
+    return Status::error("unknown collective '" + o.collective + "' (" + known + ")");
+  }
+  // A rooted collective's programs take their root as the parameter `root`.
+  std::vector<std::string> defines = o.defines;
+  const CollectiveInfo *c = findCollective(o.collective);
+  bool rootDefined = false;
+  for (const std::string &def : defines)
+    rootDefined |= def.rfind("root=", 0) == 0;
+  if (c && c->rooted && o.root >= 0 && !rootDefined)
+    defines.push_back("root=" + std::to_string(o.root));
+  // Only the rows that take a size of the sweep are compiled.
+  uint64_t taken = 0; // Sizes up to this are taken by an earlier row.
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const bool last = i + 1 == rows.size();
+    const uint64_t maxBytes = last ? anySize : rows[i]->maxBytes;
+    if (!last && (maxBytes < o.perf.minBytes || taken >= o.perf.maxBytes))
+      continue;
+    if (Status s = loadOne(o.stdlib + "/" + rows[i]->program + ".coll", defines, maxBytes, !last);
+        !s)
+      return s;
+    taken = std::max(taken, maxBytes);
+    if (taken >= o.perf.maxBytes)
+      break;
+  }
+  return plans;
 }
 
 } // namespace
@@ -351,10 +405,13 @@ int main(int argc, char **argv) {
   Options o;
   if (int rc = parseArgs(argc, argv, o); rc >= 0)
     return rc;
-  Result<ValidatedPlan> plan = loadPlan(o);
-  if (!plan)
-    return plan.message().empty() ? 2 : fail(plan.message());
-  const PlanInfo &info = plan->info();
+  Result<std::vector<std::pair<ValidatedPlan, uint64_t>>> loaded = loadPlans(o);
+  if (!loaded)
+    return loaded.message().empty() ? 2 : fail(loaded.message());
+  std::vector<SweepPlan> plans;
+  for (const auto &[plan, maxBytes] : *loaded)
+    plans.push_back({&plan, maxBytes});
+  const PlanInfo &info = plans.front().plan->info();
   if (o.nranks && o.nranks != info.nranks)
     return fail("the plan has " + std::to_string(info.nranks) + " ranks, not --nranks " +
                 std::to_string(o.nranks));
@@ -366,5 +423,5 @@ int main(int argc, char **argv) {
     return fail("the plan has " + std::to_string(info.nranks) +
                 " ranks, and --ranks-as processes starts a process for each: more than " +
                 std::to_string(maxProcesses));
-  return runSweep(*plan, o.perf);
+  return runSweep(plans, o.perf);
 }
