@@ -62,11 +62,13 @@ constexpr DefaultProgram defaultPrograms[] = {
     {"allreduce", "ring_allreduce", anySize, 3, anyRanks},
     {"allgather", "ring_allgather", anySize, 1, anyRanks},
     {"reducescatter", "ring_reducescatter", anySize, 1, anyRanks},
-    {"broadcast", "tree_broadcast", anySize, 1, anyRanks},
+    {"broadcast", "binomial_broadcast", 256 << 10, 1, anyRanks},
+    {"broadcast", "chain_broadcast", anySize, 1, anyRanks},
     {"reduce", "binomial_reduce", anySize, 1, anyRanks},
     {"gather", "direct_gather", anySize, 1, anyRanks},
     {"scatter", "direct_scatter", anySize, 1, anyRanks},
-    {"alltoall", "alltoall_allpairs", anySize, 1, anyRanks},
+    {"alltoall", "alltoall_allpairs", 256 << 10, 1, anyRanks},
+    {"alltoall", "pairwise_alltoall", anySize, 1, anyRanks},
     {"sendrecv", "sendrecv", anySize, 1, anyRanks},
 };
 
