@@ -28,11 +28,16 @@
 // A call with the same description as the last successful one that made
 // a data segment (same plan, count, slices, type and operator) runs on that
 // call's data side again (CachedCall): no segment to create or map, no
-// scratch to allocate, no runs to build. Each rank zeroes the counters it
-// owns before it publishes the call, and says in its publication which
-// call's segments it reuses; since every rank keeps the data side of the
-// same call, all reuse or none. Such a call costs a publication, a short
-// spin until every peer's is seen, and the run.
+// scratch to allocate, no runs to build. Each rank says in its publication
+// which call's segments it reuses; since every rank keeps the data side of
+// the same call, all reuse or none. Such a call runs as soon as it is
+// published, and checks the peers' publications after its run (usually all
+// there by then): a rendezvous at the end instead of the start, which
+// keeps a rank from running more than one call ahead of any peer (the two
+// publication slots suffice). A peer that called differently never sends
+// into the kept FIFOs; a rank waiting for it sees its publication and
+// stops, and every rank reports the same mismatch and drops its kept data
+// side.
 // Control segments stay named while their group lives (a process that
 // claims a live rank must find it taken); the next job to start on the
 // host (its rank 0) removes those whose owners have been dead for a while
@@ -64,9 +69,10 @@ using namespace detail;
 /// The data side of a successful call, kept for the next calls of the same
 /// description: its data segment, the peers' segments mapped and the FIFOs
 /// found in them, its scratch and its threadblocks' runs. Every rank keeps
-/// the one of the same call (the last successful one that did not reuse),
-/// so all reuse, or none; the counters start again from zero in each call
-/// (RankRun::resetShared()).
+/// the one of the same call (the last successful one that did not reuse;
+/// a failed call drops it everywhere), so all reuse, or none. The FIFOs'
+/// counters go on from call to call, so a peer may send the next call's
+/// messages while this rank still takes the last call's.
 struct CachedCall {
   explicit CachedCall(std::string name) : own(std::move(name)) {}
   /// Whether a call of \p d can run on this one's data side: the same
@@ -336,6 +342,10 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
   // published for the peers, with the rank it comes from (none: it is
   // another rank's); any other outcome counts the call as done.
   auto endCall = [&](CallFailure f) {
+    // A failed call may leave messages in the kept FIFOs (a rank that ran
+    // early): every rank sees the failure, and drops its kept data side.
+    if (f)
+      st.cached.reset();
     if (f.breaks) {
       jc.publishFailure(f.error.message, f.error.kind == ErrorKind::Remote ? n : me);
       st.broken = f.error;
@@ -363,8 +373,6 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
       if (call.copyBytes)
         if (CallError e = checkReuseMemory(st, *validated, call, *reuse))
           call.fail(std::move(e));
-      if (!call.error)
-        reuse->run.resetShared();
     } else {
       fresh = std::make_unique<CachedCall>(dataName(jc.job, me, seq));
       if (CallError e = createData(st, seq, *validated, call, fresh->own))
@@ -372,25 +380,35 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
     }
   }
 
-  // Publish the call and wait for every peer's.
-  publishCall(jc, seq, call.description, reuse && !call.error ? reuse->madeBy : 0);
+  // Publish the call. A call on a kept data side runs at once and checks
+  // the peers' publications after its run: a peer that called differently
+  // never sends into the kept FIFOs, and the run stops when it sees that
+  // peer's publication (RankRun::run's `watch`). Any other call waits for
+  // every peer's publication before it runs: its peers map its new
+  // segment.
+  const bool early = reuse && !call.error;
+  publishCall(jc, seq, call.description, early ? reuse->madeBy : 0);
   std::vector<CallDescription> calls;
   bool sameReuse = true;
-  if (CallFailure f = awaitCalls(jc, seq, calls, sameReuse))
-    return endCall(f);
-
-  // Every rank now holds the same descriptions: the same verdict
-  // everywhere.
-  if (CallError verdict = agree(calls.data(), n, me))
-    return endCall({verdict, false});
-  // Same descriptions, same caches (each made by the same successful call
-  // on every rank): every rank reuses, or none. Anything else is a peer
-  // that does not follow this protocol.
-  if (!sameReuse && !call.empty())
-    return endCall({{ErrorKind::Internal,
-                     cat("rank ", me, ": the ranks disagree on which call's data segments call ",
-                         seq, " reuses")},
-                    true});
+  // Every rank holds the same descriptions: the same verdict everywhere.
+  auto agreeOnCall = [&]() -> CallFailure {
+    if (CallFailure f = awaitCalls(jc, seq, calls, sameReuse))
+      return f;
+    if (CallError verdict = agree(calls.data(), n, me))
+      return {verdict, false};
+    // Same descriptions, same kept data sides (each made by the same
+    // successful call on every rank): every rank reuses, or none. Anything
+    // else is a peer that does not follow this protocol.
+    if (!sameReuse && !call.empty())
+      return {{ErrorKind::Internal,
+               cat("rank ", me, ": the ranks disagree on which call's data segments call ", seq,
+                   " reuses")},
+              true};
+    return {};
+  };
+  if (!early)
+    if (CallFailure f = agreeOnCall())
+      return endCall(f);
 
   // An in-place plan called out of place runs without staging the input
   // where the rank's program allows it (OutOfPlace.h).
@@ -429,11 +447,23 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
 
   // Run our threadblocks. A rank without any (a plan of one rank, or one in
   // which this rank does nothing) is done.
+  CallError stopped; // The early run stopped for a peer that called differently.
   if (!cc->run.empty()) {
     st.phase = "running";
     if (CallError e = cc->run.run(jc, seq, rp, outOfPlace ? &cc->outOfPlace.steps : nullptr,
-                                  binding.input, binding.output, cc->scratch.data()))
-      return endCall({e, true});
+                                  binding.input, binding.output, cc->scratch.data(),
+                                  early ? &jc.me().calls[seq % 2] : nullptr)) {
+      if (!early || e.kind != ErrorKind::Mismatch)
+        return endCall({e, true});
+      stopped = std::move(e);
+    }
+  }
+  if (early) {
+    st.phase = "checking the peers' calls";
+    if (CallFailure f = agreeOnCall())
+      return endCall(f);
+    if (stopped)
+      return endCall({{ErrorKind::Internal, stopped.message + ", but all agree"}, true});
   }
   finishHost(call, binding, n, kernels);
   if (fresh) {

@@ -33,6 +33,25 @@ void publishCall(JobControl &jc, uint64_t seq, const CallDescription &descriptio
   jc.ringPeers();
 }
 
+bool sameCall(const CallDescription &a, const CallDescription &b) {
+  return a.errorKind == 0 && b.errorKind == 0 && a.planChecksum == b.planChecksum &&
+         a.count == b.count && a.sliceElements == b.sliceElements && a.type == b.type &&
+         a.op == b.op && a.collective == b.collective && a.planRanks == b.planRanks;
+}
+
+bool peerDisagrees(const JobControl &jc, uint64_t seq, const PublishedCall &ours) {
+  for (uint32_t q = 0; q < jc.nranks; ++q) {
+    if (q == jc.rank || jc.ctl[q]->callSeq.load(std::memory_order_acquire) < seq)
+      continue;
+    // Slot seq % 2 holds call seq until the peer publishes call seq + 2,
+    // which it cannot before this rank has published call seq + 1.
+    const PublishedCall &c = jc.ctl[q]->calls[seq % 2];
+    if (c.seq == seq && (c.reuses != ours.reuses || !sameCall(c.description, ours.description)))
+      return true;
+  }
+  return false;
+}
+
 CallFailure awaitCalls(JobControl &jc, uint64_t seq, std::vector<CallDescription> &calls,
                        bool &sameReuse) {
   const uint32_t n = jc.nranks;

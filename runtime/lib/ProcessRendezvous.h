@@ -24,6 +24,16 @@ namespace detail {
 /// \p reuses: PublishedCall::reuses.
 void publishCall(JobControl &jc, uint64_t seq, const CallDescription &description, uint64_t reuses);
 
+/// Whether \p a and \p b describe the same call: the same plan, count,
+/// slices, type and operator, and neither an error.
+bool sameCall(const CallDescription &a, const CallDescription &b);
+
+/// Whether a peer has published call \p seq differently from \p ours
+/// (another description, or another call's data side): a rank that runs
+/// its call before it has seen the peers' (a reused data side) stops
+/// waiting for them then.
+bool peerDisagrees(const JobControl &jc, uint64_t seq, const PublishedCall &ours);
+
 /// Waits until every peer has published call \p seq
 /// (ProcessGroupOptions::setupTimeoutSeconds), checking every liveness
 /// interval that the peers it waits for are alive and have not failed, and

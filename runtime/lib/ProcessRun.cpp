@@ -10,6 +10,8 @@
 
 #include "ProcessRun.h"
 
+#include "ProcessRendezvous.h"
+
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -26,8 +28,8 @@ namespace {
 class ShmPacer {
 public:
   ShmPacer(JobControl &jc, uint64_t seq, const std::vector<TbRun *> &tbs, Clock::duration spin,
-           Clock::duration yield)
-      : jc(jc), seq(seq), tbs(tbs), bell(jc.me().bell), spin(spin), yield(yield) {
+           Clock::duration yield, const PublishedCall *watch)
+      : jc(jc), seq(seq), tbs(tbs), bell(jc.me().bell), spin(spin), yield(yield), watch(watch) {
     reset();
     nextCheck = Clock::now() + seconds(jc.options.livenessIntervalSeconds);
   }
@@ -64,6 +66,13 @@ public:
       --rounds; // Stay here while the yielding lasts.
       std::this_thread::yield();
       return PaceResult::Continue;
+    }
+    // A peer that called differently never sends what we wait for; it
+    // rang our bell when it published.
+    if (watch && peerDisagrees(jc, seq, *watch)) {
+      kind = ErrorKind::Mismatch;
+      why = cat("rank ", jc.rank, ": a peer called differently (call ", seq, ")");
+      return PaceResult::Failed;
     }
     Clock::time_point now = Clock::now();
     if (now >= nextCheck) {
@@ -133,6 +142,7 @@ private:
   SpinBudget spin;
   Clock::duration yield;
   Clock::time_point yieldUntil;
+  const PublishedCall *watch;
   uint32_t seen = 0;
   uint32_t rounds = 0;
   Clock::time_point deadline, nextCheck;
@@ -165,19 +175,9 @@ void RankRun::build(JobControl &jc, const RankPlan &rp, const ChunkLayout &layou
     workers[b % nworkers].push_back(runs[b].get());
 }
 
-void RankRun::resetShared() {
-  for (size_t b = 0; b < runs.size(); ++b) {
-    rs.progress[b].value.store(0, std::memory_order_relaxed);
-    if (Fifo *f = fifos->recvFifo(uint32_t(b))) {
-      f->tail->store(0, std::memory_order_relaxed);
-      f->head->store(0, std::memory_order_relaxed);
-    }
-  }
-}
-
 CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
                        const std::vector<std::vector<Instruction>> *steps, char *input,
-                       char *output, char *scratch) {
+                       char *output, char *scratch, const PublishedCall *watch) {
   const uint32_t me = jc.rank;
   ControlBlock &ctl = jc.me();
   world.failed.store(false, std::memory_order_relaxed);
@@ -193,8 +193,7 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
     t.program.deps = tb.deps.data();
     t.interp->restart(t.program, numSlices);
     t.status = ExecStatus();
-    t.platform.sent = 0;
-    t.platform.received = 0;
+    rs.progress[b].value.store(0, std::memory_order_relaxed);
   }
   const size_t nworkers = workers.size();
   // Every rank has as many workers as this one, as far as it can tell.
@@ -211,7 +210,7 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
       [&](size_t w) {
         const std::vector<TbRun *> &tbs = workers[w];
         try {
-          ShmPacer pacer(jc, seq, tbs, spin, yield);
+          ShmPacer pacer(jc, seq, tbs, spin, yield, watch);
           WorkerResult r =
               runWorker(tbs, world, pacer, jc.options.timeoutSeconds, /*single=*/false);
           if (!r.ok && !r.aborted)

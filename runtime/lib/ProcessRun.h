@@ -30,22 +30,20 @@ public:
   void build(JobControl &jc, const RankPlan &rp, const ChunkLayout &layout,
              const HostKernels &kernels, CallFifos &fifos, const OwnDataSegment &own);
 
-  /// Zeroes what this rank owns of the run's shared state: its progress
-  /// counters and the counters of the FIFOs it receives on. Only between
-  /// runs, before the next call is published: a peer touches them again only
-  /// after it has seen that call, and it has finished with them in the last
-  /// one (every message of a successful run is consumed).
-  void resetShared();
-
   /// Runs call \p seq of \p rp (the section built from, or one with the same
   /// content at another address) on \p input, \p output and \p scratch
   /// with ProcessGroupOptions::workers workers (the calling thread is one).
-  /// The first failure (in time) is the error; it breaks the group.
+  /// The FIFOs' counters go on from the last run (a connection carries the
+  /// messages of one call after the other's); the progress counters start
+  /// from zero. The first failure (in time) is the error; it breaks the
+  /// group, but for one of kind Mismatch: with \p watch (this rank's
+  /// publication of a call it runs before it has seen the peers'), the run
+  /// stops when a peer publishes the call differently (peerDisagrees()).
   /// \p steps: per threadblock, the steps to run instead of \p rp's (an
   /// OutOfPlaceProgram's), or null.
   CallError run(JobControl &jc, uint64_t seq, const RankPlan &rp,
                 const std::vector<std::vector<Instruction>> *steps, char *input, char *output,
-                char *scratch);
+                char *scratch, const PublishedCall *watch = nullptr);
 
   bool empty() const { return runs.empty(); }
 

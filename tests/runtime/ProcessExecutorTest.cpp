@@ -238,6 +238,37 @@ TEST(ProcessExecutorTest, MismatchedCount) {
   EXPECT_EQ(ProcessGroup::listJobSegments(job.name), std::vector<std::string>());
 }
 
+// A mismatch in the middle of calls that run on a kept data side: the ranks
+// that called as before run at once, and stop when they see the rank that
+// did not; every rank fails that call with the same mismatch, and the calls
+// after it run right (on a new data side). Rank 2 differs at call 5 (the
+// second of three in a row of 50000 elements), then at call 0 of a second
+// job (no kept data side yet).
+TEST(ProcessExecutorTest, MismatchAfterReusedCalls) {
+  for (const char *at : {"5", "0"}) {
+    const int n = 4;
+    Job job(uniqueJob("mismatch-reuse"));
+    for (int r = 0; r < n; ++r) {
+      std::vector<std::string> a = {"--hand-ring", "2",      "--cases", "repeat",        "--slice",
+                                    "64",          "--loop", "2",       "--mismatch-at", at};
+      if (r == 2)
+        a.insert(a.end(), {"--count-offset", "1"});
+      job.start(r, n, a);
+    }
+    ASSERT_TRUE(job.wait(60)) << job.outputs_();
+    for (int r = 0; r < n; ++r) {
+      const RankExit &e = job.exit(size_t(r));
+      EXPECT_TRUE(e.exited && e.code == 0) << job.outputs_();
+      EXPECT_TRUE(contains(e.output, std::string("call ") + at +
+                                         ": the ranks called with different arguments: rank 0 "
+                                         "with count "))
+          << e.output;
+      EXPECT_TRUE(contains(e.output, "calls right")) << e.output;
+    }
+    EXPECT_EQ(ProcessGroup::listJobSegments(job.name), std::vector<std::string>());
+  }
+}
+
 TEST(ProcessExecutorTest, MismatchedPlans) {
   const int n = 3;
   Job job(uniqueJob("mismatch-plan"));

@@ -7,7 +7,8 @@
 //   runtime_shm_rank --job J --rank R --nranks N (--plan FILE | --hand-ring DEPTH)
 //                    [--cases all|repeat | --count C] [--dtype T] [--op O] [--inplace]
 //                    [--loop K] [--slice E] [--workers W] [--timeout S]
-//                    [--setup-timeout S] [--count-offset K] [--die-after-ms MS]
+//                    [--setup-timeout S] [--count-offset K] [--mismatch-at I]
+//                    [--die-after-ms MS]
 //                    [--stop-after-ms MS] [--exit-after-ms MS] [--abort-after-ms MS]
 //                    [--capi] [--no-check] [--hand-idle]
 //                    [--delay-ms MS] [--overlap] [--fail-alloc-above BYTES]
@@ -97,6 +98,10 @@ struct Args {
   uint64_t loop = 1;
   ProcessGroupOptions options;
   int64_t countOffset = 0;
+  /// --mismatch-at: the call (counted from 0 over every loop) that alone
+  /// takes --count-offset, and that every rank expects to fail with a
+  /// mismatch; -1: every call takes it.
+  int64_t mismatchAt = -1;
   /// --die-after-ms and the like: what befalls this process (FaultKind),
   /// and when (-1: nothing does).
   enum class FaultKind { Kill, Stop, Exit, Abort } fault = FaultKind::Kill;
@@ -317,6 +322,8 @@ int main(int argc, char **argv) {
       a.options.setupTimeoutSeconds = std::atof(next());
     else if (s == "--count-offset")
       a.countOffset = std::atoll(next());
+    else if (s == "--mismatch-at")
+      a.mismatchAt = std::atoll(next());
     else if (s == "--die-after-ms" || s == "--stop-after-ms" || s == "--exit-after-ms" ||
              s == "--abort-after-ms") {
       a.fault = s == "--die-after-ms"    ? Args::FaultKind::Kill
@@ -430,11 +437,27 @@ int main(int argc, char **argv) {
           });
         else if (a.check || (iter == 0 && round == 0))
           makeBuffers(plan, c, b);
-        uint64_t count = uint64_t(int64_t(c.count) + a.countOffset);
+        const int64_t callIndex = int64_t((round * a.loop + iter) * cases.size() + i);
+        const bool mismatch = a.mismatchAt >= 0 && callIndex == a.mismatchAt;
+        uint64_t count =
+            uint64_t(int64_t(c.count) + (a.mismatchAt < 0 || mismatch ? a.countOffset : 0));
         beforeFirstCall(a);
         Status s = validated ? g.execute(*validated, b.send[me], b.recv[me], count, c.type, c.op)
                              : g.execute(plan, b.send[me], b.recv[me], count, c.type, c.op);
         startTimer();
+        if (mismatch) {
+          // Every rank fails this call, naming the mismatch, and goes on.
+          if (s || g.lastErrorKind() != ErrorKind::Mismatch) {
+            std::fprintf(stderr, "rank %u: call %lld: expected a mismatch, got %s: %s\n", me,
+                         static_cast<long long>(callIndex), errorKindName(g.lastErrorKind()),
+                         s ? "success" : s.message().c_str());
+            status = 3;
+            break;
+          }
+          std::printf("rank %u: call %lld: %s\n", me, static_cast<long long>(callIndex),
+                      s.message().c_str());
+          continue;
+        }
         if (!s) {
           std::fprintf(stderr, "error: %s: %s\n", errorKindName(g.lastErrorKind()),
                        s.message().c_str());
