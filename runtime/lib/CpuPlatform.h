@@ -153,7 +153,10 @@ inline Clock::duration yieldTime(uint64_t threads) {
 /// Spins for up to a time limit between checks: a caller that waits calls
 /// spinning() in its loop until it says stop. Reading the clock every
 /// 64 pauses keeps the spin short of its limit without a clock read per
-/// pause.
+/// pause. Every 256 pauses it yields the CPU once: the scheduler sometimes
+/// puts the thread waited for on the spinner's CPU for a while, and a spin
+/// that never yields would hold it off for the whole limit at every wait
+/// (where nothing else waits for the CPU, the yield returns at once).
 class SpinBudget {
 public:
   explicit SpinBudget(Clock::duration limit = Clock::duration::zero()) : limit(limit) {}
@@ -168,7 +171,10 @@ public:
     else if (rounds % 64 == 0 && Clock::now() >= until)
       return false;
     ++rounds;
-    cpuRelax();
+    if (rounds % 256 == 0)
+      std::this_thread::yield();
+    else
+      cpuRelax();
     return true;
   }
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <sched.h>
 #include <unistd.h>
 #include <vector>
 
@@ -117,12 +118,13 @@ public:
       std::printf("collective,algorithm,nranks,ranks_as,size_bytes,count,dtype,op,placement,"
                   "time_us,algbw_GBps,busbw_GBps,wrong\n");
     } else {
-      std::printf("# coll-perf: plan%s %s, %s, %u ranks as %s, %u chunks per rank unit, "
+      std::printf("# coll-perf: plan%s %s, %s, %u ranks as %s%s, %u chunks per rank unit, "
                   "slice %" PRIu64 " elements\n",
                   plans.size() > 1 ? "s" : "", names.c_str(),
                   info.collective == CollectiveKind::Custom ? "a user-declared collective"
                                                             : collectiveName(info.collective),
-                  info.nranks, ranksAs(), plan.chunksPerUnit(), opts.run.sliceElements);
+                  info.nranks, ranksAs(), boundNote(), plan.chunksPerUnit(),
+                  opts.run.sliceElements);
       std::printf("# iters: %" PRIu64 "  warmup: %" PRIu64 "  check: %d  dtype: %s  op: %s\n#\n",
                   opts.iters, opts.warmup, opts.check ? 1 : 0, shortTypeName(opts.type), op);
       std::printf("# %10s  %12s  %6s  %6s  %6s  %-33s  %s\n", "", "", "", "", "",
@@ -184,6 +186,16 @@ public:
 
 private:
   const char *ranksAs() const { return opts.processes ? "processes" : "threads"; }
+  /// Whether the rank processes are bound, as the sweep will do it.
+  const char *boundNote() const {
+    if (!opts.processes)
+      return "";
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const bool bound = opts.bind && sched_getaffinity(0, sizeof set, &set) == 0 &&
+                       uint32_t(CPU_COUNT(&set)) >= info.nranks;
+    return bound ? " (bound to CPUs)" : " (not bound)";
+  }
 
   const PlanInfo &info;
   const PerfOptions &opts;
@@ -421,7 +433,27 @@ int Sweep::runProcesses() {
   const ProcessGroupOptions po = opts.run.processGroupOptions();
   const char *stopped = "stopped: another rank or the launcher failed";
   RankProcesses processes;
+  // Bound ranks (--bind): each to a CPU of its own, when there are enough.
+  std::vector<int> cpus;
+  {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (opts.bind && sched_getaffinity(0, sizeof set, &set) == 0)
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set))
+          cpus.push_back(c);
+    if (cpus.size() < nranks)
+      cpus.clear();
+  }
   processes.start(nranks, arena, [&](uint32_t r) -> std::string {
+    if (!cpus.empty()) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpus[r], &one);
+      if (sched_setaffinity(0, sizeof one, &one) != 0)
+        return std::string("cannot bind rank ") + std::to_string(r) + " to CPU " +
+               std::to_string(cpus[r]) + ": " + std::strerror(errno);
+    }
     auto group = ProcessGroup::create(job, int(r), int(nranks), po);
     if (!group)
       return group.message();

@@ -33,6 +33,10 @@ struct PerfOptions {
   RedOp op = RedOp::Sum;
   PlacementKind placement = PlacementKind::Both;
   bool processes = false; ///< --ranks-as processes (else threads).
+  /// --bind: with processes, pin rank r to the r-th CPU this process may
+  /// use, when there are at least as many CPUs as ranks (as mpirun binds
+  /// to cores); none: leave them to the scheduler.
+  bool bind = true;
   bool csv = false;
   tools::RunSettings run; ///< --slice, --timeout.
 };

@@ -88,6 +88,8 @@ void usage(FILE *out) {
       "\n"
       "  --nranks N             ranks (a .bin plan: its own; --coll: 2)\n"
       "  --ranks-as threads|processes   LocalWorld threads, or one process per rank (threads)\n"
+      "  --bind core|none       processes: each rank on a CPU of its own when there are\n"
+      "                         enough, as mpirun binds (core)\n"
       "  -b, -e BYTES           smallest and largest size (K, M, G suffixes; 32M)\n"
       "  -f FACTOR              size step factor (2)\n"
       "  -n N, -w N             timed and warm-up iterations (20, 5)\n"
@@ -163,33 +165,20 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.input = a;
       continue;
     }
-    static const char *const valued[] = {"--coll",
-                                         "--nranks",
-                                         "--ranks-as",
-                                         "-b",
-                                         "--minbytes",
-                                         "-e",
-                                         "--maxbytes",
-                                         "-f",
-                                         "--stepfactor",
-                                         "-n",
-                                         "--iters",
-                                         "-w",
-                                         "--warmup_iters",
-                                         "-c",
-                                         "--check",
-                                         "-d",
-                                         "--datatype",
-                                         "-o",
-                                         "--op",
-                                         "-r",
-                                         "--root",
-                                         "--placement",
-                                         "--slice",
-                                         "--timeout",
-                                         "-D",
-                                         "--collc",
-                                         "--stdlib"};
+    static const char *const valued[] = {"--coll",      "--nranks",
+                                         "--ranks-as",  "--bind",
+                                         "-b",          "--minbytes",
+                                         "-e",          "--maxbytes",
+                                         "-f",          "--stepfactor",
+                                         "-n",          "--iters",
+                                         "-w",          "--warmup_iters",
+                                         "-c",          "--check",
+                                         "-d",          "--datatype",
+                                         "-o",          "--op",
+                                         "-r",          "--root",
+                                         "--placement", "--slice",
+                                         "--timeout",   "-D",
+                                         "--collc",     "--stdlib"};
     if (std::find(std::begin(valued), std::end(valued), a) == std::end(valued))
       return fail("unknown option: " + a);
     if (!value())
@@ -204,6 +193,10 @@ int parseArgs(int argc, char **argv, Options &o) {
       if (v != "threads" && v != "processes")
         return fail("--ranks-as takes 'threads' or 'processes'");
       p.processes = v == "processes";
+    } else if (a == "--bind") {
+      if (v != "core" && v != "none")
+        return fail("--bind takes 'core' or 'none'");
+      p.bind = v == "core";
     } else if (a == "-b" || a == "--minbytes") {
       if (!parseSize(v, p.minBytes))
         return fail("-b takes a byte count such as 4096, 64K, 64M or 1G");
