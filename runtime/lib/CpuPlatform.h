@@ -159,7 +159,10 @@ inline Clock::duration yieldTime(uint64_t threads) {
 /// (where nothing else waits for the CPU, the yield returns at once).
 class SpinBudget {
 public:
-  explicit SpinBudget(Clock::duration limit = Clock::duration::zero()) : limit(limit) {}
+  /// \p yields false: never yield (the thread waited for has a CPU of its
+  /// own that nothing else may use).
+  explicit SpinBudget(Clock::duration limit = Clock::duration::zero(), bool yields = true)
+      : limit(limit), yields(yields) {}
   /// Starts over (progress was made).
   void reset() { rounds = 0; }
   /// Pauses once and says whether to go on spinning.
@@ -171,7 +174,7 @@ public:
     else if (rounds % 64 == 0 && Clock::now() >= until)
       return false;
     ++rounds;
-    if (rounds % 256 == 0)
+    if (yields && rounds % 256 == 0)
       std::this_thread::yield();
     else
       cpuRelax();
@@ -180,6 +183,7 @@ public:
 
 private:
   Clock::duration limit;
+  bool yields;
   Clock::time_point until;
   uint64_t rounds = 0;
 };

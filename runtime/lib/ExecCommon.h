@@ -361,19 +361,19 @@ struct FirstError {
 /// once, timer slack 1 us so that short sleeps stay short, reused by the
 /// next run), worker 0 on the calling thread when \p callerWorks, else on
 /// a pool thread too; then waits for them all. A thread that cannot start
-/// is \p first's error ("<who>cannot start a worker thread: ..."), after
+/// is \p first's error ("<who()>cannot start a worker thread: ..."), after
 /// which \p wake() runs (to wake workers that may sleep) and no more start;
 /// those started are waited for. work must not throw.
-template <class Work, class Wake>
+template <class Work, class Who, class Wake>
 void runWorkerThreads(size_t n, bool callerWorks, WorldState &world, FirstError &first, Work work,
-                      const std::string &who, Wake wake) {
+                      Who who, Wake wake) {
   WorkerBatch batch;
   std::string error;
   const size_t begin = callerWorks ? 1 : 0;
   if (begin < n && batch.start(
                        begin, n, [&work](size_t w) { work(w); }, error) < n - begin) {
     try {
-      first.set(world, ErrorKind::SystemError, cat(who, "cannot start a worker thread: ", error));
+      first.set(world, ErrorKind::SystemError, cat(who(), "cannot start a worker thread: ", error));
     } catch (...) {
       first.setKind(world, ErrorKind::SystemError);
     }

@@ -61,6 +61,8 @@ struct ControlBlock {
   uint64_t startTime = 0;    ///< processStartTime(pid).
   uint64_t nonce = 0;        ///< Random, even, per group: tells this rank's segments apart.
   uint64_t pidNamespace = 0; ///< pidNamespaceId() of the owner.
+  /// The one CPU the owner may run on (its affinity when it joined), or -1.
+  int32_t cpu = -1;
 
   alignas(64) std::atomic<uint32_t> ready{0}; ///< Set once the fields above are.
   /// The instance of the job this segment belongs to: rank 0's nonce (0:
@@ -133,6 +135,9 @@ struct JobControl {
   std::vector<ControlBlock *> ctl; ///< Every rank's control block, this one included.
   /// Dead peers whose names were unlinked (by any of our workers).
   std::unique_ptr<std::atomic<bool>[]> cleaned;
+  /// Every rank is bound to a CPU of its own (ControlBlock::cpu): a rank
+  /// waited for is never on the waiter's CPU, and spins need not yield.
+  bool pinnedApart = false;
 
   ControlBlock &me() const { return *ctl[rank]; }
 

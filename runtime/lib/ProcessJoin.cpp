@@ -18,6 +18,7 @@
 #include "ExecCommon.h"
 
 #include <algorithm>
+#include <sched.h>
 #include <chrono>
 #include <new>
 #include <sys/stat.h>
@@ -26,6 +27,23 @@
 
 namespace coll {
 namespace detail {
+
+namespace {
+
+/// The one CPU this process may run on, or -1 (none, or several).
+int32_t onlyCpu() {
+#ifdef __linux__
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set))
+        return c;
+#endif
+  return -1;
+}
+
+} // namespace
 
 CallError joinJob(JobControl &jc) {
   const int rank = int(jc.rank), nranks = int(jc.nranks);
@@ -94,6 +112,7 @@ CallError joinJob(JobControl &jc) {
   me->startTime = processStartTime(me->pid);
   me->nonce = makeNonce();
   me->pidNamespace = pidNamespaceId();
+  me->cpu = onlyCpu();
   if (jc.rank == 0)
     me->member.store(me->nonce | 1, std::memory_order_relaxed);
   me->heartbeatNs.store(nowNs(), std::memory_order_relaxed);
@@ -310,6 +329,12 @@ CallError joinJob(JobControl &jc) {
         return f;
     }
   }
+
+  std::vector<int32_t> cpus;
+  for (uint32_t q = 0; q < jc.nranks; ++q)
+    cpus.push_back(jc.ctl[q]->cpu);
+  std::sort(cpus.begin(), cpus.end());
+  jc.pinnedApart = cpus.front() >= 0 && std::adjacent_find(cpus.begin(), cpus.end()) == cpus.end();
 
 #ifdef __linux__
   // Data segments of our rank that an earlier job of this name left.

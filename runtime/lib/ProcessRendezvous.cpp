@@ -66,11 +66,12 @@ CallFailure awaitCalls(JobControl &jc, uint64_t seq, std::vector<CallDescription
         return false;
     return true;
   };
-  SpinBudget spin(spinTime(n));
+  SpinBudget spin(jc.pinnedApart ? spinTime(1) : spinTime(n), !jc.pinnedApart);
   while (!allPublished() && spin.spinning()) {
   }
   // Ranks that share CPUs yield theirs to the peers for a while instead.
-  if (const Clock::duration yield = yieldTime(n); yield != Clock::duration::zero()) {
+  if (const Clock::duration yield = jc.pinnedApart ? Clock::duration::zero() : yieldTime(n);
+      yield != Clock::duration::zero()) {
     const Clock::time_point until = Clock::now() + yield;
     while (!allPublished() && Clock::now() < until)
       std::this_thread::yield();

@@ -29,7 +29,9 @@ class ShmPacer {
 public:
   ShmPacer(JobControl &jc, uint64_t seq, const std::vector<TbRun *> &tbs, Clock::duration spin,
            Clock::duration yield, const PublishedCall *watch)
-      : jc(jc), seq(seq), tbs(tbs), bell(jc.me().bell), spin(spin), yield(yield), watch(watch) {
+      : jc(jc), seq(seq), tbs(tbs), bell(jc.me().bell),
+        spin(spin, yield == Clock::duration::zero() && !jc.pinnedApart), yield(yield),
+        watch(watch) {
     reset();
     nextCheck = Clock::now() + seconds(jc.options.livenessIntervalSeconds);
   }
@@ -196,9 +198,13 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
     rs.progress[b].value.store(0, std::memory_order_relaxed);
   }
   const size_t nworkers = workers.size();
-  // Every rank has as many workers as this one, as far as it can tell.
-  const Clock::duration spin = spinTime(uint64_t(jc.nranks) * nworkers);
-  const Clock::duration yield = yieldTime(uint64_t(jc.nranks) * nworkers);
+  // Ranks bound to CPUs of their own, one worker each, never wait for a
+  // thread on their CPU; otherwise every rank has as many workers as this
+  // one, as far as it can tell.
+  const bool apart = jc.pinnedApart && nworkers == 1;
+  const Clock::duration spin = apart ? spinTime(1) : spinTime(uint64_t(jc.nranks) * nworkers);
+  const Clock::duration yield =
+      apart ? Clock::duration::zero() : yieldTime(uint64_t(jc.nranks) * nworkers);
 
   FirstError first;
   auto fail = [&](ErrorKind kind, std::string message) {
@@ -228,7 +234,7 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
           }
         }
       },
-      cat("rank ", me, ": "), [&] { ctl.bell.ring(); });
+      [me] { return cat("rank ", me, ": "); }, [&] { ctl.bell.ring(); });
   if (!world.failed.load(std::memory_order_relaxed))
     return {};
   CallError error{first.kind, first.message};

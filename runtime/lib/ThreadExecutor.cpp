@@ -142,7 +142,7 @@ Status runThreads(const std::vector<std::vector<TbRun *>> &workers, WorldState &
           }
         }
       },
-      "", [] {});
+      [] { return std::string(); }, [] {});
   if (!world.failed.load(std::memory_order_relaxed))
     return Status::success();
   kind = first.kind == ErrorKind::None ? ErrorKind::Internal : first.kind;

@@ -56,7 +56,7 @@ struct DefaultProgram {
 constexpr uint64_t anySize = ~uint64_t(0);
 constexpr uint32_t anyRanks = ~uint32_t(0);
 constexpr DefaultProgram defaultPrograms[] = {
-    {"allreduce", "rabenseifner_allreduce", anySize, 1, 2},
+    {"allreduce", "twoshot_allreduce", anySize, 1, 2},
     {"allreduce", "recursive_doubling_allreduce", 16 << 10, 3, anyRanks},
     {"allreduce", "rabenseifner_allreduce", 256 << 10, 3, anyRanks},
     {"allreduce", "ring_allreduce", anySize, 3, anyRanks},
