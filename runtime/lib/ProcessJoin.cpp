@@ -18,9 +18,9 @@
 #include "ExecCommon.h"
 
 #include <algorithm>
-#include <sched.h>
 #include <chrono>
 #include <new>
+#include <sched.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
