@@ -230,24 +230,22 @@ bool SharedBarrier::wait(const std::function<bool()> &stillOk) {
     generation.store(gen + 1, std::memory_order_release);
     return stopped.load(std::memory_order_acquire) == 0;
   }
-  // Spin briefly (the others are usually close), then yield, then sleep
-  // with backoff so that waiting parties leave the cores to working ones.
+  // Spin briefly (the others are usually close), then sleep with backoff
+  // up to 5 ms: a waiting party (the launcher, while the ranks run a timed
+  // loop) must leave the CPUs to the working ones, which may be bound to
+  // them and spin for each other.
   auto sleep = std::chrono::microseconds(20);
   for (uint64_t i = 0; generation.load(std::memory_order_acquire) == gen; ++i) {
     if (stopped.load(std::memory_order_acquire))
       return false;
     if (i < 1000)
       continue;
-    if (i < 1100) {
-      sched_yield();
-      continue;
-    }
     if (stillOk && !stillOk()) {
       abort();
       return false;
     }
     std::this_thread::sleep_for(sleep);
-    sleep = std::min(sleep * 2, std::chrono::microseconds(1000));
+    sleep = std::min(sleep * 2, std::chrono::microseconds(5000));
   }
   return stopped.load(std::memory_order_acquire) == 0;
 }
