@@ -318,8 +318,12 @@ void resetLocalRun(const Plan &plan, const std::vector<HostBinding> &bindings,
 
 /// Calls of at most this many bytes per rank (the larger buffer) run every
 /// rank on the calling thread in Threads mode, as Single mode does: handing
-/// them to other threads costs more than the data (docs/performance.md).
-constexpr uint64_t callingThreadBytes = uint64_t(16) << 10;
+/// them to other threads costs more than the data. More when the run's
+/// \p workers outnumber the CPUs, whose threads would mostly take turns
+/// (docs/performance.md, "Small calls").
+uint64_t callingThreadBytes(size_t workers) {
+  return workers <= usableCpus() ? uint64_t(16) << 10 : uint64_t(256) << 10;
+}
 
 Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const void *> &sendbufs,
                               const std::vector<void *> &recvbufs, uint64_t count, DataType type,
@@ -425,9 +429,9 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
   uint64_t largestBytes = 0;
   for (const PreparedCall &c : calls)
     largestBytes = std::max({largestBytes, c.inputBytes, c.outputBytes});
-  const bool onCaller =
-      options.mode == ExecMode::Single || (!control && !options.faultInjection &&
-                                           !options.timeline && largestBytes <= callingThreadBytes);
+  const bool onCaller = options.mode == ExecMode::Single ||
+                        (!control && !options.faultInjection && !options.timeline &&
+                         largestBytes <= callingThreadBytes(run->workers.size()));
   bool workersStage = !onCaller && numSlices > 0;
   for (uint32_t r = 0; r < nranks && workersStage; ++r)
     workersStage = options.workersPerRank == 1 || plan.ranks[r].threadblocks.size() == 1;
