@@ -238,15 +238,8 @@ TEST(LocalWorldReuse, RepeatedCallsRunRight) {
   const Plan plan = ringAllReduce(3, 2);
   uint64_t call = 0;
   auto fill = [&call](DataType type) {
-    return [&call, type](uint32_t r, uint64_t n, void *buf) {
-      for (uint64_t e = 0; e < n; ++e) {
-        const uint64_t v = call * 1000003 + r * 7919 + e * 31;
-        if (type == DataType::Float64)
-          static_cast<double *>(buf)[e] = double(v % 65536);
-        else
-          static_cast<int32_t *>(buf)[e] = int32_t(uint32_t(v));
-      }
-    };
+    return
+        [&call, type](uint32_t r, uint64_t n, void *buf) { fillCallInput(type, call, r, n, buf); };
   };
   struct Step {
     uint64_t count;

@@ -58,14 +58,18 @@ inline uint32_t mod(int64_t a, uint32_t n) {
 
 /// An out-of-place ring allreduce in one threadblock per rank: copy the
 /// input to the output (one N-chunk step), reduce-scatter around the ring
-/// with s / rrs / rrcs, all-gather with rcs / r.
-inline Plan ringAllReduce(uint32_t n, uint32_t depth) {
-  Plan p = makePlan("hand_ring_allreduce", CollectiveKind::AllReduce, n, n, n, depth);
+/// with s / rrs / rrcs, all-gather with rcs / r. \p inPlace: an in-place
+/// plan instead, without the copy.
+inline Plan ringAllReduce(uint32_t n, uint32_t depth, bool inPlace = false) {
+  Plan p = makePlan(inPlace ? "hand_ring_inplace" : "hand_ring_allreduce",
+                    CollectiveKind::AllReduce, n, n, n, depth);
+  p.info.inplace = inPlace;
   for (uint32_t r = 0; r < n; ++r) {
     Threadblock tb;
     tb.sendPeer = int32_t((r + 1) % n);
     tb.recvPeer = int32_t((r + n - 1) % n);
-    add(tb, step(Opcode::Copy, I, 0, O, 0, n));
+    if (!inPlace)
+      add(tb, step(Opcode::Copy, I, 0, O, 0, n));
     add(tb, step(Opcode::Send, O, r, O, 0, 1));
     for (uint32_t k = 1; k + 1 < n; ++k)
       add(tb, step(Opcode::RecvReduceSend, O, mod(int64_t(r) - k, n), O, 0, 1));

@@ -26,23 +26,7 @@ namespace {
 /// The hand ring allreduce in place: no copy step, every step on the
 /// output.
 Plan inPlaceRing(uint32_t n) {
-  Plan p = makePlan("hand_ring_inplace", CollectiveKind::AllReduce, n, n, n, 2);
-  p.info.inplace = true;
-  for (uint32_t r = 0; r < n; ++r) {
-    Threadblock tb;
-    tb.sendPeer = int32_t((r + 1) % n);
-    tb.recvPeer = int32_t((r + n - 1) % n);
-    add(tb, step(Opcode::Send, O, r, O, 0, 1));
-    for (uint32_t k = 1; k + 1 < n; ++k)
-      add(tb, step(Opcode::RecvReduceSend, O, mod(int64_t(r) - k, n), O, 0, 1));
-    uint32_t full = (r + 1) % n;
-    add(tb, step(Opcode::RecvReduceCopySend, O, full, O, full, 1));
-    for (uint32_t k = 1; k + 1 < n; ++k)
-      add(tb, step(Opcode::RecvCopySend, O, 0, O, mod(int64_t(full) - k, n), 1));
-    add(tb, step(Opcode::Recv, O, 0, O, mod(int64_t(full) - (n - 1), n), 1));
-    p.ranks[r].threadblocks.push_back(tb);
-  }
-  return p;
+  return ringAllReduce(n, 2, /*inPlace=*/true);
 }
 
 TEST(OutOfPlace, RingReadsEachChunkFromTheInputUntilItIsWritten) {

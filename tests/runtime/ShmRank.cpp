@@ -165,7 +165,7 @@ std::vector<RunCase> allCases(const Plan &plan) {
 /// The calls of --cases repeat: runs of calls of one description (which
 /// the executor serves from the data side it kept), in place and out of
 /// place in turn, broken by other counts and types and coming back; each
-/// call gets inputs of its own (repeatInput()).
+/// call gets inputs of its own (fillCallInput()).
 std::vector<RunCase> repeatCases(const Plan &plan) {
   std::vector<RunCase> cases;
   const RedOp op = opsFor(plan.info.collective).front();
@@ -187,19 +187,6 @@ std::vector<RunCase> repeatCases(const Plan &plan) {
   add(0, DataType::Int32, 1);
   add(1001, DataType::Int32, 2);
   return cases;
-}
-
-/// Input element \p e of rank \p r in call \p call of --cases repeat:
-/// distinct per (call, rank, element), exact in every reduction of a few
-/// ranks.
-void repeatInput(DataType type, uint64_t call, uint32_t r, uint64_t n, void *buf) {
-  for (uint64_t e = 0; e < n; ++e) {
-    const uint64_t v = call * 1000003 + r * 7919 + e * 31;
-    if (type == DataType::Float64)
-      static_cast<double *>(buf)[e] = double(v % 65536);
-    else
-      static_cast<int32_t *>(buf)[e] = int32_t(uint32_t(v));
-  }
 }
 
 /// Compares this rank's result of \p c with the reference; "" when right.
@@ -433,7 +420,7 @@ int main(int argc, char **argv) {
         WorldBuffers &b = buffers[i];
         if (a.repeatCases)
           makeBuffers(plan, c, b, [&](uint32_t r, uint64_t n, void *buf) {
-            repeatInput(c.type, (round * a.loop + iter) * cases.size() + i, r, n, buf);
+            fillCallInput(c.type, (round * a.loop + iter) * cases.size() + i, r, n, buf);
           });
         else if (a.check || (iter == 0 && round == 0))
           makeBuffers(plan, c, b);

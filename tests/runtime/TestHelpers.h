@@ -121,6 +121,20 @@ fillInputs(const Plan &plan, const RunCase &c, WorldBuffers &b,
   }
 }
 
+/// Input element e of rank \p r in call \p call of a run of calls (\p n
+/// elements of int32, or of f64 for Float64, into \p buf): distinct per
+/// (call, rank, element), so that a call that read what an earlier one left
+/// gets caught; exact in every sum of a few ranks.
+inline void fillCallInput(DataType type, uint64_t call, uint32_t r, uint64_t n, void *buf) {
+  for (uint64_t e = 0; e < n; ++e) {
+    const uint64_t v = call * 1000003 + r * 7919 + e * 31;
+    if (type == DataType::Float64)
+      static_cast<double *>(buf)[e] = double(v % 65536);
+    else
+      static_cast<int32_t *>(buf)[e] = int32_t(uint32_t(v));
+  }
+}
+
 /// Sets up \p b for \p plan and \p c: fillInputs, then placeBuffers.
 inline void
 makeBuffers(const Plan &plan, const RunCase &c, WorldBuffers &b,
