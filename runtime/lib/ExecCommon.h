@@ -70,6 +70,21 @@ inline std::unique_ptr<TbRun> makeTbRun(const Threadblock &tb, uint32_t rank, ui
   return t;
 }
 
+/// Starts \p t over for a new call: \p tb (its threadblock in the call's
+/// plan, the same content as the one it was made for), running \p steps
+/// (tb's own, or a rewrite of them: OutOfPlace.h) for \p numSlices slices.
+/// The connection counters (platform.sent, received) are the executor's
+/// to keep or zero.
+inline void restartTbRun(TbRun &t, const Threadblock &tb, const Instruction *steps,
+                         uint64_t numSlices) {
+  t.tb = &tb;
+  t.program.steps = steps;
+  t.program.numSteps = uint32_t(tb.steps.size());
+  t.program.deps = tb.deps.data();
+  t.interp->restart(t.program, numSlices);
+  t.status = ExecStatus();
+}
+
 /// A prepared call (PreparedCall.h) resolved to host memory: the private
 /// copy of the input, and the buffers the plan sees as Input and Output.
 struct HostBinding {

@@ -23,9 +23,17 @@ bool inPlaceBuffer(BufferKind b) {
   return b == BufferKind::Input || b == BufferKind::Output;
 }
 
+/// Whether plans with \p info can have out-of-place programs at all.
+bool wholeBufferInPlacePlan(const PlanInfo &info) {
+  return info.inplace && collectiveInfo(info.collective).inPlace == InPlaceAlias::Same;
+}
+
 } // namespace
 
-OutOfPlaceProgram outOfPlaceProgram(const RankPlan &rp, uint32_t chunks) {
+OutOfPlaceProgram outOfPlaceProgram(const PlanInfo &info, const RankPlan &rp) {
+  if (!wholeBufferInPlacePlan(info))
+    return {};
+  const uint32_t chunks = info.outputChunks;
   const size_t ntb = rp.threadblocks.size();
   std::vector<size_t> first(ntb + 1, 0);
   for (size_t b = 0; b < ntb; ++b)
@@ -112,8 +120,7 @@ OutOfPlaceProgram outOfPlaceProgram(const RankPlan &rp, uint32_t chunks) {
 }
 
 bool runOutOfPlace(PreparedCall &c, const PlanInfo &info) {
-  if (c.error || !info.inplace || c.inPlace || c.empty() ||
-      collectiveInfo(info.collective).inPlace != InPlaceAlias::Same)
+  if (c.error || c.inPlace || c.empty() || !wholeBufferInPlacePlan(info))
     return false;
   // prepareCall() staged the input (or its private copy, when the buffers
   // overlap) into the output: read it where it is instead.

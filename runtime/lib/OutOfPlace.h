@@ -36,9 +36,10 @@ struct OutOfPlaceProgram {
   bool empty() const { return steps.empty(); }
 };
 
-/// The out-of-place program of \p rp (a rank's section of an in-place plan
-/// of \p chunks chunks per buffer).
-OutOfPlaceProgram outOfPlaceProgram(const RankPlan &rp, uint32_t chunks);
+/// The out-of-place program of \p rp, a rank's section of the plan with
+/// \p info; empty too when that plan is not an in-place plan of a
+/// collective whose in-place alias is the whole buffer.
+OutOfPlaceProgram outOfPlaceProgram(const PlanInfo &info, const RankPlan &rp);
 
 /// Whether \p c (rank c.rank's prepared call of the plan with \p info)
 /// is an out-of-place call of an in-place plan that outOfPlaceProgram()

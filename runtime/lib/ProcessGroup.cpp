@@ -78,12 +78,7 @@ struct CachedCall {
   /// Whether a call of \p d can run on this one's data side: the same
   /// plan, count, slices, type and operator (so the same layout and
   /// kernels); buffers and placement may differ.
-  bool serves(const CallDescription &d) const {
-    return d.errorKind == 0 && d.planChecksum == description.planChecksum &&
-           d.count == description.count && d.sliceElements == description.sliceElements &&
-           d.type == description.type && d.op == description.op &&
-           d.collective == description.collective && d.planRanks == description.planRanks;
-  }
+  bool serves(const CallDescription &d) const { return sameCall(d, description); }
 
   OwnDataSegment own;
   CallFifos fifos;
@@ -414,9 +409,8 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
   // where the rank's program allows it (OutOfPlace.h).
   CachedCall *cc = reuse ? reuse : fresh.get();
   const Plan &plan = validated->plan();
-  if (fresh && plan.info.inplace &&
-      collectiveInfo(plan.info.collective).inPlace == InPlaceAlias::Same)
-    fresh->outOfPlace = outOfPlaceProgram(*validated->section(me), plan.info.outputChunks);
+  if (fresh)
+    fresh->outOfPlace = outOfPlaceProgram(plan.info, *validated->section(me));
   const bool outOfPlace = cc && !cc->outOfPlace.empty() && runOutOfPlace(call, plan.info);
 
   // Bind our buffers (LocalWorld's rules).

@@ -187,14 +187,8 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
   rs.buffers[unsigned(BufferKind::Output)] = output;
   rs.buffers[unsigned(BufferKind::Scratch)] = scratch;
   for (size_t b = 0; b < runs.size(); ++b) {
-    TbRun &t = *runs[b];
     const Threadblock &tb = rp.threadblocks[b];
-    t.tb = &tb;
-    t.program.steps = steps ? (*steps)[b].data() : tb.steps.data();
-    t.program.numSteps = uint32_t(tb.steps.size());
-    t.program.deps = tb.deps.data();
-    t.interp->restart(t.program, numSlices);
-    t.status = ExecStatus();
+    restartTbRun(*runs[b], tb, steps ? (*steps)[b].data() : tb.steps.data(), numSlices);
     rs.progress[b].value.store(0, std::memory_order_relaxed);
   }
   const size_t nworkers = workers.size();

@@ -81,14 +81,15 @@ struct ThreadPacer {
   Clock::time_point lastBeat;
 };
 
-/// Runs the workers on threads; the first failure (in time) is the error.
-/// A worker that throws fails the run naming its rank; the others see the
-/// failure at their next pause and stop.
 /// What a worker does besides its threadblocks: \p before(w) first,
 /// \p after(w) once they have all finished (either may be empty).
 struct WorkerHooks {
   std::function<void(size_t)> before, after;
 };
+
+/// Runs the workers on threads; the first failure (in time) is the error.
+/// A worker that throws fails the run naming its rank; the others see the
+/// failure at their next pause and stop.
 
 Status runThreads(const std::vector<std::vector<TbRun *>> &workers, WorldState &world,
                   const ExecOptions &options, RunControl *control, ErrorKind &kind,
@@ -259,11 +260,9 @@ Status buildLocalRun(const Plan &plan, LocalRun &run) {
       run.runs.push_back(std::move(t));
     }
   }
-  if (info.inplace && collectiveInfo(info.collective).inPlace == InPlaceAlias::Same) {
-    run.outOfPlace.resize(nranks);
-    for (uint32_t r = 0; r < nranks; ++r)
-      run.outOfPlace[r] = outOfPlaceProgram(plan.ranks[r], info.outputChunks);
-  }
+  run.outOfPlace.resize(nranks);
+  for (uint32_t r = 0; r < nranks; ++r)
+    run.outOfPlace[r] = outOfPlaceProgram(info, plan.ranks[r]);
   // Threads mode gives each rank workersPerRank threads (0: one per
   // threadblock), threadblock b on worker b % workers.
   size_t first = 0;
@@ -303,13 +302,10 @@ void resetLocalRun(const Plan &plan, const std::vector<HostBinding> &bindings,
   }
   for (TbRun *t : run.all) {
     const Threadblock &tb = plan.ranks[t->rank].threadblocks[t->index];
-    t->tb = &tb;
-    t->program.steps =
-        outOfPlace[t->rank] ? run.outOfPlace[t->rank].steps[t->index].data() : tb.steps.data();
-    t->program.numSteps = uint32_t(tb.steps.size());
-    t->program.deps = tb.deps.data();
-    t->interp->restart(t->program, run.layout.numSlices);
-    t->status = ExecStatus();
+    restartTbRun(*t, tb,
+                 outOfPlace[t->rank] ? run.outOfPlace[t->rank].steps[t->index].data()
+                                     : tb.steps.data(),
+                 run.layout.numSlices);
     t->platform.sent = 0;
     t->platform.received = 0;
     t->platform.events.clear();

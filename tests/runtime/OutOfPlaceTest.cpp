@@ -34,7 +34,7 @@ TEST(OutOfPlace, RingReadsEachChunkFromTheInputUntilItIsWritten) {
   Plan p = inPlaceRing(n);
   ASSERT_TRUE(validatePlan(p).ok()) << validatePlan(p).message();
   for (uint32_t r = 0; r < n; ++r) {
-    OutOfPlaceProgram o = outOfPlaceProgram(p.ranks[r], n);
+    OutOfPlaceProgram o = outOfPlaceProgram(p.info, p.ranks[r]);
     ASSERT_FALSE(o.empty()) << "rank " << r;
     const std::vector<Instruction> &s = o.steps[0];
     ASSERT_EQ(s.size(), p.ranks[r].threadblocks[0].steps.size());
@@ -68,7 +68,7 @@ TEST(OutOfPlace, ReadsAfterAWriteTakeTheOutput) {
   add(tb, step(Opcode::Copy, O, 1, O, 0, 1));
   add(tb, step(Opcode::Copy, O, 0, O, 1, 1));
   p.ranks[0].threadblocks.push_back(tb);
-  OutOfPlaceProgram o = outOfPlaceProgram(p.ranks[0], 2);
+  OutOfPlaceProgram o = outOfPlaceProgram(p.info, p.ranks[0]);
   ASSERT_FALSE(o.empty());
   EXPECT_EQ(o.steps[0][0].srcBuf, BufferKind::Input);
   EXPECT_EQ(o.steps[0][0].dstBuf, BufferKind::Output);
@@ -85,7 +85,7 @@ TEST(OutOfPlace, RanksThatDoNotQualify) {
     for (size_t i = 0; i < steps.size(); ++i)
       add(tb, steps[i], i < deps.size() ? deps[i] : std::vector<Dependency>{});
     p.ranks[0].threadblocks.push_back(tb);
-    return outOfPlaceProgram(p.ranks[0], 2);
+    return outOfPlaceProgram(p.info, p.ranks[0]);
   };
   // Everything written: qualifies (the control case).
   EXPECT_FALSE(
@@ -99,6 +99,15 @@ TEST(OutOfPlace, RanksThatDoNotQualify) {
   EXPECT_TRUE(oneRank({step(Opcode::Copy, O, 1, O, 0, 1), step(Opcode::Copy, O, 0, S, 0, 2),
                        step(Opcode::Copy, S, 0, O, 0, 2)})
                   .empty());
+  // A plan that is not in place has nothing to rewrite.
+  {
+    Plan p = makePlan("q", CollectiveKind::AllReduce, 1, 2, 2, 1);
+    Threadblock tb;
+    add(tb, step(Opcode::Copy, I, 0, O, 1, 1));
+    add(tb, step(Opcode::Copy, I, 1, O, 0, 1));
+    p.ranks[0].threadblocks.push_back(tb);
+    EXPECT_TRUE(outOfPlaceProgram(p.info, p.ranks[0]).empty());
+  }
   // A dependency on a later step of the same threadblock: a cycle.
   EXPECT_TRUE(oneRank({step(Opcode::Copy, O, 0, O, 1, 1), step(Opcode::Copy, O, 1, O, 0, 1)},
                       {{Dependency{0, 1}}})

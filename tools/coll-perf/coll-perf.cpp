@@ -72,6 +72,16 @@ constexpr DefaultProgram defaultPrograms[] = {
     {"sendrecv", "sendrecv", anySize, 1, anyRanks},
 };
 
+/// The collectives defaultPrograms knows, in its order, separated by spaces.
+std::string knownCollectives() {
+  std::string known;
+  const char *last = "";
+  for (const DefaultProgram &p : defaultPrograms)
+    if (std::strcmp(p.collective, last) != 0)
+      known += std::string(known.empty() ? "" : " ") + (last = p.collective);
+  return known;
+}
+
 /// Ranks for --ranks-as processes at most: one process each.
 constexpr uint32_t maxProcesses = 256;
 
@@ -79,10 +89,7 @@ void usage(FILE *out) {
   std::fprintf(out, "usage: coll-perf PROGRAM.coll|PLAN.bin [options]\n"
                     "       coll-perf --coll NAME [options]\n\n"
                     "  --coll NAME            the standard library's program for NAME:");
-  const char *last = "";
-  for (const DefaultProgram &d : defaultPrograms)
-    if (std::strcmp(d.collective, last) != 0)
-      std::fprintf(out, " %s", last = d.collective);
+  std::fprintf(out, " %s", knownCollectives().c_str());
   std::fprintf(
       out,
       "\n"
@@ -362,12 +369,7 @@ Result<std::vector<std::pair<ValidatedPlan, uint64_t>>> loadPlans(const Options 
     if (o.collective == p.collective && p.minRanks <= n && n <= p.maxRanks)
       rows.push_back(&p);
   if (rows.empty()) {
-    std::string known;
-    const char *last = "";
-    for (const DefaultProgram &p : defaultPrograms)
-      if (std::strcmp(p.collective, last) != 0)
-        known += std::string(known.empty() ? "" : " ") + (last = p.collective);
-    return Status::error("unknown collective '" + o.collective + "' (" + known + ")");
+    return Status::error("unknown collective '" + o.collective + "' (" + knownCollectives() + ")");
   }
   // A rooted collective's programs take their root as the parameter `root`.
   std::vector<std::string> defines = o.defines;
