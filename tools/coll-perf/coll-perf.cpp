@@ -21,6 +21,7 @@
 #include "PerfDriver.h"
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/PreparedCall.h"
+#include "coll/Runtime/Selection.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -39,46 +40,23 @@ using namespace coll::perf;
 
 namespace {
 
-/// The standard library's programs for each collective `--coll` names: the
-/// one place that says which. For a sweep on N ranks the rows of the
-/// collective that admit N (minRanks <= N <= maxRanks) are taken in order,
-/// each for the sizes (nccl-tests' size, in bytes) up to its maxBytes that
-/// an earlier one does not take; the last row for N takes the rest. A row
-/// before that whose program does not compile for N (its `require`) is
-/// skipped. The thresholds are measurements on this project's build
-/// machine (docs/performance.md, "Choosing the program by size").
-struct DefaultProgram {
-  const char *collective;
-  const char *program; ///< stdlib/<program>.coll
-  uint64_t maxBytes;
-  uint32_t minRanks, maxRanks;
-};
-constexpr uint64_t anySize = ~uint64_t(0);
-constexpr uint32_t anyRanks = ~uint32_t(0);
-constexpr DefaultProgram defaultPrograms[] = {
-    {"allreduce", "twoshot_allreduce", anySize, 1, 2},
-    {"allreduce", "recursive_doubling_allreduce", 16 << 10, 3, anyRanks},
-    {"allreduce", "rabenseifner_allreduce", 256 << 10, 3, anyRanks},
-    {"allreduce", "ring_allreduce", anySize, 3, anyRanks},
-    {"allgather", "ring_allgather", anySize, 1, anyRanks},
-    {"reducescatter", "ring_reducescatter", anySize, 1, anyRanks},
-    {"broadcast", "binomial_broadcast", 256 << 10, 1, anyRanks},
-    {"broadcast", "chain_broadcast", anySize, 1, anyRanks},
-    {"reduce", "binomial_reduce", anySize, 1, anyRanks},
-    {"gather", "direct_gather", anySize, 1, anyRanks},
-    {"scatter", "direct_scatter", anySize, 1, anyRanks},
-    {"alltoall", "alltoall_allpairs", 256 << 10, 1, anyRanks},
-    {"alltoall", "pairwise_alltoall", anySize, 1, anyRanks},
-    {"sendrecv", "sendrecv", anySize, 1, anyRanks},
-};
+constexpr uint64_t anySize = SelectionRow::anyBytes;
 
-/// The collectives defaultPrograms knows, in its order, separated by spaces.
-std::string knownCollectives() {
+/// The selection table --coll reads: --select's, else the standard
+/// library's (stdlib/default.select, coll/Runtime/Selection.h). For a sweep
+/// on N ranks the rows of the collective that admit N are taken in order,
+/// each for the sizes up to its max-bytes that an earlier one does not
+/// take; the last row for N takes the rest. A row before that whose program
+/// does not compile for N (its `require`) is skipped.
+Result<SelectionTable> selectionTable(const std::string &select, const std::string &stdlib) {
+  return SelectionTable::load(select.empty() ? stdlib + "/default.select" : select);
+}
+
+/// The collectives of \p table, separated by spaces.
+std::string knownCollectives(const SelectionTable &table) {
   std::string known;
-  const char *last = "";
-  for (const DefaultProgram &p : defaultPrograms)
-    if (std::strcmp(p.collective, last) != 0)
-      known += std::string(known.empty() ? "" : " ") + (last = p.collective);
+  for (const std::string &c : table.collectives())
+    known += (known.empty() ? "" : " ") + c;
   return known;
 }
 
@@ -89,7 +67,8 @@ void usage(FILE *out) {
   std::fprintf(out, "usage: coll-perf PROGRAM.coll|PLAN.bin [options]\n"
                     "       coll-perf --coll NAME [options]\n\n"
                     "  --coll NAME            the standard library's program for NAME:");
-  std::fprintf(out, " %s", knownCollectives().c_str());
+  Result<SelectionTable> table = selectionTable("", COLL_STDLIB_DIR);
+  std::fprintf(out, " %s", table ? knownCollectives(*table).c_str() : "(see stdlib/default.select)");
   std::fprintf(
       out,
       "\n"
@@ -110,7 +89,8 @@ void usage(FILE *out) {
       "  --csv                  CSV rows instead of a table\n"
       "  -D NAME=VALUE          a parameter of the program, for collc\n"
       "  --collc PATH           the compiler (default: beside coll-perf in the build tree)\n"
-      "  --stdlib DIR           the standard library (default: the source tree's)\n");
+      "  --stdlib DIR           the standard library (default: the source tree's)\n"
+      "  --select FILE          --coll's selection table (default: DIR/default.select)\n");
 }
 
 int fail(const std::string &msg) {
@@ -125,7 +105,7 @@ struct Options {
   uint32_t nranks = 0;    ///< 0: not given.
   int64_t root = -1;      ///< -r; -1: not given.
   std::vector<std::string> defines;
-  std::string collc, stdlib = COLL_STDLIB_DIR;
+  std::string collc, stdlib = COLL_STDLIB_DIR, select;
 };
 
 bool endsWith(const std::string &s, const char *suffix) {
@@ -185,7 +165,7 @@ int parseArgs(int argc, char **argv, Options &o) {
                                          "-r",          "--root",
                                          "--placement", "--slice",
                                          "--timeout",   "-D",
-                                         "--collc",     "--stdlib"};
+                                         "--collc",     "--stdlib", "--select"};
     if (std::find(std::begin(valued), std::end(valued), a) == std::end(valued))
       return fail("unknown option: " + a);
     if (!value())
@@ -255,6 +235,8 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.collc = v;
     } else if (a == "--stdlib") {
       o.stdlib = v;
+    } else if (a == "--select") {
+      o.select = v;
     }
   }
   if (o.input.empty() == o.collective.empty())
@@ -363,13 +345,18 @@ Result<std::vector<std::pair<ValidatedPlan, uint64_t>>> loadPlans(const Options 
       return s;
     return plans;
   }
-  std::vector<const DefaultProgram *> rows;
+  Result<SelectionTable> table = selectionTable(o.select, o.stdlib);
+  if (!table)
+    return table.getStatus();
   const uint32_t n = o.nranks ? o.nranks : 2;
-  for (const DefaultProgram &p : defaultPrograms)
-    if (o.collective == p.collective && p.minRanks <= n && n <= p.maxRanks)
-      rows.push_back(&p);
+  std::vector<const SelectionRow *> rows = table->candidates(o.collective, n);
   if (rows.empty()) {
-    return Status::error("unknown collective '" + o.collective + "' (" + knownCollectives() + ")");
+    std::vector<std::string> known = table->collectives();
+    if (std::find(known.begin(), known.end(), o.collective) == known.end())
+      return Status::error("unknown collective '" + o.collective + "' (" +
+                           knownCollectives(*table) + ")");
+    return Status::error("the selection table has no program for " + o.collective + " on " +
+                         std::to_string(n) + " ranks");
   }
   // A rooted collective's programs take their root as the parameter `root`.
   std::vector<std::string> defines = o.defines;
@@ -386,8 +373,9 @@ Result<std::vector<std::pair<ValidatedPlan, uint64_t>>> loadPlans(const Options 
     const uint64_t maxBytes = last ? anySize : rows[i]->maxBytes;
     if (!last && (maxBytes < o.perf.minBytes || taken >= o.perf.maxBytes))
       continue;
-    if (Status s = loadOne(o.stdlib + "/" + rows[i]->program + ".coll", defines, maxBytes, !last);
-        !s)
+    std::vector<std::string> rowDefines = rows[i]->defines;
+    rowDefines.insert(rowDefines.end(), defines.begin(), defines.end());
+    if (Status s = loadOne(rows[i]->path, rowDefines, maxBytes, !last); !s)
       return s;
     taken = std::max(taken, maxBytes);
     if (taken >= o.perf.maxBytes)

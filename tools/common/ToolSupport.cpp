@@ -1,6 +1,7 @@
 //===- ToolSupport.cpp - What coll-run and coll-perf share ----------------===//
 
 #include "ToolSupport.h"
+#include "coll/Runtime/Selection.h"
 
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/Reference.h"
@@ -25,29 +26,7 @@ namespace coll::tools {
 // Option values
 //===----------------------------------------------------------------------===//
 
-bool parseSize(const std::string &text, uint64_t &out) {
-  char *end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (end == text.c_str() || errno || text[0] == '-')
-    return false;
-  uint64_t mult = 1;
-  std::string suffix = end;
-  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b'))
-    suffix.pop_back();
-  if (suffix == "K" || suffix == "k")
-    mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "m")
-    mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "g")
-    mult = 1ull << 30;
-  else if (!suffix.empty())
-    return false;
-  if (v > UINT64_MAX / mult)
-    return false;
-  out = v * mult;
-  return true;
-}
+bool parseSize(const std::string &text, uint64_t &out) { return parseByteSize(text, out); }
 
 bool parseUnsigned(const std::string &text, uint64_t &out) {
   char *end = nullptr;

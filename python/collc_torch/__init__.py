@@ -1,0 +1,68 @@
+"""Collc as a torch.distributed backend.
+
+``import collc_torch`` registers the backend ``"collc"``::
+
+    import torch.distributed as dist
+    import collc_torch
+    dist.init_process_group(backend="collc")
+
+Every operation runs a Collc plan: the standard library's program for the
+operation, the group's size and the message size (stdlib/default.select), or
+the user's own (``COLLC_PLANS=DIR`` with ``DIR/collc.select``,
+``use_selection_table()`` or ``use_program()``). Programs are compiled by
+``collc`` for the group's size on first use and cached on disk
+(``COLLC_CACHE_DIR``, default ``~/.cache/collc/plans``). See docs/pytorch.md.
+"""
+
+import torch
+import torch.distributed as dist
+
+from . import _C
+
+__all__ = ["use_selection_table", "use_program", "paths"]
+
+_ANY = (1 << 64) - 1
+
+
+def _create_process_group(store, rank, size, timeout):
+    return _C.create_process_group(store, rank, size, timeout)
+
+
+if "COLLC" not in dist.Backend._plugins:
+    dist.Backend.register_backend("collc", _create_process_group)
+
+
+def use_selection_table(path):
+    """Selects plans from the table at ``path`` before the standard library's.
+
+    The table's format is the standard library's (stdlib/default.select):
+    ``collective ranks max-bytes program [NAME=VALUE ...]`` per line. ``None``
+    or ``""`` goes back to the standard library alone. Every rank of a group
+    must select alike.
+    """
+    _C.use_selection_table(path or "")
+
+
+def use_program(collective, program, ranks=None, max_bytes=None, **params):
+    """Runs ``collective`` with ``program`` (a ``.coll`` program or a ``.bin``
+    plan) before any other choice.
+
+    ``ranks`` is a group size or a ``(min, max)`` pair (``None``: any size);
+    ``max_bytes`` the largest message it takes (``None``: any); ``params``
+    the program's parameters (``collc -D NAME=VALUE``). Every rank of a group
+    must select alike.
+    """
+    if ranks is None:
+        lo, hi = 1, 0xFFFFFFFF
+    elif isinstance(ranks, int):
+        lo = hi = ranks
+    else:
+        lo, hi = ranks
+    defines = ["%s=%s" % (k, v) for k, v in sorted(params.items())]
+    _C.use_program(collective, str(program), lo, hi,
+                   _ANY if max_bytes is None else int(max_bytes), defines)
+
+
+def paths():
+    """The compiler, standard library and plan cache this process uses."""
+    return _C.paths()

@@ -1,0 +1,98 @@
+//===- GroupEngine.h - One process group's ordered stream of work -*- C++ -*-===//
+/// \file
+/// What the PyTorch backend does for one group, without PyTorch: this
+/// rank's coll::ProcessGroup, and a stream of tasks run one at a time in
+/// the order they were submitted, on a background thread of the group (as
+/// NCCL's process groups issue work on a stream). A thread that waits for a
+/// task that is next in line and not started runs it itself, so a blocking
+/// call costs no hand-over between threads.
+//===----------------------------------------------------------------------===//
+#ifndef COLLC_TORCH_GROUPENGINE_H
+#define COLLC_TORCH_GROUPENGINE_H
+
+#include "coll/Runtime/DataType.h"
+#include "coll/Runtime/ProcessGroup.h"
+#include "coll/Runtime/Status.h"
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace coll::torchext {
+
+/// One submitted piece of work.
+class Task {
+public:
+  Task(std::function<Status()> body, std::function<void(const Status &)> onDone)
+      : body(std::move(body)), onDone(std::move(onDone)) {}
+  /// Whether it has run (successfully or not).
+  bool done() const;
+  /// Its outcome; meaningful once done().
+  Status outcome() const;
+  /// Waits until done() or \p timeoutSeconds passed (negative: no limit);
+  /// returns done().
+  bool wait(double timeoutSeconds) const;
+
+private:
+  friend class GroupEngine;
+  /// Runs the body, records the outcome, wakes waiters, calls onDone.
+  void run();
+  /// Finishes without running, with \p error.
+  void fail(Status error);
+  std::function<Status()> body;
+  std::function<void(const Status &)> onDone;
+  mutable std::mutex mu;
+  mutable std::condition_variable cv;
+  bool finished = false;
+  Status result = Status::success();
+};
+
+/// This rank of one group.
+class GroupEngine {
+public:
+  /// Joins job \p job (every rank of the group must give the same name) as
+  /// \p rank of \p size; \p timeoutSeconds bounds the wait for peers, and
+  /// for a call that stops moving.
+  static Result<std::unique_ptr<GroupEngine>> create(const std::string &job, int rank, int size,
+                                                     double timeoutSeconds);
+  /// Fails the tasks that have not started and waits for the one running.
+  ~GroupEngine();
+  GroupEngine(const GroupEngine &) = delete;
+  GroupEngine &operator=(const GroupEngine &) = delete;
+
+  /// Queues \p body behind every earlier task; \p onDone is called with its
+  /// outcome on the thread that ran it.
+  std::shared_ptr<Task> submit(std::function<Status()> body,
+                               std::function<void(const Status &)> onDone = nullptr);
+  /// Runs \p task on this thread if it is next and nothing runs.
+  void help(const std::shared_ptr<Task> &task);
+
+  /// Runs \p collective (a built-in collective's name, or a user-declared
+  /// one's) with root \p root on this rank's buffers through the plan the
+  /// selection tables give for the call's size. Call it from a task.
+  Status run(const std::string &collective, uint32_t root, const void *sendbuf, void *recvbuf,
+             uint64_t count, DataType type, RedOp op);
+
+  int rank() const { return myRank; }
+  int size() const { return mySize; }
+
+private:
+  GroupEngine(std::unique_ptr<ProcessGroup> group, int rank, int size);
+  void workerLoop();
+  std::unique_ptr<ProcessGroup> group;
+  int myRank, mySize;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::shared_ptr<Task>> queue;
+  bool running = false;  ///< A task runs (on the worker or a helper).
+  bool stopping = false;
+  std::thread worker;
+};
+
+} // namespace coll::torchext
+
+#endif // COLLC_TORCH_GROUPENGINE_H

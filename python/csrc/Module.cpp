@@ -1,0 +1,58 @@
+//===- Module.cpp - collc_torch._C, the extension module ------------------===//
+///
+/// Makes ProcessGroupCollc for torch.distributed (collc_torch/__init__.py
+/// registers it as the backend "collc") and lets Python choose plans.
+//===----------------------------------------------------------------------===//
+
+#include "PlanLibrary.h"
+#include "ProcessGroupCollc.h"
+
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <stdexcept>
+
+namespace py = pybind11;
+using coll::torchext::PlanLibrary;
+using coll::torchext::ProcessGroupCollc;
+
+namespace {
+
+void check(const coll::Status &s) {
+  if (!s)
+    throw std::runtime_error("collc: " + s.message());
+}
+
+} // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "Collc's torch.distributed backend (use it through collc_torch)";
+  m.def(
+      "create_process_group",
+      [](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+         const std::chrono::duration<float> &timeout) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+        return c10::make_intrusive<ProcessGroupCollc>(
+            store, rank, size, std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+      py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "use_selection_table",
+      [](const std::string &path) { check(PlanLibrary::instance().setUserTable(path)); },
+      py::arg("path"));
+  m.def(
+      "use_program",
+      [](const std::string &collective, const std::string &program, uint32_t minRanks,
+         uint32_t maxRanks, uint64_t maxBytes, const std::vector<std::string> &defines) {
+        check(PlanLibrary::instance().addUserRow(collective, program, minRanks, maxRanks,
+                                                 maxBytes, defines));
+      },
+      py::arg("collective"), py::arg("program"), py::arg("min_ranks"), py::arg("max_ranks"),
+      py::arg("max_bytes"), py::arg("defines"));
+  m.def("paths", [] {
+    const auto &p = PlanLibrary::instance().paths();
+    return py::dict(py::arg("collc") = p.collc, py::arg("stdlib") = p.stdlib,
+                    py::arg("cache_dir") = p.cacheDir);
+  });
+}

@@ -1,0 +1,391 @@
+//===- PlanLibrary.cpp - Plans for a process's calls, compiled on demand --===//
+
+#include "PlanLibrary.h"
+
+#include "coll/Runtime/Collective.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <fstream>
+#include <spawn.h>
+#include <sstream>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+namespace coll::torchext {
+
+namespace {
+
+bool exists(const std::string &path) {
+  struct stat st;
+  return !path.empty() && ::stat(path.c_str(), &st) == 0;
+}
+
+std::string env(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v ? v : "";
+}
+
+/// The directory of the shared object this code is in ("" if unknown).
+std::string ownDirectory() {
+  Dl_info info;
+  if (!dladdr(reinterpret_cast<void *>(&ownDirectory), &info) || !info.dli_fname)
+    return "";
+  std::string path = info.dli_fname;
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+bool readFile(const std::string &path, std::string &out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return false;
+  std::ostringstream text;
+  text << in.rdbuf();
+  out = text.str();
+  return true;
+}
+
+/// mkdir -p.
+bool makeDirectories(const std::string &path) {
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos != path.size() && path[pos] != '/')
+      continue;
+    std::string prefix = path.substr(0, pos);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      return false;
+  }
+  return true;
+}
+
+/// 64-bit FNV-1a of \p data, from \p seed.
+uint64_t fnv1a(const std::string &data, uint64_t seed) {
+  uint64_t h = seed;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)v);
+  return buf;
+}
+
+/// Runs \p argv (argv[0] looked up on PATH when it has no '/'); stdout is
+/// dropped and stderr goes to \p errors. Returns the exit status, -1 when
+/// it could not run (then \p errors says why).
+int runTool(const std::vector<std::string> &args, std::string &errors) {
+  char errPath[] = "/tmp/collc-torch-XXXXXX";
+  int errFd = mkstemp(errPath);
+  if (errFd < 0) {
+    errors = std::string("cannot create a temporary file: ") + std::strerror(errno);
+    return -1;
+  }
+  ::close(errFd);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_TRUNC, 0);
+  std::vector<char *> argv;
+  for (const std::string &a : args)
+    argv.push_back(const_cast<char *>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    ::unlink(errPath);
+    errors = "cannot run " + args[0] + ": " + std::strerror(rc) +
+             " (set COLLC to the collc compiler)";
+    return -1;
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  readFile(errPath, errors);
+  ::unlink(errPath);
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status);
+  errors += args[0] + " was killed by signal " + std::to_string(WTERMSIG(status));
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/// "allreduce on 8 ranks" or "broadcast from rank 3 on 8 ranks".
+std::string describeCall(const std::string &collective, uint32_t nranks, uint32_t root,
+                         bool rooted) {
+  return collective + (rooted ? " from rank " + std::to_string(root) : "") + " on " +
+         std::to_string(nranks) + " ranks";
+}
+
+} // namespace
+
+PlanLibrary &PlanLibrary::instance() {
+  static PlanLibrary *library = [] {
+    PlanLibraryPaths p;
+    const std::string own = ownDirectory();
+    p.collc = env("COLLC");
+#ifdef COLLC_TORCH_BUILD_COLLC
+    if (p.collc.empty() && exists(COLLC_TORCH_BUILD_COLLC))
+      p.collc = COLLC_TORCH_BUILD_COLLC;
+#endif
+    if (p.collc.empty() && exists(own + "/bin/collc"))
+      p.collc = own + "/bin/collc";
+    if (p.collc.empty())
+      p.collc = "collc";
+    p.stdlib = env("COLLC_STDLIB");
+    if (p.stdlib.empty() && exists(own + "/stdlib/default.select"))
+      p.stdlib = own + "/stdlib";
+#ifdef COLLC_TORCH_SOURCE_STDLIB
+    if (p.stdlib.empty())
+      p.stdlib = COLLC_TORCH_SOURCE_STDLIB;
+#endif
+    p.cacheDir = env("COLLC_CACHE_DIR");
+    if (p.cacheDir.empty() && !env("XDG_CACHE_HOME").empty())
+      p.cacheDir = env("XDG_CACHE_HOME") + "/collc/plans";
+    if (p.cacheDir.empty() && !env("HOME").empty())
+      p.cacheDir = env("HOME") + "/.cache/collc/plans";
+    if (p.cacheDir.empty())
+      p.cacheDir = "/tmp/collc-plans-" + std::to_string(::getuid());
+    auto *lib = new PlanLibrary(std::move(p));
+    if (std::string dir = env("COLLC_PLANS"); !dir.empty()) {
+      // An unreadable table is reported by the first call that selects.
+      Status s = lib->setUserTable(dir + "/collc.select");
+      if (!s)
+        lib->userTableError = s.message();
+    }
+    return lib;
+  }();
+  return *library;
+}
+
+PlanLibrary::PlanLibrary(PlanLibraryPaths paths) : thePaths(std::move(paths)) {}
+
+Status PlanLibrary::setUserTable(const std::string &path) {
+  std::lock_guard<std::mutex> lock(mu);
+  userTableError.clear();
+  if (path.empty()) {
+    userTable = SelectionTable();
+  } else {
+    Result<SelectionTable> t = SelectionTable::load(path);
+    if (!t)
+      return t.getStatus();
+    userTable = std::move(*t);
+  }
+  merged.reset();
+  return Status::success();
+}
+
+Status PlanLibrary::addUserRow(const std::string &collective, const std::string &program,
+                               uint32_t minRanks, uint32_t maxRanks, uint64_t maxBytes,
+                               const std::vector<std::string> &defines) {
+  std::string line = collective + " " + std::to_string(minRanks) + "-" +
+                     (maxRanks == SelectionRow::anyRanks ? "" : std::to_string(maxRanks)) + " " +
+                     (maxBytes == SelectionRow::anyBytes ? "any" : std::to_string(maxBytes)) +
+                     " " + program;
+  for (const std::string &d : defines)
+    line += " " + d;
+  if (program.empty() || program.find_first_of(" \t#") != std::string::npos)
+    return Status::error("the program's path '" + program + "' is empty or has a space or '#'");
+  Result<SelectionTable> row = SelectionTable::parse(line, "use_program()", ".");
+  if (!row)
+    return row.getStatus();
+  std::lock_guard<std::mutex> lock(mu);
+  userRows.prepend(*row);
+  merged.reset();
+  return Status::success();
+}
+
+Result<const SelectionTable *> PlanLibrary::table() {
+  if (!userTableError.empty())
+    return Status::error("COLLC_PLANS: " + userTableError);
+  if (!merged) {
+    Result<SelectionTable> stdlib = SelectionTable::load(thePaths.stdlib + "/default.select");
+    if (!stdlib)
+      return Status::error(stdlib.message() + " (set COLLC_STDLIB to the standard library)");
+    auto t = std::make_unique<SelectionTable>(std::move(*stdlib));
+    t->prepend(userTable);
+    t->prepend(userRows);
+    userRowCount = unsigned(userRows.rows().size() + userTable.rows().size());
+    merged = std::move(t);
+  }
+  return merged.get();
+}
+
+Result<std::string> PlanLibrary::compilerVersion() {
+  if (!version.empty())
+    return version;
+  std::string errors;
+  // collc --version prints to stdout, which runTool drops: ask for it in a
+  // file instead.
+  char outPath[] = "/tmp/collc-torch-version-XXXXXX";
+  int fd = mkstemp(outPath);
+  if (fd < 0)
+    return Status::error(std::string("cannot create a temporary file: ") + std::strerror(errno));
+  ::close(fd);
+  int rc = runTool({"/bin/sh", "-c", "exec \"$0\" --version > \"$1\"", thePaths.collc, outPath},
+                   errors);
+  std::string out;
+  readFile(outPath, out);
+  ::unlink(outPath);
+  if (rc != 0 || out.empty())
+    return Status::error("cannot run the compiler " + thePaths.collc +
+                         (errors.empty() ? "" : ": " + errors) +
+                         " (set COLLC to the collc compiler)");
+  // The version and the binary's identity: a rebuilt compiler of the same
+  // version makes new plans too.
+  struct stat st;
+  std::string resolved = thePaths.collc;
+  if (::stat(resolved.c_str(), &st) == 0)
+    out += "|" + std::to_string(st.st_size) + "|" + std::to_string(st.st_mtime);
+  version = out;
+  return version;
+}
+
+Result<std::string> PlanLibrary::compiled(const SelectionRow &row, uint32_t nranks,
+                                          const std::vector<std::string> &defines) {
+  std::string text;
+  if (!readFile(row.path, text))
+    return Status::error(row.where + ": cannot read the program " + row.path);
+  Result<std::string> v = compilerVersion();
+  if (!v)
+    return v.getStatus();
+  std::vector<std::string> sorted = defines;
+  std::sort(sorted.begin(), sorted.end());
+  std::string keyText = *v + '\0' + text + '\0' + std::to_string(nranks);
+  for (const std::string &d : sorted)
+    keyText += '\0' + d;
+  const std::string key =
+      hex(fnv1a(keyText, 0xcbf29ce484222325ull)) + hex(fnv1a(keyText, 0x84222325cbf29ce4ull));
+  std::string stem = row.path.substr(row.path.rfind('/') + 1);
+  stem = stem.substr(0, stem.size() - 5); // Without ".coll".
+  if (!makeDirectories(thePaths.cacheDir))
+    return Status::error("cannot create the plan cache " + thePaths.cacheDir + ": " +
+                         std::strerror(errno) + " (set COLLC_CACHE_DIR)");
+  const std::string base = thePaths.cacheDir + "/" + stem + "-n" + std::to_string(nranks) + "-" + key;
+  const std::string planPath = base + ".bin";
+  if (exists(planPath))
+    return planPath;
+  // One process compiles; the others wait for it and find the plan.
+  int lockFd = ::open((base + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lockFd < 0)
+    return Status::error("cannot create " + base + ".lock: " + std::strerror(errno));
+  while (::flock(lockFd, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  if (exists(planPath)) {
+    ::close(lockFd);
+    return planPath;
+  }
+  const std::string tmp = base + ".tmp" + std::to_string(::getpid());
+  std::vector<std::string> args = {thePaths.collc, row.path, "--nranks", std::to_string(nranks)};
+  for (const std::string &d : defines)
+    args.insert(args.end(), {"-D", d});
+  args.insert(args.end(), {"-o", tmp});
+  std::string errors;
+  int rc = runTool(args, errors);
+  Status result = Status::success();
+  if (rc != 0) {
+    ::unlink(tmp.c_str());
+    while (!errors.empty() && errors.back() == '\n')
+      errors.pop_back();
+    result = Status::error(row.where + ": collc could not compile " + row.path + " for " +
+                           std::to_string(nranks) + " ranks" +
+                           (errors.empty() ? "" : ":\n" + errors));
+  } else if (::rename(tmp.c_str(), planPath.c_str()) != 0) {
+    result = Status::error("cannot write " + planPath + ": " + std::strerror(errno));
+    ::unlink(tmp.c_str());
+  }
+  ::unlink((base + ".lock").c_str());
+  ::close(lockFd);
+  if (!result)
+    return result;
+  return planPath;
+}
+
+Result<std::shared_ptr<const ValidatedPlan>>
+PlanLibrary::planOf(const SelectionRow &row, uint32_t nranks, uint32_t root, bool rooted) {
+  std::vector<std::string> defines = row.defines;
+  bool rootGiven = false;
+  for (const std::string &d : defines)
+    rootGiven |= d.rfind("root=", 0) == 0;
+  if (rooted && row.isProgram() && !rootGiven)
+    defines.push_back("root=" + std::to_string(root));
+  std::string key = row.path + "|" + std::to_string(nranks) + "|" + (rooted ? std::to_string(root) : "");
+  for (const std::string &d : defines)
+    key += "|" + d;
+  if (auto it = plans.find(key); it != plans.end())
+    return it->second;
+  auto remember = [&](Result<std::shared_ptr<const ValidatedPlan>> r) {
+    plans.emplace(key, r);
+    return r;
+  };
+  std::string path = row.path;
+  if (row.isProgram()) {
+    Result<std::string> p = compiled(row, nranks, defines);
+    if (!p)
+      return remember(p.getStatus());
+    path = *p;
+  }
+  Result<ValidatedPlan> loaded = ValidatedPlan::load(path);
+  if (!loaded)
+    return remember(Status::error(row.where + ": " + loaded.message()));
+  return remember(std::make_shared<const ValidatedPlan>(std::move(*loaded)));
+}
+
+Result<std::shared_ptr<const ValidatedPlan>>
+PlanLibrary::plan(const std::string &collective, uint32_t nranks, uint32_t root, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu);
+  Result<const SelectionTable *> t = table();
+  if (!t)
+    return t.getStatus();
+  const CollectiveInfo *builtin = findCollective(collective);
+  const bool rooted = builtin && builtin->rooted;
+  const std::string call = describeCall(collective, nranks, root, rooted);
+  std::vector<const SelectionRow *> rows = (*t)->candidates(collective, nranks);
+  if (rows.empty())
+    return Status::error("no program in the selection tables runs " + call);
+  std::string passedOver;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SelectionRow &row = *rows[i];
+    const bool last = i + 1 == rows.size();
+    if (!last && bytes > row.maxBytes)
+      continue;
+    const bool users = size_t(&row - (*t)->rows().data()) < userRowCount;
+    Result<std::shared_ptr<const ValidatedPlan>> p = planOf(row, nranks, root, rooted);
+    if (!p) {
+      // A standard row whose program does not take this N (its `require`)
+      // gives way to the next; a user's row is what the user asked for.
+      if (users || last)
+        return Status::error(p.message() + passedOver);
+      passedOver += "\n(passed over " + row.where + ": " + p.message() + ")";
+      continue;
+    }
+    const PlanInfo &info = (*p)->info();
+    const std::string planCall =
+        describeCall(info.collective == CollectiveKind::Custom ? info.name
+                                                               : collectiveName(info.collective),
+                     info.nranks, info.root, collectiveInfo(info.collective).rooted);
+    const bool fits = info.nranks == nranks &&
+                      (builtin ? info.collective == builtin->kind
+                               : info.collective == CollectiveKind::Custom) &&
+                      (!rooted || info.root == root);
+    if (!fits)
+      return Status::error(row.where + ": the plan of " + row.program + " runs " + planCall +
+                           ", not " + call);
+    return p;
+  }
+  return Status::error("no program in the selection tables runs " + call);
+}
+
+} // namespace coll::torchext

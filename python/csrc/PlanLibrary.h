@@ -1,0 +1,90 @@
+//===- PlanLibrary.h - Plans for a process's calls, compiled on demand -*- C++ -*-===//
+/// \file
+/// Where the PyTorch backend gets the plan of a call: a selection table
+/// (coll/Runtime/Selection.h) says which program runs a collective on N
+/// ranks at a size; the user's table (COLLC_PLANS=DIR holds DIR/collc.select,
+/// or setUserTable()) comes before the standard library's
+/// (stdlib/default.select). A `.coll` program is compiled by `collc` for
+/// the call's N (and root) the first time it is needed and cached on disk
+/// under a name made of a hash of the compiler's version, the program's
+/// text, N and its parameters, so that a later process loads it. Ranks on
+/// one host that need the same plan at once compile it once (a lock file).
+///
+/// Nothing here knows PyTorch: the torch-facing layer is ProcessGroupCollc.
+//===----------------------------------------------------------------------===//
+#ifndef COLLC_TORCH_PLANLIBRARY_H
+#define COLLC_TORCH_PLANLIBRARY_H
+
+#include "coll/Runtime/PreparedCall.h"
+#include "coll/Runtime/Selection.h"
+#include "coll/Runtime/Status.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace coll::torchext {
+
+/// Where the library finds its tools and keeps its plans.
+struct PlanLibraryPaths {
+  std::string collc;    ///< The compiler.
+  std::string stdlib;   ///< The standard library (default.select and its programs).
+  std::string cacheDir; ///< Compiled plans.
+};
+
+/// The process's plans. Thread-safe.
+class PlanLibrary {
+public:
+  /// The process's library: paths from the environment (COLLC, COLLC_STDLIB,
+  /// COLLC_CACHE_DIR), else beside the extension or from the build tree;
+  /// the user's table from COLLC_PLANS.
+  static PlanLibrary &instance();
+
+  explicit PlanLibrary(PlanLibraryPaths paths);
+
+  /// The plan that runs \p collective on \p nranks ranks for a call whose
+  /// larger per-rank buffer takes \p bytes (nccl-tests' size), with root
+  /// \p root for a rooted collective (else ignored).
+  Result<std::shared_ptr<const ValidatedPlan>> plan(const std::string &collective, uint32_t nranks,
+                                                    uint32_t root, uint64_t bytes);
+
+  /// Puts the table at \p path before the standard library's, replacing
+  /// an earlier user table; "" removes it.
+  Status setUserTable(const std::string &path);
+  /// Adds one row before every other: \p program runs \p collective on
+  /// \p minRanks to \p maxRanks ranks up to \p maxBytes.
+  Status addUserRow(const std::string &collective, const std::string &program, uint32_t minRanks,
+                    uint32_t maxRanks, uint64_t maxBytes, const std::vector<std::string> &defines);
+
+  const PlanLibraryPaths &paths() const { return thePaths; }
+
+private:
+  /// The table to select from: the user's rows, then the standard library's.
+  Result<const SelectionTable *> table();
+  /// The plan of \p row for N and root, compiled or loaded once.
+  Result<std::shared_ptr<const ValidatedPlan>> planOf(const SelectionRow &row, uint32_t nranks,
+                                                      uint32_t root, bool rooted);
+  /// Compiles \p row's program for N with \p defines into the cache, or
+  /// finds it there; returns the plan file's path.
+  Result<std::string> compiled(const SelectionRow &row, uint32_t nranks,
+                               const std::vector<std::string> &defines);
+  /// `collc --version`, once.
+  Result<std::string> compilerVersion();
+
+  std::mutex mu;
+  PlanLibraryPaths thePaths;
+  SelectionTable userRows;   ///< addUserRow()'s, newest first.
+  SelectionTable userTable;  ///< setUserTable()'s or COLLC_PLANS's.
+  std::unique_ptr<SelectionTable> merged; ///< User rows, then stdlib's; null: to build.
+  std::string version;
+  std::string userTableError; ///< COLLC_PLANS's table could not be read.
+  /// Plans by "path|N|root|defines"; a failure is kept as its message.
+  std::map<std::string, Result<std::shared_ptr<const ValidatedPlan>>> plans;
+  unsigned userRowCount = 0; ///< The first rows of `merged` that are the user's.
+};
+
+} // namespace coll::torchext
+
+#endif // COLLC_TORCH_PLANLIBRARY_H

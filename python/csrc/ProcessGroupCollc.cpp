@@ -1,0 +1,716 @@
+//===- ProcessGroupCollc.cpp - torch.distributed's face of Collc ----------===//
+
+#include "ProcessGroupCollc.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace coll::torchext {
+
+namespace {
+
+[[noreturn]] void fail(const std::string &message) { throw std::runtime_error("collc: " + message); }
+
+//===----------------------------------------------------------------------===//
+// Tensors onto buffers
+//===----------------------------------------------------------------------===//
+
+/// A tensor element as the runtime sees it: \p perElement elements of
+/// \p type (complex numbers are two floats; a type Collc lacks moves as
+/// bytes).
+struct Elements {
+  DataType type = DataType::Uint8;
+  uint64_t perElement = 1;
+};
+
+bool nativeType(at::ScalarType s, DataType &out) {
+  switch (s) {
+  case at::kByte:
+    out = DataType::Uint8;
+    return true;
+  case at::kChar:
+    out = DataType::Int8;
+    return true;
+  case at::kInt:
+    out = DataType::Int32;
+    return true;
+  case at::kLong:
+    out = DataType::Int64;
+    return true;
+  case at::kHalf:
+    out = DataType::Float16;
+    return true;
+  case at::kBFloat16:
+    out = DataType::BFloat16;
+    return true;
+  case at::kFloat:
+    out = DataType::Float32;
+    return true;
+  case at::kDouble:
+    out = DataType::Float64;
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// How an operation that only moves data sees \p t's elements.
+Elements movedAs(const at::Tensor &t) {
+  Elements e;
+  if (nativeType(t.scalar_type(), e.type))
+    return e;
+  if (t.scalar_type() == at::kComplexFloat)
+    return {DataType::Float32, 2};
+  if (t.scalar_type() == at::kComplexDouble)
+    return {DataType::Float64, 2};
+  return {DataType::Uint8, uint64_t(t.element_size())};
+}
+
+const char *reduceOpName(const c10d::ReduceOp &op) {
+  switch (c10d::ReduceOp::RedOpType(op)) {
+  case c10d::ReduceOp::SUM:
+    return "SUM";
+  case c10d::ReduceOp::AVG:
+    return "AVG";
+  case c10d::ReduceOp::PRODUCT:
+    return "PRODUCT";
+  case c10d::ReduceOp::MIN:
+    return "MIN";
+  case c10d::ReduceOp::MAX:
+    return "MAX";
+  case c10d::ReduceOp::BAND:
+    return "BAND";
+  case c10d::ReduceOp::BOR:
+    return "BOR";
+  case c10d::ReduceOp::BXOR:
+    return "BXOR";
+  case c10d::ReduceOp::PREMUL_SUM:
+    return "PREMUL_SUM";
+  default:
+    return "UNUSED";
+  }
+}
+
+/// How a reduction with \p op sees \p t's elements, and the runtime's
+/// operator; an error for what Collc cannot reduce.
+std::pair<Elements, RedOp> reducedAs(const at::Tensor &t, const c10d::ReduceOp &op) {
+  const auto kind = c10d::ReduceOp::RedOpType(op);
+  const std::string type = c10::toString(t.scalar_type());
+  if (t.scalar_type() == at::kBool) {
+    // Booleans are bytes of 0 and 1: or and and are max and min.
+    if (kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::MAX || kind == c10d::ReduceOp::BOR)
+      return {{DataType::Uint8, 1}, RedOp::Max};
+    if (kind == c10d::ReduceOp::PRODUCT || kind == c10d::ReduceOp::MIN ||
+        kind == c10d::ReduceOp::BAND)
+      return {{DataType::Uint8, 1}, RedOp::Min};
+    fail(std::string("ReduceOp.") + reduceOpName(op) + " of Bool tensors is not supported " +
+         "(SUM, MAX and BOR are or; PRODUCT, MIN and BAND are and)");
+  }
+  RedOp red = RedOp::Sum;
+  switch (kind) {
+  case c10d::ReduceOp::SUM:
+    red = RedOp::Sum;
+    break;
+  case c10d::ReduceOp::AVG:
+    red = RedOp::Avg;
+    break;
+  case c10d::ReduceOp::PRODUCT:
+    red = RedOp::Prod;
+    break;
+  case c10d::ReduceOp::MIN:
+    red = RedOp::Min;
+    break;
+  case c10d::ReduceOp::MAX:
+    red = RedOp::Max;
+    break;
+  default:
+    fail(std::string("ReduceOp.") + reduceOpName(op) +
+         " is not supported (Collc reduces with SUM, AVG, PRODUCT, MIN and MAX; BAND and BOR "
+         "of Bool tensors)");
+  }
+  Elements e;
+  if (nativeType(t.scalar_type(), e.type))
+    return {e, red};
+  if (t.scalar_type() == at::kComplexFloat || t.scalar_type() == at::kComplexDouble) {
+    if (red != RedOp::Sum && red != RedOp::Avg)
+      fail(std::string("ReduceOp.") + reduceOpName(op) + " of " + type +
+           " tensors is not supported (complex numbers reduce with SUM and AVG)");
+    return {{t.scalar_type() == at::kComplexFloat ? DataType::Float32 : DataType::Float64, 2},
+            red};
+  }
+  fail(type + " tensors cannot be reduced: Collc reduces uint8, int8, int32, int64, float16, "
+              "bfloat16, float32, float64 (and bool, complex64, complex128 as such)");
+}
+
+/// Refuses a tensor the runtime cannot address.
+void checkTensor(const at::Tensor &t, const char *what) {
+  if (!t.defined())
+    fail(std::string(what) + " is an undefined tensor");
+  if (!t.device().is_cpu())
+    fail(std::string(what) + " is on " + t.device().str() +
+         ": the collc backend runs CPU tensors");
+  if (t.layout() != at::kStrided)
+    fail(std::string(what) + " is not a dense (strided) tensor");
+}
+
+/// Exactly one tensor, as the CPU backends take.
+const at::Tensor &single(const std::vector<at::Tensor> &tensors, const char *op) {
+  if (tensors.size() != 1)
+    fail(std::string(op) + " takes one tensor per rank, not " + std::to_string(tensors.size()));
+  checkTensor(tensors[0], "the tensor");
+  return tensors[0];
+}
+
+/// The same type and number of elements as \p like.
+void checkLike(const at::Tensor &t, const at::Tensor &like, const char *what) {
+  checkTensor(t, what);
+  if (t.scalar_type() != like.scalar_type())
+    fail(std::string(what) + " is " + c10::toString(t.scalar_type()) + ", not " +
+         c10::toString(like.scalar_type()));
+  if (t.numel() != like.numel())
+    fail(std::string(what) + " has " + std::to_string(t.numel()) + " elements, not " +
+         std::to_string(like.numel()));
+}
+
+/// A contiguous tensor for the runtime to work in; \p finish copies it
+/// back when the user's tensor is not contiguous itself.
+struct Staged {
+  at::Tensor user, buffer;
+  explicit Staged(const at::Tensor &t) : user(t), buffer(t.is_contiguous() ? t : t.contiguous()) {}
+  void finish() {
+    if (!buffer.is_same(user))
+      user.copy_(buffer);
+  }
+  void *data() { return buffer.data_ptr(); }
+};
+
+/// \p tensors (of one type and size) end to end in one new tensor.
+at::Tensor packed(const std::vector<at::Tensor> &tensors) {
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor &t : tensors)
+    flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+/// Copies the pieces of \p whole into \p tensors, in order.
+void unpack(const at::Tensor &whole, std::vector<at::Tensor> &tensors) {
+  int64_t offset = 0;
+  for (at::Tensor &t : tensors) {
+    t.copy_(whole.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Work
+//===----------------------------------------------------------------------===//
+
+/// One operation: a task of the group's engine, and a future that holds
+/// its output tensors.
+class CollcWork : public c10d::Work {
+public:
+  CollcWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
+            std::weak_ptr<GroupEngine> engine)
+      : c10d::Work(rank, type), outputs(std::move(outputs)), engine(std::move(engine)),
+        future(c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()))) {}
+
+  bool isCompleted() override { return task->done(); }
+  bool isSuccess() const override { return task->done() && task->outcome().ok(); }
+  std::exception_ptr exception() const override {
+    if (!task->done() || task->outcome().ok())
+      return nullptr;
+    return std::make_exception_ptr(std::runtime_error(task->outcome().message()));
+  }
+  std::vector<at::Tensor> result() override { return outputs; }
+  void synchronize() override {}
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (std::shared_ptr<GroupEngine> e = engine.lock())
+      e->help(task);
+    if (!task->wait(timeout == kNoTimeout ? -1.0 : timeout.count() / 1000.0))
+      throw std::runtime_error("collc: the operation did not complete within " +
+                               std::to_string(timeout.count()) + " ms");
+    Status s = task->outcome();
+    if (!s)
+      throw std::runtime_error(s.message());
+    return true;
+  }
+  void abort() override {}
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future; }
+
+  std::vector<at::Tensor> outputs;
+  std::weak_ptr<GroupEngine> engine;
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  std::shared_ptr<Task> task;
+};
+
+//===----------------------------------------------------------------------===//
+// Meeting through the store
+//===----------------------------------------------------------------------===//
+
+std::vector<uint8_t> bytesOf(const std::string &s) { return {s.begin(), s.end()}; }
+std::string stringOf(const std::vector<uint8_t> &b) { return {b.begin(), b.end()}; }
+
+/// This host's identity: its name and boot.
+std::string hostIdentity() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::string boot;
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::getline(in, boot);
+  return std::string(name) + " (boot " + boot + ")";
+}
+
+} // namespace
+
+ProcessGroupCollc::ProcessGroupCollc(const c10::intrusive_ptr<c10d::Store> &store, int rank,
+                                     int size, std::chrono::milliseconds timeout)
+    : c10d::ProcessGroup(rank, size), timeout(timeout) {
+  // Each group made on this store gets a generation: the n-th group to be
+  // made by these ranks has the n-th block of `size` joins.
+  const int64_t joins = store->add("collc/joins", 1);
+  const std::string gen = std::to_string((joins - 1) / size);
+  // One host: the ranks meet through shared memory.
+  const std::string host = hostIdentity();
+  store->set("collc/" + gen + "/host/" + std::to_string(rank), bytesOf(host));
+  if (rank != 0) {
+    const std::string host0 = stringOf(store->get("collc/" + gen + "/host/0"));
+    if (host0 != host)
+      fail("rank " + std::to_string(rank) + " runs on " + host + " and rank 0 on " + host0 +
+           ": every rank of a collc group runs on one host");
+  }
+  std::string job;
+  if (rank == 0) {
+    std::random_device random;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "torch-%d-%08x%08x", int(::getpid()), random(), random());
+    job = buf;
+    store->set("collc/" + gen + "/job", bytesOf(job));
+  } else {
+    job = stringOf(store->get("collc/" + gen + "/job"));
+  }
+  const double seconds = timeout.count() > 0 ? timeout.count() / 1000.0 : 1800.0;
+  Result<std::unique_ptr<GroupEngine>> e = GroupEngine::create(job, rank, size, seconds);
+  if (!e)
+    fail(e.message());
+  engine = std::shared_ptr<GroupEngine>(std::move(*e));
+}
+
+ProcessGroupCollc::~ProcessGroupCollc() {
+  // The engine waits for its running operation, whose completion may run
+  // Python callbacks of a future: never hold the GIL while waiting.
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release release;
+    engine.reset();
+  } else {
+    engine.reset();
+  }
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::enqueue(c10d::OpType type,
+                                                          std::vector<at::Tensor> outputs,
+                                                          std::function<Status()> body) {
+  auto work = c10::make_intrusive<CollcWork>(rank_, type, outputs, engine);
+  c10::intrusive_ptr<c10::ivalue::Future> future = work->future;
+  auto guarded = [body = std::move(body)]() -> Status {
+    at::NoGradGuard noGrad;
+    return body();
+  };
+  work->task = engine->submit(std::move(guarded), [future, outputs](const Status &s) {
+    if (s)
+      future->markCompleted(c10::IValue(outputs));
+    else
+      future->setError(std::make_exception_ptr(std::runtime_error(s.message())));
+  });
+  return work;
+}
+
+//===----------------------------------------------------------------------===//
+// Operations
+//===----------------------------------------------------------------------===//
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::broadcast(std::vector<at::Tensor> &tensors,
+                                                            const c10d::BroadcastOptions &opts) {
+  const at::Tensor &t = single(tensors, "broadcast");
+  if (opts.rootRank < 0 || opts.rootRank >= size_)
+    fail("broadcast's root " + std::to_string(opts.rootRank) + " is not a rank of the group");
+  const Elements e = movedAs(t);
+  auto *eng = engine.get();
+  const uint32_t root = uint32_t(opts.rootRank);
+  return enqueue(c10d::OpType::BROADCAST, tensors, [=]() -> Status {
+    Staged s(t);
+    Status st = eng->run("broadcast", root, s.data(), s.data(), t.numel() * e.perElement, e.type,
+                         RedOp::Sum);
+    if (st)
+      s.finish();
+    return st;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::allreduce(std::vector<at::Tensor> &tensors,
+                                                            const c10d::AllreduceOptions &opts) {
+  const at::Tensor &t = single(tensors, "allreduce");
+  const auto [e, op] = reducedAs(t, opts.reduceOp);
+  auto *eng = engine.get();
+  return enqueue(c10d::OpType::ALLREDUCE, tensors, [=, e = e, op = op]() -> Status {
+    Staged s(t);
+    Status st = eng->run("allreduce", 0, s.data(), s.data(), t.numel() * e.perElement, e.type, op);
+    if (st)
+      s.finish();
+    return st;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupCollc::allreduce_coalesced(std::vector<at::Tensor> &tensors,
+                                       const c10d::AllreduceCoalescedOptions &opts) {
+  if (tensors.empty())
+    fail("allreduce_coalesced needs at least one tensor");
+  for (const at::Tensor &t : tensors) {
+    checkTensor(t, "a tensor of allreduce_coalesced");
+    if (t.scalar_type() != tensors[0].scalar_type())
+      fail("allreduce_coalesced's tensors must have one type");
+  }
+  const auto [e, op] = reducedAs(tensors[0], opts.reduceOp);
+  auto *eng = engine.get();
+  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, tensors,
+                 [=, e = e, op = op]() mutable -> Status {
+                   at::Tensor whole = packed(tensors);
+                   Status st = eng->run("allreduce", 0, whole.data_ptr(), whole.data_ptr(),
+                                        whole.numel() * e.perElement, e.type, op);
+                   if (st)
+                     unpack(whole, tensors);
+                   return st;
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::reduce(std::vector<at::Tensor> &tensors,
+                                                         const c10d::ReduceOptions &opts) {
+  const at::Tensor &t = single(tensors, "reduce");
+  if (opts.rootRank < 0 || opts.rootRank >= size_)
+    fail("reduce's root " + std::to_string(opts.rootRank) + " is not a rank of the group");
+  const auto [e, op] = reducedAs(t, opts.reduceOp);
+  auto *eng = engine.get();
+  const uint32_t root = uint32_t(opts.rootRank);
+  const bool isRoot = rank_ == opts.rootRank;
+  return enqueue(c10d::OpType::REDUCE, tensors, [=, e = e, op = op]() -> Status {
+    Staged s(t);
+    // Other ranks keep their tensors: their part of the result goes to a
+    // scratch tensor.
+    at::Tensor out = isRoot ? s.buffer : at::empty_like(s.buffer);
+    Status st =
+        eng->run("reduce", root, s.data(), out.data_ptr(), t.numel() * e.perElement, e.type, op);
+    if (st && isRoot)
+      s.finish();
+    return st;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupCollc::allgather(std::vector<std::vector<at::Tensor>> &outputs,
+                             std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &) {
+  const at::Tensor &in = single(inputs, "all_gather");
+  if (outputs.size() != 1 || outputs[0].size() != size_t(size_))
+    fail("all_gather takes a list of " + std::to_string(size_) + " output tensors");
+  for (const at::Tensor &o : outputs[0])
+    checkLike(o, in, "an output tensor of all_gather");
+  const Elements e = movedAs(in);
+  auto *eng = engine.get();
+  std::vector<at::Tensor> outs = outputs[0];
+  const int n = size_;
+  return enqueue(c10d::OpType::ALLGATHER, outs, [=]() mutable -> Status {
+    at::Tensor src = in.contiguous();
+    at::Tensor whole = at::empty({int64_t(n) * in.numel()}, in.options());
+    Status st = eng->run("allgather", 0, src.data_ptr(), whole.data_ptr(),
+                         in.numel() * e.perElement, e.type, RedOp::Sum);
+    if (st)
+      unpack(whole, outs);
+    return st;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::_allgather_base(at::Tensor &output,
+                                                                  at::Tensor &input,
+                                                                  const c10d::AllgatherOptions &) {
+  checkTensor(input, "the input tensor");
+  checkTensor(output, "the output tensor");
+  if (output.scalar_type() != input.scalar_type() || output.numel() != input.numel() * size_)
+    fail("all_gather_into_tensor's output must hold " + std::to_string(size_) +
+         " times the input's elements of its type");
+  const Elements e = movedAs(input);
+  auto *eng = engine.get();
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, [=]() -> Status {
+    at::Tensor src = input.contiguous();
+    Staged out(output);
+    Status st = eng->run("allgather", 0, src.data_ptr(), out.data(), input.numel() * e.perElement,
+                         e.type, RedOp::Sum);
+    if (st)
+      out.finish();
+    return st;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::gather(std::vector<std::vector<at::Tensor>> &outputs,
+                                                         std::vector<at::Tensor> &inputs,
+                                                         const c10d::GatherOptions &opts) {
+  const at::Tensor &in = single(inputs, "gather");
+  if (opts.rootRank < 0 || opts.rootRank >= size_)
+    fail("gather's root " + std::to_string(opts.rootRank) + " is not a rank of the group");
+  const bool isRoot = rank_ == opts.rootRank;
+  std::vector<at::Tensor> outs;
+  if (isRoot) {
+    if (outputs.size() != 1 || outputs[0].size() != size_t(size_))
+      fail("gather's root takes a list of " + std::to_string(size_) + " output tensors");
+    for (const at::Tensor &o : outputs[0])
+      checkLike(o, in, "an output tensor of gather");
+    outs = outputs[0];
+  } else if (!outputs.empty() && !outputs[0].empty()) {
+    fail("gather takes output tensors on its root only");
+  }
+  const Elements e = movedAs(in);
+  auto *eng = engine.get();
+  const uint32_t root = uint32_t(opts.rootRank);
+  const int n = size_;
+  return enqueue(c10d::OpType::GATHER, outs, [=]() mutable -> Status {
+    at::Tensor src = in.contiguous();
+    at::Tensor whole = at::empty({int64_t(n) * in.numel()}, in.options());
+    Status st = eng->run("gather", root, src.data_ptr(), whole.data_ptr(),
+                         in.numel() * e.perElement, e.type, RedOp::Sum);
+    if (st && isRoot)
+      unpack(whole, outs);
+    return st;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupCollc::scatter(std::vector<at::Tensor> &outputs,
+                           std::vector<std::vector<at::Tensor>> &inputs,
+                           const c10d::ScatterOptions &opts) {
+  const at::Tensor &out = single(outputs, "scatter");
+  if (opts.rootRank < 0 || opts.rootRank >= size_)
+    fail("scatter's root " + std::to_string(opts.rootRank) + " is not a rank of the group");
+  const bool isRoot = rank_ == opts.rootRank;
+  std::vector<at::Tensor> ins;
+  if (isRoot) {
+    if (inputs.size() != 1 || inputs[0].size() != size_t(size_))
+      fail("scatter's root takes a list of " + std::to_string(size_) + " input tensors");
+    for (const at::Tensor &i : inputs[0])
+      checkLike(i, out, "an input tensor of scatter");
+    ins = inputs[0];
+  } else if (!inputs.empty() && !inputs[0].empty()) {
+    fail("scatter takes input tensors on its root only");
+  }
+  const Elements e = movedAs(out);
+  auto *eng = engine.get();
+  const uint32_t root = uint32_t(opts.rootRank);
+  const int n = size_;
+  return enqueue(c10d::OpType::SCATTER, outputs, [=]() mutable -> Status {
+    at::Tensor whole =
+        isRoot ? packed(ins) : at::empty({int64_t(n) * out.numel()}, out.options());
+    Staged s(out);
+    Status st = eng->run("scatter", root, whole.data_ptr(), s.data(), out.numel() * e.perElement,
+                         e.type, RedOp::Sum);
+    if (st)
+      s.finish();
+    return st;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupCollc::reduce_scatter(std::vector<at::Tensor> &outputs,
+                                  std::vector<std::vector<at::Tensor>> &inputs,
+                                  const c10d::ReduceScatterOptions &opts) {
+  const at::Tensor &out = single(outputs, "reduce_scatter");
+  if (inputs.size() != 1 || inputs[0].size() != size_t(size_))
+    fail("reduce_scatter takes a list of " + std::to_string(size_) + " input tensors");
+  for (const at::Tensor &i : inputs[0])
+    checkLike(i, out, "an input tensor of reduce_scatter");
+  const auto [e, op] = reducedAs(out, opts.reduceOp);
+  auto *eng = engine.get();
+  std::vector<at::Tensor> ins = inputs[0];
+  return enqueue(c10d::OpType::REDUCE_SCATTER, outputs, [=, e = e, op = op]() -> Status {
+    at::Tensor whole = packed(ins);
+    Staged s(out);
+    Status st = eng->run("reducescatter", 0, whole.data_ptr(), s.data(),
+                         out.numel() * e.perElement, e.type, op);
+    if (st)
+      s.finish();
+    return st;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupCollc::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
+                                        const c10d::ReduceScatterOptions &opts) {
+  checkTensor(input, "the input tensor");
+  checkTensor(output, "the output tensor");
+  if (output.scalar_type() != input.scalar_type() || input.numel() != output.numel() * size_)
+    fail("reduce_scatter_tensor's input must hold " + std::to_string(size_) +
+         " times the output's elements of its type");
+  const auto [e, op] = reducedAs(output, opts.reduceOp);
+  auto *eng = engine.get();
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [=, e = e, op = op]() -> Status {
+    at::Tensor src = input.contiguous();
+    Staged out(output);
+    Status st = eng->run("reducescatter", 0, src.data_ptr(), out.data(),
+                         output.numel() * e.perElement, e.type, op);
+    if (st)
+      out.finish();
+    return st;
+  });
+}
+
+namespace {
+
+/// An all-to-all of blocks of different sizes as one of equal blocks:
+/// every block is padded to the largest of the whole group (agreed on by
+/// a max-allreduce first). \p sendBlocks[j] goes to rank j, and
+/// \p recvBlocks[j] receives from rank j (flat contiguous tensors).
+Status paddedAllToAll(GroupEngine &eng, const std::vector<at::Tensor> &sendBlocks,
+                      std::vector<at::Tensor> &recvBlocks, const Elements &e) {
+  const int n = eng.size();
+  int64_t largest = 0;
+  for (const at::Tensor &b : sendBlocks)
+    largest = std::max(largest, b.numel());
+  for (const at::Tensor &b : recvBlocks)
+    largest = std::max(largest, b.numel());
+  if (Status s = eng.run("allreduce", 0, &largest, &largest, 1, DataType::Int64, RedOp::Max); !s)
+    return s;
+  const at::TensorOptions options = sendBlocks[0].options();
+  at::Tensor send = at::zeros({int64_t(n) * largest}, options);
+  at::Tensor recv = at::empty({int64_t(n) * largest}, options);
+  for (int j = 0; j < n; ++j)
+    send.narrow(0, j * largest, sendBlocks[j].numel()).copy_(sendBlocks[j]);
+  if (Status s = eng.run("alltoall", 0, send.data_ptr(), recv.data_ptr(),
+                         uint64_t(largest) * e.perElement, e.type, RedOp::Sum);
+      !s)
+    return s;
+  for (int j = 0; j < n; ++j)
+    recvBlocks[j].copy_(recv.narrow(0, j * largest, recvBlocks[j].numel()));
+  return Status::success();
+}
+
+/// Rows of dim 0 per peer: \p splits, or equal when empty.
+std::vector<int64_t> rowSplits(const std::vector<int64_t> &splits, const at::Tensor &t, int n,
+                               const char *what) {
+  const int64_t rows = t.dim() ? t.size(0) : t.numel();
+  if (splits.empty()) {
+    if (rows % n)
+      fail(std::string("all_to_all_single's ") + what + " has " + std::to_string(rows) +
+           " rows, which " + std::to_string(n) + " ranks cannot split equally");
+    return std::vector<int64_t>(size_t(n), rows / n);
+  }
+  if (splits.size() != size_t(n))
+    fail(std::string("all_to_all_single's ") + what + " splits have " +
+         std::to_string(splits.size()) + " entries, not " + std::to_string(n));
+  int64_t total = 0;
+  for (int64_t s : splits) {
+    if (s < 0)
+      fail(std::string("all_to_all_single's ") + what + " splits must not be negative");
+    total += s;
+  }
+  if (total != rows)
+    fail(std::string("all_to_all_single's ") + what + " splits add up to " +
+         std::to_string(total) + " rows, not its " + std::to_string(rows));
+  return splits;
+}
+
+} // namespace
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupCollc::alltoall_base(at::Tensor &output, at::Tensor &input,
+                                 std::vector<int64_t> &outputSplits,
+                                 std::vector<int64_t> &inputSplits, const c10d::AllToAllOptions &) {
+  checkTensor(input, "the input tensor");
+  checkTensor(output, "the output tensor");
+  if (output.scalar_type() != input.scalar_type())
+    fail("all_to_all_single's output is " + std::string(c10::toString(output.scalar_type())) +
+         ", its input " + c10::toString(input.scalar_type()));
+  const int n = size_;
+  const std::vector<int64_t> inRows = rowSplits(inputSplits, input, n, "input");
+  const std::vector<int64_t> outRows = rowSplits(outputSplits, output, n, "output");
+  const int64_t inRow = input.dim() && input.size(0) ? input.numel() / input.size(0) : 1;
+  const int64_t outRow = output.dim() && output.size(0) ? output.numel() / output.size(0) : 1;
+  const bool equal = inputSplits.empty() && outputSplits.empty();
+  if (equal && input.numel() != output.numel())
+    fail("all_to_all_single with equal splits needs input and output of one size");
+  const Elements e = movedAs(input);
+  auto *eng = engine.get();
+  return enqueue(c10d::OpType::ALLTOALL_BASE, {output}, [=]() -> Status {
+    at::Tensor src = input.contiguous().reshape({-1});
+    Staged out(output);
+    if (equal) {
+      Status st = eng->run("alltoall", 0, src.data_ptr(), out.data(),
+                           uint64_t(input.numel() / n) * e.perElement, e.type, RedOp::Sum);
+      if (st)
+        out.finish();
+      return st;
+    }
+    std::vector<at::Tensor> sendBlocks, recvBlocks;
+    at::Tensor dst = out.buffer.reshape({-1});
+    int64_t inAt = 0, outAt = 0;
+    for (int j = 0; j < n; ++j) {
+      sendBlocks.push_back(src.narrow(0, inAt, inRows[j] * inRow));
+      recvBlocks.push_back(dst.narrow(0, outAt, outRows[j] * outRow));
+      inAt += inRows[j] * inRow;
+      outAt += outRows[j] * outRow;
+    }
+    Status st = paddedAllToAll(*eng, sendBlocks, recvBlocks, e);
+    if (st)
+      out.finish();
+    return st;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::alltoall(std::vector<at::Tensor> &outputs,
+                                                           std::vector<at::Tensor> &inputs,
+                                                           const c10d::AllToAllOptions &) {
+  if (outputs.size() != size_t(size_) || inputs.size() != size_t(size_))
+    fail("all_to_all takes lists of " + std::to_string(size_) + " input and output tensors");
+  // Blocks may differ in size from peer to peer, not in type.
+  for (const std::vector<at::Tensor> *list : {&inputs, &outputs})
+    for (const at::Tensor &t : *list) {
+      checkTensor(t, "a tensor of all_to_all");
+      if (t.scalar_type() != inputs[0].scalar_type())
+        fail("all_to_all's tensors must have one type");
+    }
+  const Elements e = movedAs(inputs[0]);
+  auto *eng = engine.get();
+  return enqueue(c10d::OpType::ALLTOALL, outputs, [=]() mutable -> Status {
+    std::vector<at::Tensor> sendBlocks, recvBlocks;
+    for (const at::Tensor &t : inputs)
+      sendBlocks.push_back(t.contiguous().reshape({-1}));
+    for (const at::Tensor &t : outputs)
+      recvBlocks.push_back(at::empty({t.numel()}, t.options()));
+    Status st = paddedAllToAll(*eng, sendBlocks, recvBlocks, e);
+    if (st)
+      for (size_t j = 0; j < outputs.size(); ++j)
+        outputs[j].copy_(recvBlocks[j].view(outputs[j].sizes()));
+    return st;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::barrier(const c10d::BarrierOptions &) {
+  auto *eng = engine.get();
+  return enqueue(c10d::OpType::BARRIER, {}, [=]() -> Status {
+    uint8_t token = 1;
+    return eng->run("allreduce", 0, &token, &token, 1, DataType::Uint8, RedOp::Max);
+  });
+}
+
+void ProcessGroupCollc::monitoredBarrier(const c10d::BarrierOptions &opts, bool) {
+  // The runtime names a rank that died, failed or did not call: a failed
+  // barrier says which.
+  c10::intrusive_ptr<c10d::Work> work = barrier(opts);
+  work->wait(opts.timeout.count() > 0 ? opts.timeout : kNoTimeout);
+}
+
+} // namespace coll::torchext

@@ -1,0 +1,84 @@
+//===- ProcessGroupCollc.h - torch.distributed's face of Collc -*- C++ -*-===//
+/// \file
+/// The c10d::ProcessGroup of PyTorch 1.13 that runs every operation on
+/// Collc plans: the thin torch-facing layer over GroupEngine (which knows
+/// nothing of PyTorch). It maps tensors and reduction operators onto the
+/// runtime's buffers, types and operators, and wraps each operation's task
+/// in a c10d::Work with a future. A PyTorch 2.x adapter would subclass
+/// c10d::Backend the same way.
+//===----------------------------------------------------------------------===//
+#ifndef COLLC_TORCH_PROCESSGROUPCOLLC_H
+#define COLLC_TORCH_PROCESSGROUPCOLLC_H
+
+#include "GroupEngine.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace coll::torchext {
+
+/// This rank of a torch.distributed group.
+class ProcessGroupCollc : public c10d::ProcessGroup {
+public:
+  /// Meets the group's other ranks through \p store (rank 0 names the
+  /// shared-memory job; every rank checks that all run on one host) and
+  /// joins the job. \p timeout bounds every wait for a peer.
+  ProcessGroupCollc(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+                    std::chrono::milliseconds timeout);
+  ~ProcessGroupCollc() override;
+
+  const std::string getBackendName() const override { return "collc"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
+                                           const c10d::BroadcastOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors,
+                                           const c10d::AllreduceOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work>
+  allreduce_coalesced(std::vector<at::Tensor> &tensors,
+                      const c10d::AllreduceCoalescedOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &tensors,
+                                        const c10d::ReduceOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
+                                           std::vector<at::Tensor> &inputs,
+                                           const c10d::AllgatherOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
+                                                 const c10d::AllgatherOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
+                                        std::vector<at::Tensor> &inputs,
+                                        const c10d::GatherOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs,
+                                         std::vector<std::vector<at::Tensor>> &inputs,
+                                         const c10d::ScatterOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &outputs,
+                                                std::vector<std::vector<at::Tensor>> &inputs,
+                                                const c10d::ReduceScatterOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work>
+  _reduce_scatter_base(at::Tensor &output, at::Tensor &input,
+                       const c10d::ReduceScatterOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
+                                               std::vector<int64_t> &outputSplits,
+                                               std::vector<int64_t> &inputSplits,
+                                               const c10d::AllToAllOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
+                                          std::vector<at::Tensor> &inputs,
+                                          const c10d::AllToAllOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions &opts, bool waitAllRanks) override;
+
+private:
+  /// Queues \p body as an operation of type \p type whose result is
+  /// \p outputs (the future's value).
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                         std::function<Status()> body);
+  std::shared_ptr<GroupEngine> engine;
+  std::chrono::milliseconds timeout;
+};
+
+} // namespace coll::torchext
+
+#endif // COLLC_TORCH_PROCESSGROUPCOLLC_H

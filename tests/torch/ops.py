@@ -1,0 +1,331 @@
+"""Every torch.distributed operation on the collc backend, checked.
+
+Each rank's data is distinct per (rank, element); every result is compared
+with what the operation must produce (computed here from the same data) and,
+where torch's Gloo backend has the operation, bitwise with Gloo's result on
+the same ranks (a second group, backend "gloo", in the same run). The data
+are small integers, so that sums, products, minima and maxima are exact in
+every type and the order of reduction cannot change a bit.
+
+    torchrun --nproc_per_node 4 tests/torch/ops.py
+    python3 tests/torch/ops.py --spawn 3
+"""
+
+import argparse
+import os
+import sys
+import traceback
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.environ.get("COLLC_TORCH_PATH", ""))
+import collc_torch  # noqa: E402,F401  (registers the backend)
+
+R = dist.ReduceOp
+SIZES = [0, 1, 7, 1000, 40000]
+TYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
+         torch.uint8, torch.int8]
+
+
+def value(rank, n, dtype, salt=0, small=False):
+    """Distinct per (rank, element): small integers that every type holds."""
+    i = torch.arange(n, dtype=torch.int64)
+    if small:  # Products of up to 8 ranks stay exact: 1 or 2 (or -1).
+        v = 1 + (i + rank + salt) % 2
+        if dtype not in (torch.uint8, torch.bool):
+            v = torch.where((i + rank) % 5 == 0, -v, v)
+    elif dtype in (torch.uint8, torch.int8):
+        v = (i * 7 + rank * 13 + salt) % 16
+    elif dtype in (torch.float16, torch.bfloat16):
+        v = (i * 3 + rank * 5 + salt) % 64 - 20
+    else:
+        v = (i * 31 + rank * 1009 + salt * 7) % 100003 - 5000
+    return v.to(dtype)
+
+
+def reduce_ref(tensors, op):
+    out = tensors[0].clone()
+    for t in tensors[1:]:
+        if op == R.SUM or op == R.AVG:
+            out = out + t
+        elif op == R.PRODUCT:
+            out = out * t
+        elif op == R.MIN:
+            out = torch.minimum(out, t)
+        elif op == R.MAX:
+            out = torch.maximum(out, t)
+    if op == R.AVG:
+        out = out / len(tensors) if out.is_floating_point() else torch.div(
+            out, len(tensors), rounding_mode="trunc")
+    return out.to(tensors[0].dtype)
+
+
+class Checker:
+    def __init__(self, rank, n):
+        self.rank, self.n, self.failures, self.checks = rank, n, [], 0
+
+    def same(self, what, got, want):
+        self.checks += 1
+        if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
+            bad = (got != want).nonzero()[:3].tolist() if got.shape == want.shape else "shape"
+            self.failures.append("rank %d: %s: got %s, want %s (first differences at %s)" % (
+                self.rank, what, got.flatten()[:6].tolist(), want.flatten()[:6].tolist(), bad))
+
+
+def run_ops(c, group, gloo):
+    rank, n = c.rank, c.n
+
+    def both(name, fn, with_gloo=True):
+        """Runs fn(group) and, when Gloo has the operation, fn(gloo); their
+        results must be equal bit for bit."""
+        got = fn(group)
+        if gloo is not None and with_gloo:
+            try:
+                ref = fn(gloo)
+            except RuntimeError as e:
+                if "does not support" in str(e) or "not supported" in str(e) or \
+                        "is not implemented" in str(e) or "Unsupported" in str(e) or \
+                        "Invalid scalar type" in str(e):
+                    return got
+                raise
+            for i, (a, b) in enumerate(zip(got, ref)):
+                c.same("%s against gloo (tensor %d)" % (name, i), a, b)
+        return got
+
+    ops = [R.SUM, R.PRODUCT, R.MIN, R.MAX]
+    for dtype in TYPES:
+        for size in SIZES:
+            for op in ops:
+                small = op == R.PRODUCT
+                def allreduce(g):
+                    t = value(rank, size, dtype, small=small)
+                    dist.all_reduce(t, op=op, group=g)
+                    return [t]
+                got = both("all_reduce %s %s n=%d" % (dtype, op, size), allreduce)
+                want = reduce_ref([value(r, size, dtype, small=small) for r in range(n)], op)
+                c.same("all_reduce %s %s n=%d" % (dtype, op, size), got[0], want)
+        # AVG (Gloo has none).
+        if dtype.is_floating_point:
+            t = value(rank, 1000, dtype)
+            dist.all_reduce(t, op=R.AVG, group=group)
+            want = reduce_ref([value(r, 1000, dtype) for r in range(n)], R.AVG)
+            c.same("all_reduce %s AVG" % dtype, t, want)
+
+    for dtype in [torch.float32, torch.int64, torch.int16, torch.bool, torch.complex64]:
+        for size in [0, 5, 3001]:
+            for root in range(n):
+                def bcast(g):
+                    t = value(rank, size, torch.int64, salt=root).to(dtype)
+                    dist.broadcast(t, src=root, group=g)
+                    return [t]
+                got = both("broadcast %s root %d" % (dtype, root), bcast)
+                c.same("broadcast %s root %d" % (dtype, root), got[0],
+                       value(root, size, torch.int64, salt=root).to(dtype))
+
+    for root in range(n):
+        for op in ops:
+            size = 777
+            small = op == R.PRODUCT
+            t = value(rank, size, torch.float32, small=small)
+            orig = t.clone()
+            dist.reduce(t, dst=root, op=op, group=group)
+            want = reduce_ref([value(r, size, torch.float32, small=small) for r in range(n)], op)
+            c.same("reduce root %d %s" % (root, op), t, want if rank == root else orig)
+
+    for size in [0, 1, 999]:
+        def allgather(g):
+            outs = [torch.full((size,), -1, dtype=torch.int32) for _ in range(n)]
+            dist.all_gather(outs, value(rank, size, torch.int32), group=g)
+            return outs
+        # Gloo divides by zero on empty tensors here.
+        got = both("all_gather n=%d" % size, allgather, with_gloo=size > 0)
+        for r in range(n):
+            c.same("all_gather n=%d from %d" % (size, r), got[r], value(r, size, torch.int32))
+        out = torch.empty(n * size, dtype=torch.float64)
+        dist.all_gather_into_tensor(out, value(rank, size, torch.float64), group=group)
+        c.same("all_gather_into_tensor n=%d" % size, out,
+               torch.cat([value(r, size, torch.float64) for r in range(n)]))
+
+    for root in range(n):
+        size = 333
+        outs = [torch.empty(size, dtype=torch.int64) for _ in range(n)] if rank == root else None
+        dist.gather(value(rank, size, torch.int64), outs, dst=root, group=group)
+        if rank == root:
+            for r in range(n):
+                c.same("gather root %d from %d" % (root, r), outs[r], value(r, size, torch.int64))
+        out = torch.empty(size, dtype=torch.float32)
+        ins = [value(root, size, torch.float32, salt=j) for j in range(n)] if rank == root else None
+        dist.scatter(out, ins, src=root, group=group)
+        c.same("scatter root %d" % root, out, value(root, size, torch.float32, salt=rank))
+
+    for op in [R.SUM, R.MAX]:
+        size = 513
+        ins = [value(rank, size, torch.int32, salt=j) for j in range(n)]
+        out = torch.empty(size, dtype=torch.int32)
+        dist.reduce_scatter(out, ins, op=op, group=group)
+        want = reduce_ref([value(r, size, torch.int32, salt=rank) for r in range(n)], op)
+        c.same("reduce_scatter %s" % op, out, want)
+        whole = torch.cat([value(rank, size, torch.float32, salt=j) for j in range(n)])
+        out = torch.empty(size, dtype=torch.float32)
+        dist.reduce_scatter_tensor(out, whole, op=op, group=group)
+        want = reduce_ref([value(r, size, torch.float32, salt=rank) for r in range(n)], op)
+        c.same("reduce_scatter_tensor %s" % op, out, want)
+
+    # all_to_all_single, equal splits (2-D: rows of 3).
+    def a2a_equal(g):
+        inp = value(rank, n * 4 * 3, torch.float32).view(n * 4, 3)
+        out = torch.empty_like(inp)
+        dist.all_to_all_single(out, inp, group=g)
+        return [out]
+    got = both("all_to_all_single", a2a_equal)
+    want = torch.cat([value(r, n * 4 * 3, torch.float32).view(n * 4, 3)[rank * 4:rank * 4 + 4]
+                      for r in range(n)])
+    c.same("all_to_all_single", got[0], want)
+
+    # Uneven splits, as mixture-of-experts layers send: rank r sends
+    # (r + j) % 3 rows to rank j (some none).
+    def rows(src, dst):
+        return (src + dst) % 3
+
+    def a2a_uneven(g):
+        in_splits = [rows(rank, j) for j in range(n)]
+        out_splits = [rows(j, rank) for j in range(n)]
+        inp = value(rank, sum(in_splits) * 2, torch.int64).view(-1, 2)
+        out = torch.full((sum(out_splits), 2), -7, dtype=torch.int64)
+        dist.all_to_all_single(out, inp, out_splits, in_splits, group=g)
+        return [out]
+    got = both("all_to_all_single uneven", a2a_uneven)
+    pieces = []
+    for src in range(n):
+        splits = [rows(src, j) for j in range(n)]
+        t = value(src, sum(splits) * 2, torch.int64).view(-1, 2)
+        pieces.append(t[sum(splits[:rank]):sum(splits[:rank]) + splits[rank]])
+    c.same("all_to_all_single uneven", got[0], torch.cat(pieces))
+
+    # all_to_all of lists (sizes differ per peer).
+    ins = [value(rank, 10 + j, torch.float64, salt=j) for j in range(n)]
+    outs = [torch.empty(10 + rank, dtype=torch.float64) for _ in range(n)]
+    dist.all_to_all(outs, ins, group=group)
+    for src in range(n):
+        c.same("all_to_all from %d" % src, outs[src], value(src, 10 + rank, torch.float64, salt=rank))
+
+    # Non-contiguous tensors are worked on in place all the same.
+    base = value(rank, 64, torch.float32).view(8, 8)
+    t = base.t()
+    dist.all_reduce(t, group=group)
+    want = reduce_ref([value(r, 64, torch.float32).view(8, 8) for r in range(n)], R.SUM).t()
+    c.same("all_reduce of a transposed tensor", t, want)
+    s = value(rank, 40, torch.int64)
+    dist.all_reduce(s[::3], op=R.MAX, group=group)
+    want = value(rank, 40, torch.int64)
+    want[::3] = reduce_ref([value(r, 40, torch.int64)[::3] for r in range(n)], R.MAX)
+    c.same("all_reduce of a strided slice", s, want)
+
+    # Bool and complex.
+    b = (value(rank, 50, torch.int64) % 3 == 0)
+    b_or, b_and = b.clone(), b.clone()
+    dist.all_reduce(b_or, op=R.SUM, group=group)
+    dist.all_reduce(b_and, op=R.BAND, group=group)
+    all_b = [(value(r, 50, torch.int64) % 3 == 0) for r in range(n)]
+    c.same("all_reduce bool SUM (or)", b_or, torch.stack(all_b).any(0))
+    c.same("all_reduce bool BAND (and)", b_and, torch.stack(all_b).all(0))
+    z = torch.complex(value(rank, 30, torch.float32), value(rank, 30, torch.float32, salt=1))
+    dist.all_reduce(z, group=group)
+    want = sum(torch.complex(value(r, 30, torch.float32), value(r, 30, torch.float32, salt=1))
+               for r in range(n))
+    c.same("all_reduce complex64", z, want)
+
+    # Asynchronous work, futures and the order of a group's operations.
+    works, ts = [], []
+    for k in range(5):
+        t = value(rank, 2000, torch.float32, salt=k)
+        ts.append(t)
+        works.append(dist.all_reduce(t, group=group, async_op=True))
+    fut = works[-1].get_future()
+    for w in works:
+        w.wait()
+        assert w.is_completed()
+    fut.wait()
+    for k, t in enumerate(ts):
+        c.same("async all_reduce %d" % k, t,
+               reduce_ref([value(r, 2000, torch.float32, salt=k) for r in range(n)], R.SUM))
+    c.same("future's value", fut.value()[0], ts[-1])
+
+    # Errors the backend refuses clearly.
+    for bad, what in [(lambda: dist.all_reduce(torch.ones(3), op=R.BAND, group=group), "BAND"),
+                      (lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16), group=group),
+                       "int16")]:
+        c.checks += 1
+        try:
+            bad()
+            c.failures.append("rank %d: %s was not refused" % (rank, what))
+        except RuntimeError as e:
+            if "collc" not in str(e):
+                c.failures.append("rank %d: %s: unexpected error %s" % (rank, what, e))
+
+    dist.barrier(group=group)
+
+
+def run_subgroups(c):
+    """new_group: a subgroup is a group of its own size, ranks renumbered."""
+    rank, n = c.rank, c.n
+    if n < 3:
+        return
+    members = list(range(1, n))  # Everyone but rank 0.
+    sub = dist.new_group(members, backend="collc")
+    evens = [r for r in range(n) if r % 2 == 0]
+    odds = [r for r in range(n) if r % 2 == 1]
+    g_even = dist.new_group(evens, backend="collc")
+    g_odd = dist.new_group(odds, backend="collc")
+    if rank in members:
+        t = value(rank, 100, torch.int64)
+        dist.all_reduce(t, group=sub)
+        c.same("subgroup all_reduce", t,
+               reduce_ref([value(r, 100, torch.int64) for r in members], R.SUM))
+        t = value(rank, 10, torch.int64)
+        dist.broadcast(t, src=members[-1], group=sub)  # A global rank as src.
+        c.same("subgroup broadcast", t, value(members[-1], 10, torch.int64))
+    mine, group = (evens, g_even) if rank % 2 == 0 else (odds, g_odd)
+    t = value(rank, 77, torch.float32)
+    dist.all_reduce(t, op=R.MAX, group=group)
+    c.same("even/odd subgroup all_reduce", t,
+           reduce_ref([value(r, 77, torch.float32) for r in mine], R.MAX))
+
+
+def main(rank, n, args):
+    if args.spawn:
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(args.port)
+        dist.init_process_group("collc", rank=rank, world_size=n)
+    else:
+        dist.init_process_group("collc")
+    rank, n = dist.get_rank(), dist.get_world_size()
+    c = Checker(rank, n)
+    try:
+        gloo = dist.new_group(backend="gloo") if args.gloo else None
+        run_ops(c, dist.group.WORLD, gloo)
+        run_subgroups(c)
+    except Exception:
+        c.failures.append("rank %d: %s" % (rank, traceback.format_exc()))
+    for f in c.failures[:20]:
+        print(f, file=sys.stderr, flush=True)
+    print("rank %d: %d checks, %d failed" % (rank, c.checks, len(c.failures)), file=sys.stderr,
+          flush=True)
+    if c.failures:
+        os._exit(1)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--spawn", type=int, default=0, help="ranks to start with mp.spawn")
+    p.add_argument("--port", type=int, default=29500 + os.getpid() % 1000)
+    p.add_argument("--no-gloo", dest="gloo", action="store_false",
+                   help="skip the comparison with Gloo")
+    args = p.parse_args()
+    if args.spawn:
+        import torch.multiprocessing as mp
+        mp.spawn(main, args=(args.spawn, args), nprocs=args.spawn)
+    else:
+        main(0, 0, args)
