@@ -89,6 +89,9 @@ public:
     exits.emplace_back();
   }
 
+  /// The job's name.
+  const std::string &jobName() const { return name; }
+
   /// The process of rank \p i (also after it ended).
   pid_t pid(size_t i) const { return started[i]; }
 
