@@ -40,12 +40,14 @@ void Task::run() {
     s = Status::error(std::string("collc: ") + e.what());
   } catch (...) {
   }
-  fail(std::move(s));
+  finish(std::move(s));
 }
 
-void Task::fail(Status outcomeOfTask) {
+void Task::finish(Status outcomeOfTask) {
   {
     std::lock_guard<std::mutex> lock(mu);
+    if (finished)
+      return;
     result = outcomeOfTask;
     finished = true;
     body = nullptr; // Drop what the body holds (buffers) now.
@@ -84,7 +86,7 @@ GroupEngine::~GroupEngine() {
     cv.wait(lock, [&] { return !running; });
   }
   for (const std::shared_ptr<Task> &t : left)
-    t->fail(Status::error("collc: the process group was destroyed before this operation ran"));
+    t->finish(Status::error("collc: the process group was destroyed before this operation ran"));
   worker.join();
 }
 
@@ -99,7 +101,7 @@ std::shared_ptr<Task> GroupEngine::submit(std::function<Status()> body,
       return task;
     }
   }
-  task->fail(Status::error("collc: the process group is being destroyed"));
+  task->finish(Status::error("collc: the process group is being destroyed"));
   return task;
 }
 

@@ -36,13 +36,15 @@ public:
   /// Waits until done() or \p timeoutSeconds passed (negative: no limit);
   /// returns done().
   bool wait(double timeoutSeconds) const;
+  /// Finishes it without running its body (a task that stands for work
+  /// done elsewhere, or one dropped), with \p outcome; only the first call
+  /// counts.
+  void finish(Status outcome);
 
 private:
   friend class GroupEngine;
   /// Runs the body, records the outcome, wakes waiters, calls onDone.
   void run();
-  /// Finishes without running, with \p error.
-  void fail(Status error);
   std::function<Status()> body;
   std::function<void(const Status &)> onDone;
   mutable std::mutex mu;

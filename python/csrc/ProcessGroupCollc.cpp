@@ -7,6 +7,8 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -213,8 +215,9 @@ void unpack(const at::Tensor &whole, std::vector<at::Tensor> &tensors) {
 // Work
 //===----------------------------------------------------------------------===//
 
-/// One operation: a task of the group's engine, and a future that holds
-/// its output tensors.
+/// One operation: its place in the group's stream (a task of the engine),
+/// what completes it (the same task, or one finished when a message
+/// arrives), and a future that holds its output tensors.
 class CollcWork : public c10d::Work {
 public:
   CollcWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
@@ -223,22 +226,27 @@ public:
         future(c10::make_intrusive<c10::ivalue::Future>(
             c10::ListType::create(c10::TensorType::get()))) {}
 
-  bool isCompleted() override { return task->done(); }
-  bool isSuccess() const override { return task->done() && task->outcome().ok(); }
+  bool isCompleted() override { return completion->done(); }
+  bool isSuccess() const override { return completion->done() && completion->outcome().ok(); }
   std::exception_ptr exception() const override {
-    if (!task->done() || task->outcome().ok())
+    if (!completion->done() || completion->outcome().ok())
       return nullptr;
-    return std::make_exception_ptr(std::runtime_error(task->outcome().message()));
+    return std::make_exception_ptr(std::runtime_error(completion->outcome().message()));
+  }
+  int sourceRank() const override {
+    if (!source)
+      throw std::runtime_error("collc: only a receive from any source has a source rank");
+    return source->load();
   }
   std::vector<at::Tensor> result() override { return outputs; }
   void synchronize() override {}
   bool wait(std::chrono::milliseconds timeout) override {
     if (std::shared_ptr<GroupEngine> e = engine.lock())
       e->help(task);
-    if (!task->wait(timeout == kNoTimeout ? -1.0 : timeout.count() / 1000.0))
+    if (!completion->wait(timeout == kNoTimeout ? -1.0 : timeout.count() / 1000.0))
       throw std::runtime_error("collc: the operation did not complete within " +
                                std::to_string(timeout.count()) + " ms");
-    Status s = task->outcome();
+    Status s = completion->outcome();
     if (!s)
       throw std::runtime_error(s.message());
     return true;
@@ -249,8 +257,21 @@ public:
   std::vector<at::Tensor> outputs;
   std::weak_ptr<GroupEngine> engine;
   c10::intrusive_ptr<c10::ivalue::Future> future;
-  std::shared_ptr<Task> task;
+  std::shared_ptr<Task> task;       ///< Its place in the stream.
+  std::shared_ptr<Task> completion; ///< Done when the operation is.
+  std::shared_ptr<std::atomic<int>> source; ///< A receive from any source's.
 };
+
+/// The future's completion for \p outputs, as a task's onDone.
+std::function<void(const Status &)> completeFuture(c10::intrusive_ptr<c10::ivalue::Future> future,
+                                                   std::vector<at::Tensor> outputs) {
+  return [future, outputs](const Status &s) {
+    if (s)
+      future->markCompleted(c10::IValue(outputs));
+    else
+      future->setError(std::make_exception_ptr(std::runtime_error(s.message())));
+  };
+}
 
 //===----------------------------------------------------------------------===//
 // Meeting through the store
@@ -302,6 +323,15 @@ ProcessGroupCollc::ProcessGroupCollc(const c10::intrusive_ptr<c10d::Store> &stor
   if (!e)
     fail(e.message());
   engine = std::shared_ptr<GroupEngine>(std::move(*e));
+  if (size > 1) {
+    PeerMessagesOptions options;
+    options.setupTimeoutSeconds = seconds;
+    options.timeoutSeconds = seconds;
+    Result<std::unique_ptr<PeerMessages>> p = PeerMessages::create(job, rank, size, options);
+    if (!p)
+      fail(p.message());
+    peers = std::shared_ptr<PeerMessages>(std::move(*p));
+  }
 }
 
 ProcessGroupCollc::~ProcessGroupCollc() {
@@ -310,8 +340,10 @@ ProcessGroupCollc::~ProcessGroupCollc() {
   if (Py_IsInitialized() && PyGILState_Check()) {
     pybind11::gil_scoped_release release;
     engine.reset();
+    peers.reset();
   } else {
     engine.reset();
+    peers.reset();
   }
 }
 
@@ -319,17 +351,31 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::enqueue(c10d::OpType type,
                                                           std::vector<at::Tensor> outputs,
                                                           std::function<Status()> body) {
   auto work = c10::make_intrusive<CollcWork>(rank_, type, outputs, engine);
-  c10::intrusive_ptr<c10::ivalue::Future> future = work->future;
   auto guarded = [body = std::move(body)]() -> Status {
     at::NoGradGuard noGrad;
     return body();
   };
-  work->task = engine->submit(std::move(guarded), [future, outputs](const Status &s) {
-    if (s)
-      future->markCompleted(c10::IValue(outputs));
-    else
-      future->setError(std::make_exception_ptr(std::runtime_error(s.message())));
-  });
+  work->task = engine->submit(std::move(guarded), completeFuture(work->future, outputs));
+  work->completion = work->task;
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::enqueueStarted(
+    c10d::OpType type, std::vector<at::Tensor> outputs,
+    std::function<Status(std::shared_ptr<Task>, std::shared_ptr<std::atomic<int>>)> body) {
+  auto work = c10::make_intrusive<CollcWork>(rank_, type, outputs, engine);
+  auto completion = std::make_shared<Task>(nullptr, completeFuture(work->future, outputs));
+  auto source = std::make_shared<std::atomic<int>>(-1);
+  auto started = [body = std::move(body), completion, source]() -> Status {
+    at::NoGradGuard noGrad;
+    Status s = body(completion, source);
+    if (!s)
+      completion->finish(s);
+    return s;
+  };
+  work->completion = completion;
+  work->source = type == c10d::OpType::RECVANYSOURCE ? source : nullptr;
+  work->task = engine->submit(std::move(started));
   return work;
 }
 
@@ -570,31 +616,68 @@ ProcessGroupCollc::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
 
 namespace {
 
-/// An all-to-all of blocks of different sizes as one of equal blocks:
-/// every block is padded to the largest of the whole group (agreed on by
-/// a max-allreduce first). \p sendBlocks[j] goes to rank j, and
-/// \p recvBlocks[j] receives from rank j (flat contiguous tensors).
-Status paddedAllToAll(GroupEngine &eng, const std::vector<at::Tensor> &sendBlocks,
-                      std::vector<at::Tensor> &recvBlocks, const Elements &e) {
-  const int n = eng.size();
-  int64_t largest = 0;
-  for (const at::Tensor &b : sendBlocks)
-    largest = std::max(largest, b.numel());
-  for (const at::Tensor &b : recvBlocks)
-    largest = std::max(largest, b.numel());
-  if (Status s = eng.run("allreduce", 0, &largest, &largest, 1, DataType::Int64, RedOp::Max); !s)
-    return s;
-  const at::TensorOptions options = sendBlocks[0].options();
-  at::Tensor send = at::zeros({int64_t(n) * largest}, options);
-  at::Tensor recv = at::empty({int64_t(n) * largest}, options);
-  for (int j = 0; j < n; ++j)
-    send.narrow(0, j * largest, sendBlocks[j].numel()).copy_(sendBlocks[j]);
-  if (Status s = eng.run("alltoall", 0, send.data_ptr(), recv.data_ptr(),
-                         uint64_t(largest) * e.perElement, e.type, RedOp::Sum);
-      !s)
-    return s;
-  for (int j = 0; j < n; ++j)
-    recvBlocks[j].copy_(recv.narrow(0, j * largest, recvBlocks[j].numel()));
+/// The tag of all-to-all blocks exchanged as messages: above every tag a
+/// user can give (an int), so that they never match a user's receive.
+constexpr int64_t allToAllTag = int64_t(1) << 40;
+
+/// An all-to-all of blocks of any sizes, as NCCL and Gloo do it for uneven
+/// splits: every block a message straight to its rank. \p sendBlocks[j]
+/// goes to rank j and \p recvBlocks[j] receives from rank j (flat,
+/// contiguous). A block whose size the two ranks disagree on is an error
+/// naming both sizes.
+Status pairwiseAllToAll(PeerMessages *peers, const std::vector<at::Tensor> &sendBlocks,
+                        std::vector<at::Tensor> &recvBlocks) {
+  // A group of one has no peers.
+  const int n = peers ? peers->size() : 1, me = peers ? peers->rank() : 0;
+  struct Pending {
+    std::mutex mu;
+    std::condition_variable cv;
+    int left = 0;
+    Status status = Status::success();
+  };
+  auto pending = std::make_shared<Pending>();
+  Status posted = Status::success();
+  for (int k = 1; k < n && posted; ++k) {
+    const int src = (me - k + n) % n;
+    {
+      std::lock_guard<std::mutex> lock(pending->mu);
+      ++pending->left;
+    }
+    posted = peers->postRecv(src, allToAllTag, recvBlocks[size_t(src)].data_ptr(),
+                            uint64_t(recvBlocks[size_t(src)].numel()) *
+                                recvBlocks[size_t(src)].element_size(),
+                            [pending](const Status &s, int) {
+                              std::lock_guard<std::mutex> lock(pending->mu);
+                              if (!s && pending->status)
+                                pending->status = s;
+                              --pending->left;
+                              pending->cv.notify_all();
+                            });
+    if (!posted) {
+      std::lock_guard<std::mutex> lock(pending->mu);
+      --pending->left;
+    }
+  }
+  Status sent = posted;
+  for (int k = 1; k < n && sent; ++k) {
+    const int dst = (me + k) % n;
+    const at::Tensor &b = sendBlocks[size_t(dst)];
+    sent = peers->send(dst, allToAllTag, b.data_ptr(), uint64_t(b.numel()) * b.element_size());
+  }
+  if (recvBlocks[size_t(me)].numel() != sendBlocks[size_t(me)].numel() && sent)
+    sent = Status::error("all_to_all: rank " + std::to_string(me) + " sends itself " +
+                         std::to_string(sendBlocks[size_t(me)].numel()) +
+                         " elements and receives " +
+                         std::to_string(recvBlocks[size_t(me)].numel()));
+  if (sent && recvBlocks[size_t(me)].numel())
+    recvBlocks[size_t(me)].copy_(sendBlocks[size_t(me)]);
+  // The receives posted are waited for in every case: their buffers are ours.
+  std::unique_lock<std::mutex> lock(pending->mu);
+  pending->cv.wait(lock, [&] { return pending->left == 0; });
+  if (!sent)
+    return Status::error("collc: " + sent.message());
+  if (!pending->status)
+    return Status::error("collc: " + pending->status.message());
   return Status::success();
 }
 
@@ -644,6 +727,7 @@ ProcessGroupCollc::alltoall_base(at::Tensor &output, at::Tensor &input,
     fail("all_to_all_single with equal splits needs input and output of one size");
   const Elements e = movedAs(input);
   auto *eng = engine.get();
+  std::shared_ptr<PeerMessages> p = peers;
   return enqueue(c10d::OpType::ALLTOALL_BASE, {output}, [=]() -> Status {
     at::Tensor src = input.contiguous().reshape({-1});
     Staged out(output);
@@ -663,7 +747,7 @@ ProcessGroupCollc::alltoall_base(at::Tensor &output, at::Tensor &input,
       inAt += inRows[j] * inRow;
       outAt += outRows[j] * outRow;
     }
-    Status st = paddedAllToAll(*eng, sendBlocks, recvBlocks, e);
+    Status st = pairwiseAllToAll(p.get(), sendBlocks, recvBlocks);
     if (st)
       out.finish();
     return st;
@@ -682,20 +766,81 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::alltoall(std::vector<at::Tenso
       if (t.scalar_type() != inputs[0].scalar_type())
         fail("all_to_all's tensors must have one type");
     }
-  const Elements e = movedAs(inputs[0]);
-  auto *eng = engine.get();
+  std::shared_ptr<PeerMessages> p = peers;
   return enqueue(c10d::OpType::ALLTOALL, outputs, [=]() mutable -> Status {
     std::vector<at::Tensor> sendBlocks, recvBlocks;
     for (const at::Tensor &t : inputs)
       sendBlocks.push_back(t.contiguous().reshape({-1}));
     for (const at::Tensor &t : outputs)
       recvBlocks.push_back(at::empty({t.numel()}, t.options()));
-    Status st = paddedAllToAll(*eng, sendBlocks, recvBlocks, e);
+    Status st = pairwiseAllToAll(p.get(), sendBlocks, recvBlocks);
     if (st)
       for (size_t j = 0; j < outputs.size(); ++j)
         outputs[j].copy_(recvBlocks[j].view(outputs[j].sizes()));
     return st;
   });
+}
+
+//===----------------------------------------------------------------------===//
+// Point to point
+//===----------------------------------------------------------------------===//
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::send(std::vector<at::Tensor> &tensors,
+                                                       int dstRank, int tag) {
+  const at::Tensor &t = single(tensors, "send");
+  if (dstRank < 0 || dstRank >= size_ || dstRank == rank_)
+    fail("send to rank " + std::to_string(dstRank) + ": not another rank of the group of " +
+         std::to_string(size_));
+  std::shared_ptr<PeerMessages> p = peers;
+  return enqueue(c10d::OpType::SEND, tensors, [=]() -> Status {
+    at::Tensor src = t.contiguous();
+    Status s = p->send(dstRank, tag, src.data_ptr(), uint64_t(src.numel()) * src.element_size());
+    return s ? s : Status::error("collc: " + s.message());
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::recv(std::vector<at::Tensor> &tensors,
+                                                       int srcRank, int tag) {
+  if (srcRank < 0 || srcRank >= size_ || srcRank == rank_)
+    fail("receive from rank " + std::to_string(srcRank) + ": not another rank of the group of " +
+         std::to_string(size_));
+  return receive(tensors, srcRank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::recvAnysource(std::vector<at::Tensor> &tensors,
+                                                                int tag) {
+  if (size_ < 2)
+    fail("a receive from any source in a group of one rank");
+  return receive(tensors, PeerMessages::anySource, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::receive(std::vector<at::Tensor> &tensors,
+                                                          int src, int tag) {
+  const at::Tensor &t = single(tensors, "recv");
+  std::shared_ptr<PeerMessages> p = peers;
+  const c10d::OpType type =
+      src == PeerMessages::anySource ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV;
+  // The receive is posted in the stream's order and completes when its
+  // message is in: the stream goes on meanwhile (a receive posted before a
+  // send of this rank does not hold the send back).
+  return enqueueStarted(type, tensors,
+                        [=](std::shared_ptr<Task> completion,
+                            std::shared_ptr<std::atomic<int>> source) -> Status {
+                          auto staged = std::make_shared<Staged>(t);
+                          return p->postRecv(
+                              src, tag, staged->data(),
+                              uint64_t(t.numel()) * t.element_size(),
+                              [staged, completion, source](const Status &s, int from) {
+                                source->store(from);
+                                if (s) {
+                                  at::NoGradGuard noGrad;
+                                  staged->finish();
+                                  completion->finish(s);
+                                } else {
+                                  completion->finish(Status::error("collc: " + s.message()));
+                                }
+                              });
+                        });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::barrier(const c10d::BarrierOptions &) {

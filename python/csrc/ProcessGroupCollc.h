@@ -12,9 +12,12 @@
 
 #include "GroupEngine.h"
 
+#include "coll/Runtime/PeerMessages.h"
+
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -67,6 +70,12 @@ public:
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
                                           std::vector<at::Tensor> &inputs,
                                           const c10d::AllToAllOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dstRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int srcRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors,
+                                               int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
   void monitoredBarrier(const c10d::BarrierOptions &opts, bool waitAllRanks) override;
 
@@ -75,7 +84,17 @@ private:
   /// \p outputs (the future's value).
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                          std::function<Status()> body);
+  /// enqueue() of an operation that its body starts and that completes
+  /// later: the body finishes the given task (an error it returns does).
+  c10::intrusive_ptr<c10d::Work>
+  enqueueStarted(c10d::OpType type, std::vector<at::Tensor> outputs,
+                 std::function<Status(std::shared_ptr<Task> completion,
+                                      std::shared_ptr<std::atomic<int>> source)>
+                     body);
+  /// A receive from \p src (or PeerMessages::anySource) into \p tensors.
+  c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor> &tensors, int src, int tag);
   std::shared_ptr<GroupEngine> engine;
+  std::shared_ptr<PeerMessages> peers;
   std::chrono::milliseconds timeout;
 };
 

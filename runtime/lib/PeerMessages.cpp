@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <random>
@@ -105,6 +106,8 @@ struct PostedRecv {
   bool done = false;
   Status status = Status::success();
   int from = -1;
+  std::chrono::steady_clock::time_point deadline;
+  std::function<void(const Status &, int)> callback;
 };
 
 /// A message that arrived before its receive.
@@ -138,7 +141,6 @@ struct PeerMessages::State {
   std::vector<uint64_t> startTimes;
 
   std::mutex mu;
-  std::condition_variable cv;
   std::deque<std::shared_ptr<PostedRecv>> posted;
   std::deque<std::shared_ptr<Unexpected>> unexpected;
   std::vector<Inbound> inbound;
@@ -167,7 +169,16 @@ struct PeerMessages::State {
       futexWakeAll(&h->bell);
   }
 
+  /// Receives finished under `mu` whose callbacks are still to be called.
+  std::vector<std::shared_ptr<PostedRecv>> toNotify;
+  /// Calls the callbacks of toNotify's receives; `mu` must not be held.
+  void notify();
+
   void progressLoop();
+  /// Fails the receives whose sender died or whose time is up; `mu` held.
+  void checkPosted(std::chrono::steady_clock::time_point now);
+  void removePosted(const std::shared_ptr<PostedRecv> &r);
+  void removeUnexpected(const std::shared_ptr<Unexpected> &u);
   bool drain(int src);
   void deliver(const std::shared_ptr<PostedRecv> &recv, const Unexpected &msg);
   void finish(const std::shared_ptr<PostedRecv> &recv, Status status);
@@ -188,9 +199,25 @@ static void ringCopy(char *ring, uint64_t size, uint64_t pos, char *buf, uint64_
 }
 
 void PeerMessages::State::finish(const std::shared_ptr<PostedRecv> &recv, Status status) {
+  if (recv->done)
+    return;
   recv->status = std::move(status);
   recv->done = true;
-  cv.notify_all();
+  toNotify.push_back(recv);
+}
+
+void PeerMessages::State::notify() {
+  std::vector<std::shared_ptr<PostedRecv>> list;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    list.swap(toNotify);
+  }
+  for (const std::shared_ptr<PostedRecv> &r : list)
+    if (r->callback) {
+      std::function<void(const Status &, int)> f = std::move(r->callback);
+      r->callback = nullptr;
+      f(r->status, r->from);
+    }
 }
 
 void PeerMessages::State::deliver(const std::shared_ptr<PostedRecv> &recv, const Unexpected &msg) {
@@ -317,7 +344,7 @@ bool PeerMessages::State::drain(int src) {
 
 void PeerMessages::State::progressLoop() {
   SegmentHeader *self = header(rank);
-  auto lastLiveness = Clock::now();
+  auto lastCheck = Clock::now();
   auto lastMove = Clock::now();
   for (;;) {
     const uint32_t seen = self->bell.load(std::memory_order_seq_cst);
@@ -331,56 +358,10 @@ void PeerMessages::State::progressLoop() {
       if (stopping)
         return;
       waiting = !posted.empty();
-      // A receive from a rank that died fails once that rank's channel is
-      // empty; the others wait out their time.
-      if (waiting && secondsSince(lastLiveness) > 0.05) {
-        lastLiveness = Clock::now();
-        for (int s = 0; s < nranks; ++s) {
-          Inbound &in = inbound[size_t(s)];
-          if (s == rank || !in.inMessage || alive(s) ||
-              control(rank, s)->head.load(std::memory_order_acquire) !=
-                  control(rank, s)->tail.load(std::memory_order_relaxed))
-            continue;
-          // Its sender died in the middle of it.
-          if (in.recv) {
-            for (auto it = posted.begin(); it != posted.end(); ++it)
-              if (*it == in.recv) {
-                posted.erase(it);
-                break;
-              }
-            finish(in.recv, Status::error("rank " + std::to_string(s) + " (pid " +
-                                          std::to_string(pids[size_t(s)]) +
-                                          ") died while sending the message with tag " +
-                                          std::to_string(in.tag)));
-          } else if (in.unexpected) {
-            in.unexpected->dropped = in.unexpected->complete = true;
-            if (std::shared_ptr<PostedRecv> r = in.unexpected->claimedBy) {
-              for (auto it = posted.begin(); it != posted.end(); ++it)
-                if (*it == r) {
-                  posted.erase(it);
-                  break;
-                }
-              deliver(r, *in.unexpected);
-            }
-          }
-          in = Inbound();
-        }
-        for (auto it = posted.begin(); it != posted.end();) {
-          const std::shared_ptr<PostedRecv> &r = *it;
-          if (!r->matched && r->src != anySource && !alive(r->src) &&
-              control(rank, r->src)->head.load(std::memory_order_acquire) ==
-                  control(rank, r->src)->tail.load(std::memory_order_relaxed)) {
-            finish(r, Status::error("rank " + std::to_string(r->src) + " (pid " +
-                                    std::to_string(pids[size_t(r->src)]) +
-                                    ") died before sending the message with tag " +
-                                    std::to_string(r->tag)));
-            it = posted.erase(it);
-          } else {
-            ++it;
-          }
-        }
-      }
+      if (waiting && secondsSince(lastCheck) > 0.01)
+        checkPosted(lastCheck = Clock::now());
     }
+    notify();
     if (moved) {
       lastMove = Clock::now();
       continue;
@@ -398,6 +379,80 @@ void PeerMessages::State::progressLoop() {
   }
 }
 
+void PeerMessages::State::checkPosted(Clock::time_point now) {
+  // A sender that died in the middle of a message: what it left is lost.
+  for (int s = 0; s < nranks; ++s) {
+    Inbound &in = inbound[size_t(s)];
+    if (s == rank || !in.inMessage || alive(s) ||
+        control(rank, s)->head.load(std::memory_order_acquire) !=
+            control(rank, s)->tail.load(std::memory_order_relaxed))
+      continue;
+    if (in.recv) {
+      removePosted(in.recv);
+      finish(in.recv, Status::error("rank " + std::to_string(s) + " (pid " +
+                                    std::to_string(pids[size_t(s)]) +
+                                    ") died while sending the message with tag " +
+                                    std::to_string(in.tag)));
+    } else if (in.unexpected) {
+      in.unexpected->dropped = in.unexpected->complete = true;
+      if (std::shared_ptr<PostedRecv> r = in.unexpected->claimedBy) {
+        removePosted(r);
+        removeUnexpected(in.unexpected);
+        deliver(r, *in.unexpected);
+      }
+    }
+    in = Inbound();
+  }
+  for (auto it = posted.begin(); it != posted.end();) {
+    const std::shared_ptr<PostedRecv> &r = *it;
+    if (!r->matched && r->src != anySource && !alive(r->src) &&
+        control(rank, r->src)->head.load(std::memory_order_acquire) ==
+            control(rank, r->src)->tail.load(std::memory_order_relaxed)) {
+      // A receive from a rank that died, with nothing left from it.
+      finish(r, Status::error("rank " + std::to_string(r->src) + " (pid " +
+                              std::to_string(pids[size_t(r->src)]) +
+                              ") died before sending the message with tag " +
+                              std::to_string(r->tag)));
+      it = posted.erase(it);
+    } else if (now > r->deadline) {
+      // Out of time. A message still arriving for it is dropped from here.
+      r->abandoned = true;
+      for (const std::shared_ptr<Unexpected> &u : unexpected)
+        if (u->claimedBy == r)
+          u->claimedBy = nullptr;
+      const int seconds = int(options.timeoutSeconds);
+      if (r->matched)
+        finish(r, Status::error("a message with tag " + std::to_string(r->tag) + " from rank " +
+                                std::to_string(r->from) + " did not arrive whole within " +
+                                std::to_string(seconds) + " s"));
+      else
+        finish(r, Status::error("no message with tag " + std::to_string(r->tag) + " from " +
+                                (r->src == anySource ? std::string("any rank")
+                                                     : "rank " + std::to_string(r->src)) +
+                                " arrived within " + std::to_string(seconds) + " s"));
+      it = posted.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void PeerMessages::State::removePosted(const std::shared_ptr<PostedRecv> &r) {
+  for (auto it = posted.begin(); it != posted.end(); ++it)
+    if (*it == r) {
+      posted.erase(it);
+      return;
+    }
+}
+
+void PeerMessages::State::removeUnexpected(const std::shared_ptr<Unexpected> &u) {
+  for (auto it = unexpected.begin(); it != unexpected.end(); ++it)
+    if (*it == u) {
+      unexpected.erase(it);
+      return;
+    }
+}
+
 PeerMessages::PeerMessages() : state(std::make_unique<State>()) {}
 
 PeerMessages::~PeerMessages() {
@@ -410,6 +465,7 @@ PeerMessages::~PeerMessages() {
       state->finish(r, Status::error("the point-to-point messages were shut down"));
     state->posted.clear();
   }
+  state->notify();
   if (state->progress.joinable()) {
     SegmentHeader *self = state->header(state->rank);
     self->bell.fetch_add(1);
@@ -602,7 +658,8 @@ Status PeerMessages::send(int dst, int64_t tag, const void *data, uint64_t bytes
   return Status::success();
 }
 
-Status PeerMessages::recv(int src, int64_t tag, void *data, uint64_t bytes, int *from) {
+Status PeerMessages::postRecv(int src, int64_t tag, void *data, uint64_t bytes,
+                              std::function<void(const Status &, int)> done) {
   State &st = *state;
   if (src != anySource && (src < 0 || src >= st.nranks || src == st.rank))
     return Status::error("receive from rank " + std::to_string(src) + ": not a peer of rank " +
@@ -612,57 +669,63 @@ Status PeerMessages::recv(int src, int64_t tag, void *data, uint64_t bytes, int 
   r->tag = tag;
   r->data = static_cast<char *>(data);
   r->bytes = bytes;
-  std::unique_lock<std::mutex> lock(st.mu);
-  if (st.stopping)
-    return Status::error("the point-to-point messages were shut down");
-  // A message that already arrived (whole or in part) comes first.
-  for (auto it = st.unexpected.begin(); it != st.unexpected.end(); ++it) {
-    Unexpected &u = **it;
-    if (u.claimedBy || u.tag != tag || (src != anySource && u.src != src))
-      continue;
-    if (u.complete) {
-      std::shared_ptr<Unexpected> keep = *it;
-      st.unexpected.erase(it);
-      st.deliver(r, *keep);
-      if (from)
-        *from = r->from;
-      return r->status;
+  r->callback = std::move(done);
+  r->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(st.options.timeoutSeconds));
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (st.stopping)
+      return Status::error("the point-to-point messages were shut down");
+    // A message that already arrived (whole or in part) comes first.
+    bool taken = false;
+    for (auto it = st.unexpected.begin(); it != st.unexpected.end(); ++it) {
+      Unexpected &u = **it;
+      if (u.claimedBy || u.tag != tag || (src != anySource && u.src != src))
+        continue;
+      if (u.complete) {
+        std::shared_ptr<Unexpected> keep = *it;
+        st.unexpected.erase(it);
+        st.deliver(r, *keep);
+        taken = true;
+      } else {
+        u.claimedBy = r;
+        r->matched = true;
+        r->from = u.src;
+      }
+      break;
     }
-    u.claimedBy = r;
-    r->matched = true;
-    break;
+    if (!taken)
+      st.posted.push_back(r);
   }
-  st.posted.push_back(r);
-  lock.unlock();
+  st.notify();
   // Wake the progress thread: it may be asleep with nothing to wait for.
   st.ring(st.rank);
-  lock.lock();
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(st.options.timeoutSeconds));
-  if (!st.cv.wait_until(lock, deadline, [&] { return r->done; })) {
-    for (auto it = st.posted.begin(); it != st.posted.end(); ++it)
-      if (*it == r) {
-        st.posted.erase(it);
-        break;
-      }
-    for (const std::shared_ptr<Unexpected> &u : st.unexpected)
-      if (u->claimedBy == r)
-        u->claimedBy = nullptr;
-    r->abandoned = true;
-    if (r->matched)
-      return Status::error("a message with tag " + std::to_string(tag) + " from rank " +
-                           std::to_string(r->from) + " did not arrive whole within " +
-                           std::to_string(int(st.options.timeoutSeconds)) + " s");
-    return Status::error("no message with tag " + std::to_string(tag) + " from " +
-                         (src == anySource ? std::string("any rank")
-                                           : "rank " + std::to_string(src)) +
-                         " arrived within " + std::to_string(int(st.options.timeoutSeconds)) +
-                         " s");
-  }
+  return Status::success();
+}
+
+Status PeerMessages::recv(int src, int64_t tag, void *data, uint64_t bytes, int *from) {
+  struct Outcome {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Status status = Status::success();
+    int from = -1;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  Status posted = postRecv(src, tag, data, bytes, [outcome](const Status &s, int source) {
+    std::lock_guard<std::mutex> lock(outcome->mu);
+    outcome->status = s;
+    outcome->from = source;
+    outcome->done = true;
+    outcome->cv.notify_all();
+  });
+  if (!posted)
+    return posted;
+  std::unique_lock<std::mutex> lock(outcome->mu);
+  outcome->cv.wait(lock, [&] { return outcome->done; });
   if (from)
-    *from = r->from;
-  return r->status;
+    *from = outcome->from;
+  return outcome->status;
 }
 
 } // namespace coll

@@ -267,6 +267,64 @@ def run_ops(c, group, gloo):
     dist.barrier(group=group)
 
 
+def run_p2p(c, group):
+    """send/recv with tags, from any source, isend/irecv in either order,
+    batch_isend_irecv, messages larger than a channel."""
+    rank, n = c.rank, c.n
+    nxt, prv = (rank + 1) % n, (rank - 1) % n
+    for size in [0, 1, 1000, 300000]:
+        # Everyone sends first, then receives: buffered, no deadlock.
+        dist.send(value(rank, size, torch.float32, salt=nxt), dst=nxt, group=group, tag=3)
+        t = torch.full((size,), -1.0)
+        dist.recv(t, src=prv, group=group, tag=3)
+        c.same("send/recv ring n=%d" % size, t, value(prv, size, torch.float32, salt=rank))
+    # A receive posted before this rank's own send does not hold it back.
+    t = torch.empty(5000, dtype=torch.int64)
+    r = dist.irecv(t, src=prv, group=group, tag=11)
+    s = dist.isend(value(rank, 5000, torch.int64, salt=11), dst=nxt, group=group, tag=11)
+    r.wait()
+    s.wait()
+    c.same("irecv before isend", t, value(prv, 5000, torch.int64, salt=11))
+    # Tags out of order: rank 0 sends tags 1, 2 to rank 1, which takes 2 first.
+    if n >= 2 and rank in (0, 1):
+        if rank == 0:
+            dist.send(value(0, 100, torch.float64, salt=1), dst=1, tag=1, group=group)
+            dist.send(value(0, 200, torch.float64, salt=2), dst=1, tag=2, group=group)
+        else:
+            b = torch.empty(200, dtype=torch.float64)
+            a = torch.empty(100, dtype=torch.float64)
+            dist.recv(b, src=0, tag=2, group=group)
+            dist.recv(a, src=0, tag=1, group=group)
+            c.same("recv tag 2 first", b, value(0, 200, torch.float64, salt=2))
+            c.same("then tag 1", a, value(0, 100, torch.float64, salt=1))
+    # Receives from any source: rank 0 hears from everyone else.
+    if rank == 0:
+        seen = set()
+        for _ in range(n - 1):
+            t = torch.empty(64, dtype=torch.int32)
+            src = dist.recv(t, tag=21, group=group)
+            seen.add(src)
+            c.same("recv from any source (%d)" % src, t, value(src, 64, torch.int32, salt=21))
+        c.checks += 1
+        if seen != set(range(1, n)):
+            c.failures.append("rank 0: sources heard %s" % sorted(seen))
+    else:
+        dist.send(value(rank, 64, torch.int32, salt=21), dst=0, tag=21, group=group)
+    # batch_isend_irecv: both neighbours at once, into a strided tensor.
+    out = torch.zeros(2, 700)
+    recv_from_next = out[0]
+    recv_from_prev = torch.zeros(1400)[::2]
+    ops = [dist.P2POp(dist.isend, value(rank, 700, torch.float32, salt=1), nxt, group),
+           dist.P2POp(dist.isend, value(rank, 700, torch.float32, salt=2), prv, group),
+           dist.P2POp(dist.irecv, recv_from_prev, prv, group),
+           dist.P2POp(dist.irecv, recv_from_next, nxt, group)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    c.same("batch from prev", recv_from_prev, value(prv, 700, torch.float32, salt=1))
+    c.same("batch from next", recv_from_next, value(nxt, 700, torch.float32, salt=2))
+    dist.barrier(group=group)
+
+
 def run_subgroups(c):
     """new_group: a subgroup is a group of its own size, ranks renumbered."""
     rank, n = c.rank, c.n
@@ -305,6 +363,7 @@ def main(rank, n, args):
     try:
         gloo = dist.new_group(backend="gloo") if args.gloo else None
         run_ops(c, dist.group.WORLD, gloo)
+        run_p2p(c, dist.group.WORLD)
         run_subgroups(c)
     except Exception:
         c.failures.append("rank %d: %s" % (rank, traceback.format_exc()))

@@ -30,6 +30,7 @@
 #include "coll/Runtime/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -70,6 +71,12 @@ public:
   /// \p data, which takes exactly \p bytes: a message of another length is
   /// an error (and is consumed). \p from, when given, receives the source.
   Status recv(int src, int64_t tag, void *data, uint64_t bytes, int *from = nullptr);
+  /// recv() without waiting: \p done is called with the outcome and the
+  /// source once the message is in \p data (or the receive failed), on the
+  /// progress thread or, for a message already here, on this one; \p data
+  /// must stay valid until then. An error here means \p done is never called.
+  Status postRecv(int src, int64_t tag, void *data, uint64_t bytes,
+                  std::function<void(const Status &, int)> done);
 
   int rank() const;
   int size() const;
