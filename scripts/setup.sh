@@ -18,6 +18,7 @@ COLL_PACKAGES=(
   llvm-16-dev llvm-16-tools libzstd-dev zlib1g-dev
   googletest libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev libgloo-dev
+  python3-torch libtorch-dev python3-dev pybind11-dev
 )
 
 coll_install_packages() {
