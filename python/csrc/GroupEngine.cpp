@@ -82,22 +82,37 @@ GroupEngine::~GroupEngine() {
     std::unique_lock<std::mutex> lock(mu);
     stopping = true;
     left.swap(queue);
-    cv.notify_all();
-    cv.wait(lock, [&] { return !running; });
+    workerCv.notify_all();
+    idleCv.wait(lock, [&] { return !running; });
   }
   for (const std::shared_ptr<Task> &t : left)
     t->finish(Status::error("collc: the process group was destroyed before this operation ran"));
   worker.join();
 }
 
+namespace {
+/// How long a task waits for the thread that submitted it to run it (the
+/// caller of a blocking operation waits for it at once) before the worker
+/// takes it.
+constexpr auto helpGrace = std::chrono::microseconds(30);
+/// How often a worker that is not woken for each task looks for one.
+constexpr auto pollInterval = std::chrono::milliseconds(1);
+} // namespace
+
 std::shared_ptr<Task> GroupEngine::submit(std::function<Status()> body,
                                           std::function<void(const Status &)> onDone) {
   auto task = std::make_shared<Task>(std::move(body), std::move(onDone));
+  task->submitted = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mu);
     if (!stopping) {
+      // A task submitted behind one nobody ran yet: the caller does not
+      // wait for each, so the worker is woken for each from now on.
+      if (!queue.empty() && !running)
+        wakeWorker = true;
       queue.push_back(task);
-      cv.notify_all();
+      if (wakeWorker)
+        workerCv.notify_one();
       return task;
     }
   }
@@ -112,28 +127,50 @@ void GroupEngine::help(const std::shared_ptr<Task> &task) {
       return;
     queue.pop_front();
     running = true;
+    // The caller waits for its operations: no need to wake the worker.
+    wakeWorker = false;
   }
   task->run();
   std::lock_guard<std::mutex> lock(mu);
   running = false;
-  cv.notify_all();
+  if (!queue.empty())
+    workerCv.notify_one();
+  if (stopping)
+    idleCv.notify_all();
 }
 
 void GroupEngine::workerLoop() {
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
-    cv.wait(lock, [&] { return stopping || (!running && !queue.empty()); });
     if (stopping)
       return;
+    if (running || queue.empty()) {
+      // Woken for each task, or looking now and then when the callers run
+      // their tasks themselves.
+      if (wakeWorker)
+        workerCv.wait(lock);
+      else
+        workerCv.wait_for(lock, pollInterval);
+      continue;
+    }
+    // A task just submitted is left to its caller a little while.
+    const auto due = queue.front()->submitted + helpGrace;
+    if (std::chrono::steady_clock::now() < due) {
+      workerCv.wait_until(lock, due);
+      continue;
+    }
     std::shared_ptr<Task> task = std::move(queue.front());
     queue.pop_front();
     running = true;
+    // Nobody ran it: its caller goes on meanwhile (async_op=True).
+    wakeWorker = true;
     lock.unlock();
     task->run();
     task.reset();
     lock.lock();
     running = false;
-    cv.notify_all();
+    if (stopping)
+      idleCv.notify_all();
   }
 }
 
@@ -153,11 +190,23 @@ Status GroupEngine::run(const std::string &collective, uint32_t root, const void
       std::memmove(recvbuf, sendbuf, bytes);
     return Status::success();
   }
-  Result<std::shared_ptr<const ValidatedPlan>> plan =
-      PlanLibrary::instance().plan(collective, uint32_t(mySize), root, bytes);
-  if (!plan)
-    return Status::error("collc: " + plan.message());
-  Status s = group->execute(**plan, sendbuf, recvbuf, count, type, op);
+  // The plan of the previous call of this group serves a call of the same
+  // collective, root and size without a look in the tables.
+  PlanLibrary &library = PlanLibrary::instance();
+  const uint64_t generation = library.generation();
+  if (!lastPlan || lastCollective != collective || lastRoot != root || lastBytes != bytes ||
+      lastGeneration != generation) {
+    Result<std::shared_ptr<const ValidatedPlan>> plan =
+        library.plan(collective, uint32_t(mySize), root, bytes);
+    if (!plan)
+      return Status::error("collc: " + plan.message());
+    lastPlan = *plan;
+    lastCollective = collective;
+    lastRoot = root;
+    lastBytes = bytes;
+    lastGeneration = generation;
+  }
+  Status s = group->execute(*lastPlan, sendbuf, recvbuf, count, type, op);
   if (!s)
     return Status::error("collc: " + s.message());
   return s;

@@ -14,6 +14,7 @@
 #include "coll/Runtime/ProcessGroup.h"
 #include "coll/Runtime/Status.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -51,6 +52,7 @@ private:
   mutable std::condition_variable cv;
   bool finished = false;
   Status result = Status::success();
+  std::chrono::steady_clock::time_point submitted;
 };
 
 /// This rank of one group.
@@ -88,11 +90,24 @@ private:
   std::unique_ptr<ProcessGroup> group;
   int myRank, mySize;
   std::mutex mu;
-  std::condition_variable cv;
+  std::condition_variable workerCv; ///< The worker waits for tasks.
+  std::condition_variable idleCv;   ///< The destructor waits for the running task.
   std::deque<std::shared_ptr<Task>> queue;
   bool running = false;  ///< A task runs (on the worker or a helper).
   bool stopping = false;
+  /// Whether submit() wakes the worker: not while callers run their own
+  /// tasks (blocking operations), so that they cost no thread switch; then
+  /// the worker looks for tasks every millisecond, and is woken for each
+  /// again once it found one nobody ran (async_op=True).
+  bool wakeWorker = true;
   std::thread worker;
+  /// The previous call's plan and what it was selected for (tasks run one
+  /// at a time: no lock).
+  std::shared_ptr<const ValidatedPlan> lastPlan;
+  std::string lastCollective;
+  uint32_t lastRoot = 0;
+  uint64_t lastBytes = 0;
+  uint64_t lastGeneration = 0;
 };
 
 } // namespace coll::torchext

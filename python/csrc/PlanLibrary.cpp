@@ -184,6 +184,7 @@ Status PlanLibrary::setUserTable(const std::string &path) {
     userTable = std::move(*t);
   }
   merged.reset();
+  gen.fetch_add(1, std::memory_order_acq_rel);
   return Status::success();
 }
 
@@ -204,6 +205,7 @@ Status PlanLibrary::addUserRow(const std::string &collective, const std::string 
   std::lock_guard<std::mutex> lock(mu);
   userRows.prepend(*row);
   merged.reset();
+  gen.fetch_add(1, std::memory_order_acq_rel);
   return Status::success();
 }
 

@@ -19,6 +19,7 @@
 #include "coll/Runtime/Selection.h"
 #include "coll/Runtime/Status.h"
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -59,6 +60,9 @@ public:
                     uint32_t maxRanks, uint64_t maxBytes, const std::vector<std::string> &defines);
 
   const PlanLibraryPaths &paths() const { return thePaths; }
+  /// Bumped by every change of the user's selection: a plan chosen under
+  /// an older generation is chosen again.
+  uint64_t generation() const { return gen.load(std::memory_order_acquire); }
 
 private:
   /// The table to select from: the user's rows, then the standard library's.
@@ -83,6 +87,7 @@ private:
   /// Plans by "path|N|root|defines"; a failure is kept as its message.
   std::map<std::string, Result<std::shared_ptr<const ValidatedPlan>>> plans;
   unsigned userRowCount = 0; ///< The first rows of `merged` that are the user's.
+  std::atomic<uint64_t> gen{0};
 };
 
 } // namespace coll::torchext

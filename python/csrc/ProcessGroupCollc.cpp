@@ -223,8 +223,12 @@ public:
   CollcWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
             std::weak_ptr<GroupEngine> engine)
       : c10d::Work(rank, type), outputs(std::move(outputs)), engine(std::move(engine)),
-        future(c10::make_intrusive<c10::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()))) {}
+        future(c10::make_intrusive<c10::ivalue::Future>(tensorListType())) {}
+
+  static const c10::TypePtr &tensorListType() {
+    static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
+    return type;
+  }
 
   bool isCompleted() override { return completion->done(); }
   bool isSuccess() const override { return completion->done() && completion->outcome().ok(); }

@@ -1,0 +1,136 @@
+"""torch.distributed operations on collc beside Gloo, in one run.
+
+Every rank creates a collc group (the default) and a Gloo group on the same
+processes; for each operation and size the two are timed in turn,
+interleaved, several repetitions each, and the medians printed with their
+ratio. Time per call in microseconds (the slowest rank's, as nccl-tests
+reports), and bus bandwidth with nccl-tests' factors.
+
+    python3 bench/torch/bench.py --spawn 2 -b 4K -e 64M
+    python3 bench/torch/bench.py --spawn 4 --ops all_reduce --csv
+
+(or under torchrun, without --spawn: rank 0 prints the table).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.environ.get("COLLC_TORCH_PATH", ""))
+import collc_torch  # noqa: E402,F401
+
+
+def parse_size(text):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.upper().rstrip("B")
+    return int(text[:-1]) * mult[text[-1]] if text[-1] in mult else int(text)
+
+
+def make_op(name, nbytes, n, rank, group):
+    """A callable running op `name` on a message of nbytes (nccl-tests' size:
+    the larger per-rank buffer) and its bus bandwidth factor."""
+    count = max(1, nbytes // 4)
+    if name == "all_reduce":
+        t = torch.ones(count)
+        return (lambda: dist.all_reduce(t, group=group)), 2 * (n - 1) / n
+    if name == "broadcast":
+        t = torch.ones(count)
+        return (lambda: dist.broadcast(t, src=0, group=group)), 1.0
+    if name == "all_gather":
+        # The list form: Gloo has no all_gather_into_tensor.
+        per = max(1, count // n)
+        outs = [torch.empty(per) for _ in range(n)]
+        inp = torch.ones(per)
+        return (lambda: dist.all_gather(outs, inp, group=group)), (n - 1) / n
+    if name == "all_to_all_single":
+        per = max(1, count // n)
+        inp, out = torch.ones(per * n), torch.empty(per * n)
+        return (lambda: dist.all_to_all_single(out, inp, group=group)), (n - 1) / n
+    raise ValueError(name)
+
+
+def time_op(fn, iters, warmup, group):
+    for _ in range(warmup):
+        fn()
+    dist.barrier(group=group)
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    elapsed = torch.tensor([(time.perf_counter() - start) / iters])
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=group)
+    return elapsed.item() * 1e6
+
+
+def main(spawn_rank=None, args=None):
+    if spawn_rank is not None:
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(args.port)
+        dist.init_process_group("collc", rank=spawn_rank, world_size=args.spawn)
+    else:
+        dist.init_process_group("collc")
+    run(args)
+
+
+def parse_args():
+    p = argparse.ArgumentParser()
+    p.add_argument("-b", default="4K")
+    p.add_argument("-e", default="64M")
+    p.add_argument("-f", type=int, default=4)
+    p.add_argument("-n", type=int, default=20, help="timed iterations")
+    p.add_argument("-w", type=int, default=3, help="warm-up iterations")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--ops", default="all_reduce,all_gather,broadcast,all_to_all_single")
+    p.add_argument("--csv", action="store_true")
+    p.add_argument("--spawn", type=int, default=0, help="ranks to start (torch.multiprocessing)")
+    p.add_argument("--port", type=int, default=29500 + os.getpid() % 1000)
+    return p.parse_args()
+
+
+def run(args):
+    rank, n = dist.get_rank(), dist.get_world_size()
+    gloo = dist.new_group(backend="gloo")
+    collc = dist.group.WORLD
+    sizes = []
+    s = parse_size(args.b)
+    while s <= parse_size(args.e):
+        sizes.append(s)
+        s *= args.f
+    if rank == 0:
+        if args.csv:
+            print("op,nranks,size_bytes,collc_us,gloo_us,collc_busbw_GBps,gloo_busbw_GBps,speedup")
+        else:
+            print("# %d ranks, f32, median of %d repetitions of %d calls" % (n, args.reps, args.n))
+            print("%-18s %10s %12s %12s %10s %10s %8s" % (
+                "op", "size", "collc us", "gloo us", "collc GB/s", "gloo GB/s", "speedup"))
+    for op in args.ops.split(","):
+        for size in sizes:
+            iters = args.n if size < (16 << 20) else max(3, args.n // 4)
+            times = {"collc": [], "gloo": []}
+            for _ in range(args.reps):
+                for name, group in (("collc", collc), ("gloo", gloo)):
+                    fn, _ = make_op(op, size, n, rank, group)
+                    times[name].append(time_op(fn, iters, args.w, group))
+            _, factor = make_op(op, 4 * n, n, rank, collc)
+            c, g = statistics.median(times["collc"]), statistics.median(times["gloo"])
+            cb, gb = size / c / 1e3 * factor, size / g / 1e3 * factor
+            if rank == 0:
+                if args.csv:
+                    print("%s,%d,%d,%.2f,%.2f,%.3f,%.3f,%.2f" % (op, n, size, c, g, cb, gb, g / c))
+                else:
+                    print("%-18s %10d %12.2f %12.2f %10.3f %10.3f %7.1fx" % (
+                        op, size, c, g, cb, gb, g / c), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    options = parse_args()
+    if options.spawn:
+        import torch.multiprocessing as mp
+        mp.spawn(main, args=(options,), nprocs=options.spawn)
+    else:
+        main(None, options)
