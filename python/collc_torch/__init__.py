@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from . import _C
 
-__all__ = ["use_selection_table", "use_program", "paths"]
+__all__ = ["use_selection_table", "use_program", "plan_for", "paths"]
 
 _ANY = (1 << 64) - 1
 
@@ -61,6 +61,15 @@ def use_program(collective, program, ranks=None, max_bytes=None, **params):
     defines = ["%s=%s" % (k, v) for k, v in sorted(params.items())]
     _C.use_program(collective, str(program), lo, hi,
                    _ANY if max_bytes is None else int(max_bytes), defines)
+
+
+def plan_for(collective, nranks, nbytes, root=0):
+    """The plan this process runs ``collective`` with on ``nranks`` ranks for
+    a message of ``nbytes`` (nccl-tests' size: the larger per-rank buffer),
+    compiling it if need be: a dict of its name, collective, nranks, root
+    and checksum. Collective names are Collc's: allreduce, allgather,
+    reducescatter, broadcast, reduce, gather, scatter, alltoall."""
+    return _C.plan_for(collective, nranks, nbytes, root)
 
 
 def paths():

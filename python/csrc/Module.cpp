@@ -7,6 +7,8 @@
 #include "PlanLibrary.h"
 #include "ProcessGroupCollc.h"
 
+#include "coll/Runtime/Collective.h"
+
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
@@ -50,6 +52,20 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("collective"), py::arg("program"), py::arg("min_ranks"), py::arg("max_ranks"),
       py::arg("max_bytes"), py::arg("defines"));
+  m.def(
+      "plan_for",
+      [](const std::string &collective, uint32_t nranks, uint64_t nbytes, uint32_t root) {
+        coll::Result<std::shared_ptr<const coll::ValidatedPlan>> plan =
+            PlanLibrary::instance().plan(collective, nranks, root, nbytes);
+        if (!plan)
+          throw std::runtime_error("collc: " + plan.message());
+        const coll::PlanInfo &info = (*plan)->info();
+        return py::dict(py::arg("name") = info.name,
+                        py::arg("collective") = std::string(coll::collectiveName(info.collective)),
+                        py::arg("nranks") = info.nranks, py::arg("root") = info.root,
+                        py::arg("checksum") = coll::formatChecksum((*plan)->checksum()));
+      },
+      py::arg("collective"), py::arg("nranks"), py::arg("nbytes"), py::arg("root") = 0);
   m.def("paths", [] {
     const auto &p = PlanLibrary::instance().paths();
     return py::dict(py::arg("collc") = p.collc, py::arg("stdlib") = p.stdlib,

@@ -195,11 +195,13 @@ struct Staged {
 };
 
 /// \p tensors (of one type and size) end to end in one new tensor.
-at::Tensor packed(const std::vector<at::Tensor> &tensors) {
-  std::vector<at::Tensor> flat;
-  for (const at::Tensor &t : tensors)
-    flat.push_back(t.reshape({-1}));
-  return at::cat(flat);
+at::Tensor packed(const std::vector<at::Tensor> &tensors, at::Tensor whole) {
+  int64_t offset = 0;
+  for (const at::Tensor &t : tensors) {
+    whole.narrow(0, offset, t.numel()).copy_(t.reshape({-1}));
+    offset += t.numel();
+  }
+  return whole;
 }
 
 /// Copies the pieces of \p whole into \p tensors, in order.
@@ -351,6 +353,13 @@ ProcessGroupCollc::~ProcessGroupCollc() {
   }
 }
 
+at::Tensor ProcessGroupCollc::scratch(int64_t numel, const at::Tensor &like) {
+  const int64_t bytes = numel * int64_t(like.element_size());
+  if (!scratchBytes.defined() || scratchBytes.numel() < bytes)
+    scratchBytes = at::empty({std::max<int64_t>(bytes, 64)}, at::TensorOptions(at::kByte));
+  return scratchBytes.narrow(0, 0, bytes).view(like.scalar_type());
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::enqueue(c10d::OpType type,
                                                           std::vector<at::Tensor> outputs,
                                                           std::function<Status()> body) {
@@ -431,9 +440,13 @@ ProcessGroupCollc::allreduce_coalesced(std::vector<at::Tensor> &tensors,
   }
   const auto [e, op] = reducedAs(tensors[0], opts.reduceOp);
   auto *eng = engine.get();
+  ProcessGroupCollc *self = this;
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, tensors,
                  [=, e = e, op = op]() mutable -> Status {
-                   at::Tensor whole = packed(tensors);
+                   int64_t total = 0;
+                   for (const at::Tensor &t : tensors)
+                     total += t.numel();
+                   at::Tensor whole = packed(tensors, self->scratch(total, tensors[0]));
                    Status st = eng->run("allreduce", 0, whole.data_ptr(), whole.data_ptr(),
                                         whole.numel() * e.perElement, e.type, op);
                    if (st)
@@ -449,13 +462,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::reduce(std::vector<at::Tensor>
     fail("reduce's root " + std::to_string(opts.rootRank) + " is not a rank of the group");
   const auto [e, op] = reducedAs(t, opts.reduceOp);
   auto *eng = engine.get();
+  ProcessGroupCollc *self = this;
   const uint32_t root = uint32_t(opts.rootRank);
   const bool isRoot = rank_ == opts.rootRank;
   return enqueue(c10d::OpType::REDUCE, tensors, [=, e = e, op = op]() -> Status {
     Staged s(t);
     // Other ranks keep their tensors: their part of the result goes to a
     // scratch tensor.
-    at::Tensor out = isRoot ? s.buffer : at::empty_like(s.buffer);
+    at::Tensor out = isRoot ? s.buffer : self->scratch(t.numel(), t);
     Status st =
         eng->run("reduce", root, s.data(), out.data_ptr(), t.numel() * e.perElement, e.type, op);
     if (st && isRoot)
@@ -474,11 +488,12 @@ ProcessGroupCollc::allgather(std::vector<std::vector<at::Tensor>> &outputs,
     checkLike(o, in, "an output tensor of all_gather");
   const Elements e = movedAs(in);
   auto *eng = engine.get();
+  ProcessGroupCollc *self = this;
   std::vector<at::Tensor> outs = outputs[0];
   const int n = size_;
   return enqueue(c10d::OpType::ALLGATHER, outs, [=]() mutable -> Status {
     at::Tensor src = in.contiguous();
-    at::Tensor whole = at::empty({int64_t(n) * in.numel()}, in.options());
+    at::Tensor whole = self->scratch(int64_t(n) * in.numel(), in);
     Status st = eng->run("allgather", 0, src.data_ptr(), whole.data_ptr(),
                          in.numel() * e.perElement, e.type, RedOp::Sum);
     if (st)
@@ -527,11 +542,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::gather(std::vector<std::vector
   }
   const Elements e = movedAs(in);
   auto *eng = engine.get();
+  ProcessGroupCollc *self = this;
   const uint32_t root = uint32_t(opts.rootRank);
   const int n = size_;
   return enqueue(c10d::OpType::GATHER, outs, [=]() mutable -> Status {
     at::Tensor src = in.contiguous();
-    at::Tensor whole = at::empty({int64_t(n) * in.numel()}, in.options());
+    at::Tensor whole = self->scratch(int64_t(n) * in.numel(), in);
     Status st = eng->run("gather", root, src.data_ptr(), whole.data_ptr(),
                          in.numel() * e.perElement, e.type, RedOp::Sum);
     if (st && isRoot)
@@ -560,11 +576,13 @@ ProcessGroupCollc::scatter(std::vector<at::Tensor> &outputs,
   }
   const Elements e = movedAs(out);
   auto *eng = engine.get();
+  ProcessGroupCollc *self = this;
   const uint32_t root = uint32_t(opts.rootRank);
   const int n = size_;
   return enqueue(c10d::OpType::SCATTER, outputs, [=]() mutable -> Status {
     at::Tensor whole =
-        isRoot ? packed(ins) : at::empty({int64_t(n) * out.numel()}, out.options());
+        isRoot ? packed(ins, self->scratch(int64_t(n) * out.numel(), out))
+               : self->scratch(int64_t(n) * out.numel(), out);
     Staged s(out);
     Status st = eng->run("scatter", root, whole.data_ptr(), s.data(), out.numel() * e.perElement,
                          e.type, RedOp::Sum);
@@ -585,9 +603,10 @@ ProcessGroupCollc::reduce_scatter(std::vector<at::Tensor> &outputs,
     checkLike(i, out, "an input tensor of reduce_scatter");
   const auto [e, op] = reducedAs(out, opts.reduceOp);
   auto *eng = engine.get();
+  ProcessGroupCollc *self = this;
   std::vector<at::Tensor> ins = inputs[0];
   return enqueue(c10d::OpType::REDUCE_SCATTER, outputs, [=, e = e, op = op]() -> Status {
-    at::Tensor whole = packed(ins);
+    at::Tensor whole = packed(ins, self->scratch(int64_t(size_) * out.numel(), out));
     Staged s(out);
     Status st = eng->run("reducescatter", 0, whole.data_ptr(), s.data(),
                          out.numel() * e.perElement, e.type, op);

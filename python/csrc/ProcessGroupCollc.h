@@ -93,6 +93,11 @@ private:
                      body);
   /// A receive from \p src (or PeerMessages::anySource) into \p tensors.
   c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor> &tensors, int src, int tag);
+  /// \p numel elements of \p like's type in memory kept from call to call
+  /// (no allocation, no page faults), for a task's staging: tasks run one
+  /// at a time, and none keeps it beyond its end.
+  at::Tensor scratch(int64_t numel, const at::Tensor &like);
+  at::Tensor scratchBytes;
   std::shared_ptr<GroupEngine> engine;
   std::shared_ptr<PeerMessages> peers;
   std::chrono::milliseconds timeout;
