@@ -3,7 +3,6 @@
 #include "GroupEngine.h"
 
 #include "PlanLibrary.h"
-
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/Executor.h"
 
@@ -60,8 +59,8 @@ void Task::finish(Status outcomeOfTask) {
   }
 }
 
-Result<std::unique_ptr<GroupEngine>> GroupEngine::create(const std::string &job, int rank,
-                                                         int size, double timeoutSeconds) {
+Result<std::unique_ptr<GroupEngine>> GroupEngine::create(const std::string &job, int rank, int size,
+                                                         double timeoutSeconds) {
   ProcessGroupOptions options;
   options.setupTimeoutSeconds = timeoutSeconds;
   options.timeoutSeconds = timeoutSeconds;

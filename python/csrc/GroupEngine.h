@@ -93,7 +93,7 @@ private:
   std::condition_variable workerCv; ///< The worker waits for tasks.
   std::condition_variable idleCv;   ///< The destructor waits for the running task.
   std::deque<std::shared_ptr<Task>> queue;
-  bool running = false;  ///< A task runs (on the worker or a helper).
+  bool running = false; ///< A task runs (on the worker or a helper).
   bool stopping = false;
   /// Whether submit() wakes the worker: not while callers run their own
   /// tasks (blocking operations), so that they cost no thread switch; then

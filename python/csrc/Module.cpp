@@ -6,14 +6,12 @@
 
 #include "PlanLibrary.h"
 #include "ProcessGroupCollc.h"
-
 #include "coll/Runtime/Collective.h"
 
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
-#include <torch/csrc/utils/pybind.h>
-
 #include <stdexcept>
+#include <torch/csrc/utils/pybind.h>
 
 namespace py = pybind11;
 using coll::torchext::PlanLibrary;
@@ -47,8 +45,8 @@ PYBIND11_MODULE(_C, m) {
       "use_program",
       [](const std::string &collective, const std::string &program, uint32_t minRanks,
          uint32_t maxRanks, uint64_t maxBytes, const std::vector<std::string> &defines) {
-        check(PlanLibrary::instance().addUserRow(collective, program, minRanks, maxRanks,
-                                                 maxBytes, defines));
+        check(PlanLibrary::instance().addUserRow(collective, program, minRanks, maxRanks, maxBytes,
+                                                 defines));
       },
       py::arg("collective"), py::arg("program"), py::arg("min_ranks"), py::arg("max_ranks"),
       py::arg("max_bytes"), py::arg("defines"));

@@ -107,8 +107,8 @@ int runTool(const std::vector<std::string> &args, std::string &errors) {
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     ::unlink(errPath);
-    errors = "cannot run " + args[0] + ": " + std::strerror(rc) +
-             " (set COLLC to the collc compiler)";
+    errors =
+        "cannot run " + args[0] + ": " + std::strerror(rc) + " (set COLLC to the collc compiler)";
     return -1;
   }
   int status = 0;
@@ -193,8 +193,8 @@ Status PlanLibrary::addUserRow(const std::string &collective, const std::string 
                                const std::vector<std::string> &defines) {
   std::string line = collective + " " + std::to_string(minRanks) + "-" +
                      (maxRanks == SelectionRow::anyRanks ? "" : std::to_string(maxRanks)) + " " +
-                     (maxBytes == SelectionRow::anyBytes ? "any" : std::to_string(maxBytes)) +
-                     " " + program;
+                     (maxBytes == SelectionRow::anyBytes ? "any" : std::to_string(maxBytes)) + " " +
+                     program;
   for (const std::string &d : defines)
     line += " " + d;
   if (program.empty() || program.find_first_of(" \t#") != std::string::npos)
@@ -236,8 +236,8 @@ Result<std::string> PlanLibrary::compilerVersion() {
   if (fd < 0)
     return Status::error(std::string("cannot create a temporary file: ") + std::strerror(errno));
   ::close(fd);
-  int rc = runTool({"/bin/sh", "-c", "exec \"$0\" --version > \"$1\"", thePaths.collc, outPath},
-                   errors);
+  int rc =
+      runTool({"/bin/sh", "-c", "exec \"$0\" --version > \"$1\"", thePaths.collc, outPath}, errors);
   std::string out;
   readFile(outPath, out);
   ::unlink(outPath);
@@ -275,7 +275,8 @@ Result<std::string> PlanLibrary::compiled(const SelectionRow &row, uint32_t nran
   if (!makeDirectories(thePaths.cacheDir))
     return Status::error("cannot create the plan cache " + thePaths.cacheDir + ": " +
                          std::strerror(errno) + " (set COLLC_CACHE_DIR)");
-  const std::string base = thePaths.cacheDir + "/" + stem + "-n" + std::to_string(nranks) + "-" + key;
+  const std::string base =
+      thePaths.cacheDir + "/" + stem + "-n" + std::to_string(nranks) + "-" + key;
   const std::string planPath = base + ".bin";
   if (exists(planPath))
     return planPath;
@@ -301,9 +302,9 @@ Result<std::string> PlanLibrary::compiled(const SelectionRow &row, uint32_t nran
     ::unlink(tmp.c_str());
     while (!errors.empty() && errors.back() == '\n')
       errors.pop_back();
-    result = Status::error(row.where + ": collc could not compile " + row.path + " for " +
-                           std::to_string(nranks) + " ranks" +
-                           (errors.empty() ? "" : ":\n" + errors));
+    result =
+        Status::error(row.where + ": collc could not compile " + row.path + " for " +
+                      std::to_string(nranks) + " ranks" + (errors.empty() ? "" : ":\n" + errors));
   } else if (::rename(tmp.c_str(), planPath.c_str()) != 0) {
     result = Status::error("cannot write " + planPath + ": " + std::strerror(errno));
     ::unlink(tmp.c_str());
@@ -323,7 +324,8 @@ PlanLibrary::planOf(const SelectionRow &row, uint32_t nranks, uint32_t root, boo
     rootGiven |= d.rfind("root=", 0) == 0;
   if (rooted && row.isProgram() && !rootGiven)
     defines.push_back("root=" + std::to_string(root));
-  std::string key = row.path + "|" + std::to_string(nranks) + "|" + (rooted ? std::to_string(root) : "");
+  std::string key =
+      row.path + "|" + std::to_string(nranks) + "|" + (rooted ? std::to_string(root) : "");
   for (const std::string &d : defines)
     key += "|" + d;
   if (auto it = plans.find(key); it != plans.end())
@@ -374,14 +376,13 @@ PlanLibrary::plan(const std::string &collective, uint32_t nranks, uint32_t root,
       continue;
     }
     const PlanInfo &info = (*p)->info();
-    const std::string planCall =
-        describeCall(info.collective == CollectiveKind::Custom ? info.name
-                                                               : collectiveName(info.collective),
-                     info.nranks, info.root, collectiveInfo(info.collective).rooted);
-    const bool fits = info.nranks == nranks &&
-                      (builtin ? info.collective == builtin->kind
-                               : info.collective == CollectiveKind::Custom) &&
-                      (!rooted || info.root == root);
+    const std::string planCall = describeCall(
+        info.collective == CollectiveKind::Custom ? info.name : collectiveName(info.collective),
+        info.nranks, info.root, collectiveInfo(info.collective).rooted);
+    const bool fits =
+        info.nranks == nranks &&
+        (builtin ? info.collective == builtin->kind : info.collective == CollectiveKind::Custom) &&
+        (!rooted || info.root == root);
     if (!fits)
       return Status::error(row.where + ": the plan of " + row.program + " runs " + planCall +
                            ", not " + call);

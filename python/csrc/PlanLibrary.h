@@ -79,8 +79,8 @@ private:
 
   std::mutex mu;
   PlanLibraryPaths thePaths;
-  SelectionTable userRows;   ///< addUserRow()'s, newest first.
-  SelectionTable userTable;  ///< setUserTable()'s or COLLC_PLANS's.
+  SelectionTable userRows;                ///< addUserRow()'s, newest first.
+  SelectionTable userTable;               ///< setUserTable()'s or COLLC_PLANS's.
   std::unique_ptr<SelectionTable> merged; ///< User rows, then stdlib's; null: to build.
   std::string version;
   std::string userTableError; ///< COLLC_PLANS's table could not be read.

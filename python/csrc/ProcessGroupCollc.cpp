@@ -3,14 +3,13 @@
 #include "ProcessGroupCollc.h"
 
 #include <ATen/ATen.h>
-#include <c10/util/Exception.h>
-#include <pybind11/pybind11.h>
-
 #include <algorithm>
+#include <c10/util/Exception.h>
 #include <condition_variable>
-#include <mutex>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <pybind11/pybind11.h>
 #include <random>
 #include <stdexcept>
 #include <unistd.h>
@@ -19,7 +18,9 @@ namespace coll::torchext {
 
 namespace {
 
-[[noreturn]] void fail(const std::string &message) { throw std::runtime_error("collc: " + message); }
+[[noreturn]] void fail(const std::string &message) {
+  throw std::runtime_error("collc: " + message);
+}
 
 //===----------------------------------------------------------------------===//
 // Tensors onto buffers
@@ -145,8 +146,7 @@ std::pair<Elements, RedOp> reducedAs(const at::Tensor &t, const c10d::ReduceOp &
     if (red != RedOp::Sum && red != RedOp::Avg)
       fail(std::string("ReduceOp.") + reduceOpName(op) + " of " + type +
            " tensors is not supported (complex numbers reduce with SUM and AVG)");
-    return {{t.scalar_type() == at::kComplexFloat ? DataType::Float32 : DataType::Float64, 2},
-            red};
+    return {{t.scalar_type() == at::kComplexFloat ? DataType::Float32 : DataType::Float64, 2}, red};
   }
   fail(type + " tensors cannot be reduced: Collc reduces uint8, int8, int32, int64, float16, "
               "bfloat16, float32, float64 (and bool, complex64, complex128 as such)");
@@ -157,8 +157,7 @@ void checkTensor(const at::Tensor &t, const char *what) {
   if (!t.defined())
     fail(std::string(what) + " is an undefined tensor");
   if (!t.device().is_cpu())
-    fail(std::string(what) + " is on " + t.device().str() +
-         ": the collc backend runs CPU tensors");
+    fail(std::string(what) + " is on " + t.device().str() + ": the collc backend runs CPU tensors");
   if (t.layout() != at::kStrided)
     fail(std::string(what) + " is not a dense (strided) tensor");
 }
@@ -263,8 +262,8 @@ public:
   std::vector<at::Tensor> outputs;
   std::weak_ptr<GroupEngine> engine;
   c10::intrusive_ptr<c10::ivalue::Future> future;
-  std::shared_ptr<Task> task;       ///< Its place in the stream.
-  std::shared_ptr<Task> completion; ///< Done when the operation is.
+  std::shared_ptr<Task> task;               ///< Its place in the stream.
+  std::shared_ptr<Task> completion;         ///< Done when the operation is.
   std::shared_ptr<std::atomic<int>> source; ///< A receive from any source's.
 };
 
@@ -283,8 +282,12 @@ std::function<void(const Status &)> completeFuture(c10::intrusive_ptr<c10::ivalu
 // Meeting through the store
 //===----------------------------------------------------------------------===//
 
-std::vector<uint8_t> bytesOf(const std::string &s) { return {s.begin(), s.end()}; }
-std::string stringOf(const std::vector<uint8_t> &b) { return {b.begin(), b.end()}; }
+std::vector<uint8_t> bytesOf(const std::string &s) {
+  return {s.begin(), s.end()};
+}
+std::string stringOf(const std::vector<uint8_t> &b) {
+  return {b.begin(), b.end()};
+}
 
 /// This host's identity: its name and boot.
 std::string hostIdentity() {
@@ -523,9 +526,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::_allgather_base(at::Tensor &ou
   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::gather(std::vector<std::vector<at::Tensor>> &outputs,
-                                                         std::vector<at::Tensor> &inputs,
-                                                         const c10d::GatherOptions &opts) {
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupCollc::gather(std::vector<std::vector<at::Tensor>> &outputs,
+                          std::vector<at::Tensor> &inputs, const c10d::GatherOptions &opts) {
   const at::Tensor &in = single(inputs, "gather");
   if (opts.rootRank < 0 || opts.rootRank >= size_)
     fail("gather's root " + std::to_string(opts.rootRank) + " is not a rank of the group");
@@ -580,9 +583,8 @@ ProcessGroupCollc::scatter(std::vector<at::Tensor> &outputs,
   const uint32_t root = uint32_t(opts.rootRank);
   const int n = size_;
   return enqueue(c10d::OpType::SCATTER, outputs, [=]() mutable -> Status {
-    at::Tensor whole =
-        isRoot ? packed(ins, self->scratch(int64_t(n) * out.numel(), out))
-               : self->scratch(int64_t(n) * out.numel(), out);
+    at::Tensor whole = isRoot ? packed(ins, self->scratch(int64_t(n) * out.numel(), out))
+                              : self->scratch(int64_t(n) * out.numel(), out);
     Staged s(out);
     Status st = eng->run("scatter", root, whole.data_ptr(), s.data(), out.numel() * e.perElement,
                          e.type, RedOp::Sum);
@@ -608,8 +610,8 @@ ProcessGroupCollc::reduce_scatter(std::vector<at::Tensor> &outputs,
   return enqueue(c10d::OpType::REDUCE_SCATTER, outputs, [=, e = e, op = op]() -> Status {
     at::Tensor whole = packed(ins, self->scratch(int64_t(size_) * out.numel(), out));
     Staged s(out);
-    Status st = eng->run("reducescatter", 0, whole.data_ptr(), s.data(),
-                         out.numel() * e.perElement, e.type, op);
+    Status st = eng->run("reducescatter", 0, whole.data_ptr(), s.data(), out.numel() * e.perElement,
+                         e.type, op);
     if (st)
       s.finish();
     return st;
@@ -667,15 +669,15 @@ Status pairwiseAllToAll(PeerMessages *peers, const std::vector<at::Tensor> &send
       ++pending->left;
     }
     posted = peers->postRecv(src, allToAllTag, recvBlocks[size_t(src)].data_ptr(),
-                            uint64_t(recvBlocks[size_t(src)].numel()) *
-                                recvBlocks[size_t(src)].element_size(),
-                            [pending](const Status &s, int) {
-                              std::lock_guard<std::mutex> lock(pending->mu);
-                              if (!s && pending->status)
-                                pending->status = s;
-                              --pending->left;
-                              pending->cv.notify_all();
-                            });
+                             uint64_t(recvBlocks[size_t(src)].numel()) *
+                                 recvBlocks[size_t(src)].element_size(),
+                             [pending](const Status &s, int) {
+                               std::lock_guard<std::mutex> lock(pending->mu);
+                               if (!s && pending->status)
+                                 pending->status = s;
+                               --pending->left;
+                               pending->cv.notify_all();
+                             });
     if (!posted) {
       std::lock_guard<std::mutex> lock(pending->mu);
       --pending->left;
@@ -688,10 +690,10 @@ Status pairwiseAllToAll(PeerMessages *peers, const std::vector<at::Tensor> &send
     sent = peers->send(dst, allToAllTag, b.data_ptr(), uint64_t(b.numel()) * b.element_size());
   }
   if (recvBlocks[size_t(me)].numel() != sendBlocks[size_t(me)].numel() && sent)
-    sent = Status::error("all_to_all: rank " + std::to_string(me) + " sends itself " +
-                         std::to_string(sendBlocks[size_t(me)].numel()) +
-                         " elements and receives " +
-                         std::to_string(recvBlocks[size_t(me)].numel()));
+    sent =
+        Status::error("all_to_all: rank " + std::to_string(me) + " sends itself " +
+                      std::to_string(sendBlocks[size_t(me)].numel()) + " elements and receives " +
+                      std::to_string(recvBlocks[size_t(me)].numel()));
   if (sent && recvBlocks[size_t(me)].numel())
     recvBlocks[size_t(me)].copy_(sendBlocks[size_t(me)]);
   // The receives posted are waited for in every case: their buffers are ours.
@@ -724,17 +726,18 @@ std::vector<int64_t> rowSplits(const std::vector<int64_t> &splits, const at::Ten
     total += s;
   }
   if (total != rows)
-    fail(std::string("all_to_all_single's ") + what + " splits add up to " +
-         std::to_string(total) + " rows, not its " + std::to_string(rows));
+    fail(std::string("all_to_all_single's ") + what + " splits add up to " + std::to_string(total) +
+         " rows, not its " + std::to_string(rows));
   return splits;
 }
 
 } // namespace
 
-c10::intrusive_ptr<c10d::Work>
-ProcessGroupCollc::alltoall_base(at::Tensor &output, at::Tensor &input,
-                                 std::vector<int64_t> &outputSplits,
-                                 std::vector<int64_t> &inputSplits, const c10d::AllToAllOptions &) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::alltoall_base(at::Tensor &output,
+                                                                at::Tensor &input,
+                                                                std::vector<int64_t> &outputSplits,
+                                                                std::vector<int64_t> &inputSplits,
+                                                                const c10d::AllToAllOptions &) {
   checkTensor(input, "the input tensor");
   checkTensor(output, "the output tensor");
   if (output.scalar_type() != input.scalar_type())
@@ -837,8 +840,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::recvAnysource(std::vector<at::
   return receive(tensors, PeerMessages::anySource, tag);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::receive(std::vector<at::Tensor> &tensors,
-                                                          int src, int tag) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::receive(std::vector<at::Tensor> &tensors, int src,
+                                                          int tag) {
   const at::Tensor &t = single(tensors, "recv");
   std::shared_ptr<PeerMessages> p = peers;
   const c10d::OpType type =
@@ -846,24 +849,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::receive(std::vector<at::Tensor
   // The receive is posted in the stream's order and completes when its
   // message is in: the stream goes on meanwhile (a receive posted before a
   // send of this rank does not hold the send back).
-  return enqueueStarted(type, tensors,
-                        [=](std::shared_ptr<Task> completion,
-                            std::shared_ptr<std::atomic<int>> source) -> Status {
-                          auto staged = std::make_shared<Staged>(t);
-                          return p->postRecv(
-                              src, tag, staged->data(),
-                              uint64_t(t.numel()) * t.element_size(),
-                              [staged, completion, source](const Status &s, int from) {
-                                source->store(from);
-                                if (s) {
-                                  at::NoGradGuard noGrad;
-                                  staged->finish();
-                                  completion->finish(s);
-                                } else {
-                                  completion->finish(Status::error("collc: " + s.message()));
-                                }
-                              });
-                        });
+  return enqueueStarted(
+      type, tensors,
+      [=](std::shared_ptr<Task> completion, std::shared_ptr<std::atomic<int>> source) -> Status {
+        auto staged = std::make_shared<Staged>(t);
+        return p->postRecv(src, tag, staged->data(), uint64_t(t.numel()) * t.element_size(),
+                           [staged, completion, source](const Status &s, int from) {
+                             source->store(from);
+                             if (s) {
+                               at::NoGradGuard noGrad;
+                               staged->finish();
+                               completion->finish(s);
+                             } else {
+                               completion->finish(Status::error("collc: " + s.message()));
+                             }
+                           });
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::barrier(const c10d::BarrierOptions &) {

@@ -11,16 +11,14 @@
 #define COLLC_TORCH_PROCESSGROUPCOLLC_H
 
 #include "GroupEngine.h"
-
 #include "coll/Runtime/PeerMessages.h"
-
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 namespace coll::torchext {
@@ -74,8 +72,7 @@ public:
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int srcRank,
                                       int tag) override;
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors,
-                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
   void monitoredBarrier(const c10d::BarrierOptions &opts, bool waitAllRanks) override;
 

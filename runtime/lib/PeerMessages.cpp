@@ -50,24 +50,26 @@ struct SegmentHeader {
   uint64_t startTime;
   uint64_t nonce;
   uint64_t channelBytes;
-  std::atomic<uint32_t> mappedBy; ///< Peers that mapped this segment.
-  std::atomic<uint32_t> bell;     ///< Bumped by senders (data) and receivers (room).
-  std::atomic<uint32_t> sleeping; ///< The progress thread sleeps on the bell.
+  std::atomic<uint32_t> mappedBy;       ///< Peers that mapped this segment.
+  std::atomic<uint32_t> bell;           ///< Bumped by senders (data) and receivers (room).
+  std::atomic<uint32_t> sleeping;       ///< The progress thread sleeps on the bell.
   std::atomic<uint32_t> waitingForRoom; ///< A sender of this rank sleeps on the bell.
   std::atomic<uint32_t> ready;          ///< The header is complete (written last).
 };
 static_assert(sizeof(SegmentHeader) <= pageBytes, "the header fits its page");
 
 struct alignas(64) ChannelControl {
-  std::atomic<uint64_t> head;     ///< Bytes the source wrote, ever.
-  std::atomic<uint32_t> mapped;   ///< The source mapped this segment.
+  std::atomic<uint64_t> head;   ///< Bytes the source wrote, ever.
+  std::atomic<uint32_t> mapped; ///< The source mapped this segment.
   char pad0[52];
   std::atomic<uint64_t> tail; ///< Bytes this rank consumed, ever.
   char pad1[56];
 };
 static_assert(sizeof(ChannelControl) == 128, "two cache lines");
 
-uint64_t controlOffset() { return pageBytes; }
+uint64_t controlOffset() {
+  return pageBytes;
+}
 uint64_t ringsOffset(uint32_t nranks) {
   uint64_t b = controlOffset() + uint64_t(nranks) * sizeof(ChannelControl);
   return (b + pageBytes - 1) / pageBytes * pageBytes;
@@ -116,7 +118,7 @@ struct Unexpected {
   int64_t tag;
   std::vector<char> data;
   bool complete = false;
-  bool dropped = false; ///< There was no memory for it, or its sender died.
+  bool dropped = false;                  ///< There was no memory for it, or its sender died.
   std::shared_ptr<PostedRecv> claimedBy; ///< Posted while still arriving.
 };
 
@@ -153,8 +155,7 @@ struct PeerMessages::State {
   }
   /// The control block of the channel \p src -> \p dst (in dst's segment).
   ChannelControl *control(int dst, int src) const {
-    return reinterpret_cast<ChannelControl *>(segments[size_t(dst)].data() + controlOffset()) +
-           src;
+    return reinterpret_cast<ChannelControl *>(segments[size_t(dst)].data() + controlOffset()) + src;
   }
   char *ring(int dst, int src) const {
     return segments[size_t(dst)].data() + ringsOffset(uint32_t(nranks)) + uint64_t(src) * channel;
@@ -267,10 +268,10 @@ bool PeerMessages::State::drain(int src) {
         r->from = src;
         in.recv = r;
         if (r->bytes != in.total)
-          r->status = Status::error("rank " + std::to_string(src) + " sent " +
-                                    std::to_string(in.total) + " bytes with tag " +
-                                    std::to_string(in.tag) + ", the receive takes " +
-                                    std::to_string(r->bytes));
+          r->status =
+              Status::error("rank " + std::to_string(src) + " sent " + std::to_string(in.total) +
+                            " bytes with tag " + std::to_string(in.tag) + ", the receive takes " +
+                            std::to_string(r->bytes));
         else
           in.dest = r->data;
         break;
@@ -389,10 +390,9 @@ void PeerMessages::State::checkPosted(Clock::time_point now) {
       continue;
     if (in.recv) {
       removePosted(in.recv);
-      finish(in.recv, Status::error("rank " + std::to_string(s) + " (pid " +
-                                    std::to_string(pids[size_t(s)]) +
-                                    ") died while sending the message with tag " +
-                                    std::to_string(in.tag)));
+      finish(in.recv, Status::error(
+                          "rank " + std::to_string(s) + " (pid " + std::to_string(pids[size_t(s)]) +
+                          ") died while sending the message with tag " + std::to_string(in.tag)));
     } else if (in.unexpected) {
       in.unexpected->dropped = in.unexpected->complete = true;
       if (std::shared_ptr<PostedRecv> r = in.unexpected->claimedBy) {
@@ -409,10 +409,10 @@ void PeerMessages::State::checkPosted(Clock::time_point now) {
         control(rank, r->src)->head.load(std::memory_order_acquire) ==
             control(rank, r->src)->tail.load(std::memory_order_relaxed)) {
       // A receive from a rank that died, with nothing left from it.
-      finish(r, Status::error("rank " + std::to_string(r->src) + " (pid " +
-                              std::to_string(pids[size_t(r->src)]) +
-                              ") died before sending the message with tag " +
-                              std::to_string(r->tag)));
+      finish(r,
+             Status::error("rank " + std::to_string(r->src) + " (pid " +
+                           std::to_string(pids[size_t(r->src)]) +
+                           ") died before sending the message with tag " + std::to_string(r->tag)));
       it = posted.erase(it);
     } else if (now > r->deadline) {
       // Out of time. A message still arriving for it is dropped from here.
@@ -474,8 +474,12 @@ PeerMessages::~PeerMessages() {
   }
 }
 
-int PeerMessages::rank() const { return state->rank; }
-int PeerMessages::size() const { return state->nranks; }
+int PeerMessages::rank() const {
+  return state->rank;
+}
+int PeerMessages::size() const {
+  return state->nranks;
+}
 
 Result<std::unique_ptr<PeerMessages>> PeerMessages::create(const std::string &job, int rank,
                                                            int nranks,
@@ -641,14 +645,14 @@ Status PeerMessages::send(int dst, int64_t tag, const void *data, uint64_t bytes
       lastLiveness = Clock::now();
       if (!st.alive(dst))
         return Status::error("rank " + std::to_string(dst) + " (pid " +
-                             std::to_string(st.pids[size_t(dst)]) +
-                             ") died while rank " + std::to_string(st.rank) +
-                             " sent it a message with tag " + std::to_string(tag));
+                             std::to_string(st.pids[size_t(dst)]) + ") died while rank " +
+                             std::to_string(st.rank) + " sent it a message with tag " +
+                             std::to_string(tag));
     }
     if (secondsSince(lastProgress) > st.options.timeoutSeconds)
       return Status::error("rank " + std::to_string(dst) + " took no data of a message with tag " +
-                           std::to_string(tag) + " from rank " + std::to_string(st.rank) +
-                           " for " + std::to_string(int(st.options.timeoutSeconds)) + " s");
+                           std::to_string(tag) + " from rank " + std::to_string(st.rank) + " for " +
+                           std::to_string(int(st.options.timeoutSeconds)) + " s");
     const uint32_t seen = self->bell.load(std::memory_order_seq_cst);
     self->waitingForRoom.store(1, std::memory_order_seq_cst);
     if (ctl->tail.load(std::memory_order_acquire) == tail)

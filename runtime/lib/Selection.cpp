@@ -107,9 +107,7 @@ Result<SelectionTable> SelectionTable::parse(const std::string &text, const std:
     if (w.empty())
       continue;
     const std::string where = name + ":" + std::to_string(lineNo);
-    auto error = [&](const std::string &what) {
-      return Status::error(where + ": error: " + what);
-    };
+    auto error = [&](const std::string &what) { return Status::error(where + ": error: " + what); };
     if (w.size() < 4)
       return error("expected 'collective ranks max-bytes program [NAME=VALUE ...]', found " +
                    std::to_string(w.size()) + " word" + (w.size() == 1 ? "" : "s"));
@@ -123,8 +121,8 @@ Result<SelectionTable> SelectionTable::parse(const std::string &text, const std:
     if (w[2] != "any" && !parseByteSize(w[2], row.maxBytes))
       return error("max-bytes '" + w[2] + "' is not a size (4096, 64K, 16M, 1G) or any");
     row.program = w[3];
-    const bool plan = row.program.size() >= 4 &&
-                      row.program.compare(row.program.size() - 4, 4, ".bin") == 0;
+    const bool plan =
+        row.program.size() >= 4 && row.program.compare(row.program.size() - 4, 4, ".bin") == 0;
     if (!row.isProgram() && !plan)
       return error("program '" + row.program + "' is neither a .coll program nor a .bin plan");
     row.path = row.program[0] == '/' || baseDir.empty() ? row.program : baseDir + "/" + row.program;

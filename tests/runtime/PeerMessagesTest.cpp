@@ -32,10 +32,24 @@ void runCase(const std::string &scenario, int nranks, int dead = -1) {
 
 } // namespace
 
-TEST(PeerMessages, RingOfSendsBeforeReceives) { runCase("ring", 3); }
-TEST(PeerMessages, RingOfTwo) { runCase("ring", 2); }
-TEST(PeerMessages, TagsOutOfOrder) { runCase("tags", 2); }
-TEST(PeerMessages, AnySource) { runCase("any", 5); }
-TEST(PeerMessages, LengthMismatchIsAnError) { runCase("length", 2); }
-TEST(PeerMessages, ReceiveFromDeadRankFails) { runCase("dies", 2, 1); }
-TEST(PeerMessages, ReceiveTimesOut) { runCase("timeout", 2); }
+TEST(PeerMessages, RingOfSendsBeforeReceives) {
+  runCase("ring", 3);
+}
+TEST(PeerMessages, RingOfTwo) {
+  runCase("ring", 2);
+}
+TEST(PeerMessages, TagsOutOfOrder) {
+  runCase("tags", 2);
+}
+TEST(PeerMessages, AnySource) {
+  runCase("any", 5);
+}
+TEST(PeerMessages, LengthMismatchIsAnError) {
+  runCase("length", 2);
+}
+TEST(PeerMessages, ReceiveFromDeadRankFails) {
+  runCase("dies", 2, 1);
+}
+TEST(PeerMessages, ReceiveTimesOut) {
+  runCase("timeout", 2);
+}

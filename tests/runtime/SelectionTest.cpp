@@ -83,7 +83,8 @@ TEST(Selection, ErrorsNameTheLine) {
             "t.select:1: error: 'root' is not a parameter NAME=VALUE");
   EXPECT_EQ(error("allreduce 2 any a.bin root=1"),
             "t.select:1: error: parameter 'root=1' given to a compiled plan");
-  EXPECT_EQ(error("all-reduce 2 any a.coll"), "t.select:1: error: 'all-reduce' is not a collective's name");
+  EXPECT_EQ(error("all-reduce 2 any a.coll"),
+            "t.select:1: error: 'all-reduce' is not a collective's name");
 }
 
 TEST(Selection, Sizes) {

@@ -68,7 +68,8 @@ void usage(FILE *out) {
                     "       coll-perf --coll NAME [options]\n\n"
                     "  --coll NAME            the standard library's program for NAME:");
   Result<SelectionTable> table = selectionTable("", COLL_STDLIB_DIR);
-  std::fprintf(out, " %s", table ? knownCollectives(*table).c_str() : "(see stdlib/default.select)");
+  std::fprintf(out, " %s",
+               table ? knownCollectives(*table).c_str() : "(see stdlib/default.select)");
   std::fprintf(
       out,
       "\n"
@@ -165,7 +166,8 @@ int parseArgs(int argc, char **argv, Options &o) {
                                          "-r",          "--root",
                                          "--placement", "--slice",
                                          "--timeout",   "-D",
-                                         "--collc",     "--stdlib", "--select"};
+                                         "--collc",     "--stdlib",
+                                         "--select"};
     if (std::find(std::begin(valued), std::end(valued), a) == std::end(valued))
       return fail("unknown option: " + a);
     if (!value())

@@ -1,10 +1,10 @@
 //===- ToolSupport.cpp - What coll-run and coll-perf share ----------------===//
 
 #include "ToolSupport.h"
-#include "coll/Runtime/Selection.h"
 
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/Reference.h"
+#include "coll/Runtime/Selection.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -26,7 +26,9 @@ namespace coll::tools {
 // Option values
 //===----------------------------------------------------------------------===//
 
-bool parseSize(const std::string &text, uint64_t &out) { return parseByteSize(text, out); }
+bool parseSize(const std::string &text, uint64_t &out) {
+  return parseByteSize(text, out);
+}
 
 bool parseUnsigned(const std::string &text, uint64_t &out) {
   char *end = nullptr;
