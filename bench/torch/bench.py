@@ -82,7 +82,7 @@ def parse_args():
     p.add_argument("-e", default="64M")
     p.add_argument("-f", type=int, default=4)
     p.add_argument("-n", type=int, default=20, help="timed iterations")
-    p.add_argument("-w", type=int, default=3, help="warm-up iterations")
+    p.add_argument("-w", type=int, default=5, help="warm-up iterations")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--ops", default="all_reduce,all_gather,broadcast,all_to_all_single")
     p.add_argument("--csv", action="store_true")

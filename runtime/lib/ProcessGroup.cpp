@@ -25,12 +25,16 @@
 // when it has none), and in any case when its owner's call ends: a job
 // killed as a whole in the middle of a run leaves no call data behind.
 //
-// A call with the same description as the last successful one that made
-// a data segment (same plan, count, slices, type and operator) runs on that
-// call's data side again (CachedCall): no segment to create or map, no
-// scratch to allocate, no runs to build. Each rank says in its publication
-// which call's segments it reuses; since every rank keeps the data side of
-// the same call, all reuse or none. Such a call runs as soon as it is
+// A call with the same description as one of the last successful ones
+// that made a data segment (same plan, count, slices, type and operator)
+// runs on that call's data side again (CachedCall): no segment to create or
+// map, no scratch to allocate, no runs to build. A rank keeps the data
+// sides of up to ProcessGroupOptions::keptCalls descriptions, the most
+// recently used (a job that alternates sizes or collectives, as a training
+// step's buckets do, reuses them all). Each rank says in its publication
+// which call's segments it reuses; since every rank sees the same
+// successful calls and keeps and drops data sides by the same rule, all
+// reuse or none. Such a call runs as soon as it is
 // published, and checks the peers' publications after its run (usually all
 // there by then): a rendezvous at the end instead of the start, which
 // keeps a rank from running more than one call ahead of any peer (the two
@@ -56,6 +60,7 @@
 #include "ProcessRun.h"
 #include "ShmSegment.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -104,8 +109,9 @@ struct ProcessGroup::State {
   uint64_t allocationsMade = 0;
   std::atomic<bool> inCall{false}; ///< An execute() runs.
   const char *phase = "";          ///< What the running execute() does, for errors.
-  /// The last successful call's data side (destroyed before `control`).
-  std::unique_ptr<CachedCall> cached;
+  /// The data sides kept for reuse, the most recently used first
+  /// (destroyed before `control`).
+  std::vector<std::unique_ptr<CachedCall>> cached;
 };
 
 ProcessGroup::ProcessGroup() : state(std::make_unique<State>()) {}
@@ -176,7 +182,7 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
 
 ProcessGroup::~ProcessGroup() {
   State &st = *state;
-  st.cached.reset();
+  st.cached.clear();
   st.allocations.clear();
   JobControl &jc = st.control;
   if (!jc.own.mapped())
@@ -340,7 +346,7 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
     // A failed call may leave messages in the kept FIFOs (a rank that ran
     // early): every rank sees the failure, and drops its kept data side.
     if (f)
-      st.cached.reset();
+      st.cached.clear();
     if (f.breaks) {
       jc.publishFailure(f.error.message, f.error.kind == ErrorKind::Remote ? n : me);
       st.broken = f.error;
@@ -363,8 +369,12 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
   CachedCall *reuse = nullptr;
   std::unique_ptr<CachedCall> fresh;
   if (!call.error && !call.empty()) {
-    if (st.cached && st.cached->serves(call.description)) {
-      reuse = st.cached.get();
+    for (const std::unique_ptr<CachedCall> &kept : st.cached)
+      if (kept->serves(call.description)) {
+        reuse = kept.get();
+        break;
+      }
+    if (reuse) {
       if (call.copyBytes)
         if (CallError e = checkReuseMemory(st, *validated, call, *reuse))
           call.fail(std::move(e));
@@ -463,8 +473,19 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
   if (fresh) {
     // Every sender has mapped it (each sent us every message): the name
     // can go, and the segment serves the next calls of this description.
+    // The least recently used data side beyond the limit goes (on every
+    // rank at this call).
     fresh->own.unlinkName();
-    st.cached = std::move(fresh);
+    st.cached.insert(st.cached.begin(), std::move(fresh));
+    const size_t keep = std::max<uint32_t>(1, jc.options.keptCalls);
+    if (st.cached.size() > keep)
+      st.cached.resize(keep);
+  } else if (reuse && st.cached.front().get() != reuse) {
+    for (size_t i = 1; i < st.cached.size(); ++i)
+      if (st.cached[i].get() == reuse) {
+        std::rotate(st.cached.begin(), st.cached.begin() + i, st.cached.begin() + i + 1);
+        break;
+      }
   }
   return endCall({});
 }

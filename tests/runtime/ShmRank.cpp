@@ -164,8 +164,9 @@ std::vector<RunCase> allCases(const Plan &plan) {
 
 /// The calls of --cases repeat: runs of calls of one description (which
 /// the executor serves from the data side it kept), in place and out of
-/// place in turn, broken by other counts and types and coming back; each
-/// call gets inputs of its own (fillCallInput()).
+/// place in turn, broken by other counts and types and coming back, then
+/// three descriptions in turn; each call gets inputs of its own
+/// (fillCallInput()).
 std::vector<RunCase> repeatCases(const Plan &plan) {
   std::vector<RunCase> cases;
   const RedOp op = opsFor(plan.info.collective).front();
@@ -186,6 +187,13 @@ std::vector<RunCase> repeatCases(const Plan &plan) {
   add(1001, DataType::Int32, 2);
   add(0, DataType::Int32, 1);
   add(1001, DataType::Int32, 2);
+  // Descriptions in turn, as a training step's buckets: each call reuses a
+  // data side kept beside the others (ProcessGroupOptions::keptCalls).
+  for (int k = 0; k < 3; ++k) {
+    add(50000, DataType::Int32, 1);
+    add(1001, DataType::Float64, 1);
+    add(1001, DataType::Int32, 1);
+  }
   return cases;
 }
 

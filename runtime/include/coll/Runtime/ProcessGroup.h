@@ -81,6 +81,11 @@ struct ProcessGroupOptions {
   /// ExecOptions::memoryLimitBytes: 0 is defaultMemoryLimit() of this rank's
   /// buffer bytes, noMemoryLimit no cap. A call over it fails on every rank.
   uint64_t memoryLimitBytes = 0;
+  /// Data sides (shared-memory segments, scratch, threadblock runs) kept
+  /// for calls of the descriptions (plan, count, type, operator) used most
+  /// recently, at least 1: a call like one of them sets nothing up. Every
+  /// rank must keep as many.
+  uint32_t keptCalls = 8;
 };
 
 /// This process's rank of a job whose ranks are processes on one host.
