@@ -193,21 +193,37 @@ struct Staged {
   void *data() { return buffer.data_ptr(); }
 };
 
-/// \p tensors (of one type and size) end to end in one new tensor.
+/// \p tensors end to end in \p whole (contiguous, of their type, large
+/// enough); returns \p whole. Contiguous tensors are copied with memcpy:
+/// no dispatch per tensor.
 at::Tensor packed(const std::vector<at::Tensor> &tensors, at::Tensor whole) {
+  char *to = static_cast<char *>(whole.data_ptr());
   int64_t offset = 0;
   for (const at::Tensor &t : tensors) {
-    whole.narrow(0, offset, t.numel()).copy_(t.reshape({-1}));
+    const size_t bytes = size_t(t.numel()) * t.element_size();
+    if (t.is_contiguous()) {
+      if (bytes)
+        std::memcpy(to + offset * whole.element_size(), t.data_ptr(), bytes);
+    } else {
+      whole.narrow(0, offset, t.numel()).copy_(t.reshape({-1}));
+    }
     offset += t.numel();
   }
   return whole;
 }
 
-/// Copies the pieces of \p whole into \p tensors, in order.
+/// Copies the pieces of \p whole (contiguous) into \p tensors, in order.
 void unpack(const at::Tensor &whole, std::vector<at::Tensor> &tensors) {
+  const char *from = static_cast<const char *>(whole.data_ptr());
   int64_t offset = 0;
   for (at::Tensor &t : tensors) {
-    t.copy_(whole.narrow(0, offset, t.numel()).view(t.sizes()));
+    const size_t bytes = size_t(t.numel()) * t.element_size();
+    if (t.is_contiguous()) {
+      if (bytes)
+        std::memcpy(t.data_ptr(), from + offset * whole.element_size(), bytes);
+    } else {
+      t.copy_(whole.narrow(0, offset, t.numel()).view(t.sizes()));
+    }
     offset += t.numel();
   }
 }
