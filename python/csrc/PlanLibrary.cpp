@@ -135,13 +135,15 @@ PlanLibrary &PlanLibrary::instance() {
   static PlanLibrary *library = [] {
     PlanLibraryPaths p;
     const std::string own = ownDirectory();
+    // The environment's, the installed package's own, the build tree's,
+    // PATH's.
     p.collc = env("COLLC");
+    if (p.collc.empty() && exists(own + "/bin/collc"))
+      p.collc = own + "/bin/collc";
 #ifdef COLLC_TORCH_BUILD_COLLC
     if (p.collc.empty() && exists(COLLC_TORCH_BUILD_COLLC))
       p.collc = COLLC_TORCH_BUILD_COLLC;
 #endif
-    if (p.collc.empty() && exists(own + "/bin/collc"))
-      p.collc = own + "/bin/collc";
     if (p.collc.empty())
       p.collc = "collc";
     p.stdlib = env("COLLC_STDLIB");

@@ -382,6 +382,7 @@ at::Tensor ProcessGroupCollc::scratch(int64_t numel, const at::Tensor &like) {
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::enqueue(c10d::OpType type,
                                                           std::vector<at::Tensor> outputs,
                                                           std::function<Status()> body) {
+  ++issued;
   auto work = c10::make_intrusive<CollcWork>(rank_, type, outputs, engine);
   auto guarded = [body = std::move(body)]() -> Status {
     at::NoGradGuard noGrad;
@@ -395,6 +396,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::enqueue(c10d::OpType type,
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::enqueueStarted(
     c10d::OpType type, std::vector<at::Tensor> outputs,
     std::function<Status(std::shared_ptr<Task>, std::shared_ptr<std::atomic<int>>)> body) {
+  ++issued;
   auto work = c10::make_intrusive<CollcWork>(rank_, type, outputs, engine);
   auto completion = std::make_shared<Task>(nullptr, completeFuture(work->future, outputs));
   auto source = std::make_shared<std::atomic<int>>(-1);
@@ -518,6 +520,42 @@ ProcessGroupCollc::allgather(std::vector<std::vector<at::Tensor>> &outputs,
     if (st)
       unpack(whole, outs);
     return st;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupCollc::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputLists,
+                                       std::vector<at::Tensor> &inputs,
+                                       const c10d::AllgatherOptions &) {
+  if (outputLists.size() != inputs.size())
+    fail("all_gather_coalesced takes one list of outputs per input tensor");
+  std::vector<at::Tensor> flat;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkTensor(inputs[i], "an input tensor of all_gather_coalesced");
+    if (outputLists[i].size() != size_t(size_))
+      fail("all_gather_coalesced takes lists of " + std::to_string(size_) + " output tensors");
+    for (const at::Tensor &o : outputLists[i]) {
+      checkLike(o, inputs[i], "an output tensor of all_gather_coalesced");
+      flat.push_back(o);
+    }
+  }
+  auto *eng = engine.get();
+  ProcessGroupCollc *self = this;
+  const int n = size_;
+  return enqueue(c10d::OpType::ALLGATHER_COALESCED, flat, [=]() mutable -> Status {
+    // One allgather per input, in order, within this one operation.
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const at::Tensor &in = inputs[i];
+      const Elements e = movedAs(in);
+      at::Tensor src = in.contiguous();
+      at::Tensor whole = self->scratch(int64_t(n) * in.numel(), in);
+      Status st = eng->run("allgather", 0, src.data_ptr(), whole.data_ptr(),
+                           in.numel() * e.perElement, e.type, RedOp::Sum);
+      if (!st)
+        return st;
+      unpack(whole, outputLists[i]);
+    }
+    return Status::success();
   });
 }
 

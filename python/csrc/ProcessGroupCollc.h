@@ -47,6 +47,9 @@ public:
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
                                            std::vector<at::Tensor> &inputs,
                                            const c10d::AllgatherOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work>
+  allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputLists,
+                      std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
                                                  const c10d::AllgatherOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
@@ -75,6 +78,10 @@ public:
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
   void monitoredBarrier(const c10d::BarrierOptions &opts, bool waitAllRanks) override;
+  /// The number of operations issued on the group (every rank issues the
+  /// same), as torch's sequence numbers of a group count them.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return issued; }
 
 private:
   /// Queues \p body as an operation of type \p type whose result is
@@ -95,6 +102,7 @@ private:
   /// at a time, and none keeps it beyond its end.
   at::Tensor scratch(int64_t numel, const at::Tensor &like);
   at::Tensor scratchBytes;
+  std::atomic<uint64_t> issued{0}; ///< Operations enqueued.
   std::shared_ptr<GroupEngine> engine;
   std::shared_ptr<PeerMessages> peers;
   std::chrono::milliseconds timeout;

@@ -325,6 +325,39 @@ def run_p2p(c, group):
     dist.barrier(group=group)
 
 
+def run_objects(c, group):
+    """The object collectives (built by torch on all_gather and broadcast of
+    byte tensors of different lengths) and all_gather_coalesced."""
+    import warnings
+    rank, n = c.rank, c.n
+    objs = [None] * n
+    dist.all_gather_object(objs, {"rank": rank, "data": list(range(rank + 3))}, group=group)
+    c.checks += 1
+    if objs != [{"rank": r, "data": list(range(r + 3))} for r in range(n)]:
+        c.failures.append("rank %d: all_gather_object gave %s" % (rank, objs))
+    lst = [{"a": 1}, "x" * 1000] if rank == 0 else [None, None]
+    dist.broadcast_object_list(lst, src=0, group=group)
+    c.checks += 1
+    if lst != [{"a": 1}, "x" * 1000]:
+        c.failures.append("rank %d: broadcast_object_list gave %s" % (rank, str(lst)[:80]))
+    sl = [None]
+    dist.scatter_object_list(sl, [("s", i) for i in range(n)] if rank == 0 else None, src=0,
+                             group=group)
+    c.checks += 1
+    if sl[0] != ("s", rank):
+        c.failures.append("rank %d: scatter_object_list gave %s" % (rank, sl))
+    # torch wants one type for all of them.
+    outs = [[torch.empty(3) for _ in range(n)], [torch.empty(2) for _ in range(n)]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dist.all_gather_coalesced(outs, [value(rank, 3, torch.float32),
+                                         value(rank, 2, torch.float32, salt=1)], group=group)
+    for r in range(n):
+        c.same("all_gather_coalesced [0] from %d" % r, outs[0][r], value(r, 3, torch.float32))
+        c.same("all_gather_coalesced [1] from %d" % r, outs[1][r],
+               value(r, 2, torch.float32, salt=1))
+
+
 def run_subgroups(c):
     """new_group: a subgroup is a group of its own size, ranks renumbered."""
     rank, n = c.rank, c.n
@@ -364,6 +397,7 @@ def main(rank, n, args):
         gloo = dist.new_group(backend="gloo") if args.gloo else None
         run_ops(c, dist.group.WORLD, gloo)
         run_p2p(c, dist.group.WORLD)
+        run_objects(c, dist.group.WORLD)
         run_subgroups(c)
     except Exception:
         c.failures.append("rank %d: %s" % (rank, traceback.format_exc()))
