@@ -20,6 +20,7 @@
 #include "CompilerTestUtil.h"
 #include "TestHelpers.h"
 #include "coll/Runtime/PlanIO.h"
+#include "coll/Runtime/PlanSimulator.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -105,6 +106,11 @@ TEST_P(StdlibProgram, RunsOnTheCpuExecutors) {
     if (custom) {
       ASSERT_TRUE(plan.contract.has_value()) << GetParam();
     }
+    // The plan simulator (what imported plans are checked with) agrees with
+    // the compiler on every plan it makes.
+    SimulateReport sim = simulatePlan(plan);
+    EXPECT_TRUE(sim.ok()) << GetParam() << " N=" << n << ": "
+                          << (sim.problems.empty() ? "" : sim.problems.front());
     ++ran;
 #ifdef COLL_STDLIB_SWEEP
     std::vector<DataType> types;

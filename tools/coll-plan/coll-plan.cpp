@@ -3,13 +3,17 @@
 // coll-plan dump plan.bin [--rank R]   the plan as text (as collc --emit=plan-text)
 // coll-plan info plan.bin              a summary: collective, ranks, sizes, hash
 // coll-plan check plan.bin             load and validate; exit status only
+// coll-plan check plan.bin --simulate  and simulate: what it computes, deadlock
+//                                      at the plan's (or --depth N) slots
 //
 // Built on the runtime alone (no LLVM, no ANTLR), like anything that loads
 // plans in a user's job.
 //
 //===----------------------------------------------------------------------===//
 
+#include "coll/Runtime/Collective.h"
 #include "coll/Runtime/PlanIO.h"
+#include "coll/Runtime/PlanSimulator.h"
 
 #include <cstdio>
 #include <cstring>
@@ -25,7 +29,7 @@ namespace {
 int usage() {
   std::cerr << "usage: coll-plan dump <plan> [--rank R]\n"
                "       coll-plan info <plan>\n"
-               "       coll-plan check <plan>\n";
+               "       coll-plan check <plan> [--simulate [--depth N]]\n";
   return 2;
 }
 
@@ -82,8 +86,20 @@ int main(int argc, char **argv) {
     return usage();
   std::string cmd = argv[1], path = argv[2];
   int rank = -1;
+  bool simulate = false;
+  unsigned depth = 0;
   for (int i = 3; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--rank") == 0 && i + 1 < argc && cmd == "dump") {
+    if (std::strcmp(argv[i], "--simulate") == 0 && cmd == "check") {
+      simulate = true;
+    } else if (std::strcmp(argv[i], "--depth") == 0 && i + 1 < argc && cmd == "check") {
+      char *end = nullptr;
+      long d = std::strtol(argv[++i], &end, 10);
+      if (!*argv[i] || *end || d < 1 || d > 1 << 20) {
+        std::cerr << "coll-plan: error: bad --depth '" << argv[i] << "'\n";
+        return 2;
+      }
+      depth = unsigned(d);
+    } else if (std::strcmp(argv[i], "--rank") == 0 && i + 1 < argc && cmd == "dump") {
       char *end = nullptr;
       long r = std::strtol(argv[++i], &end, 10);
       if (!*argv[i] || *end || r < 0 || r > long(PlanLimits::maxRanks)) {
@@ -113,6 +129,19 @@ int main(int argc, char **argv) {
   if (!plan) {
     std::cerr << "coll-plan: error: " << path << ": " << plan.message() << "\n";
     return 1;
+  }
+  if (cmd == "check" && simulate) {
+    SimulateOptions options;
+    options.depth = depth;
+    SimulateReport report = simulatePlan(*plan, options);
+    for (const std::string &p : report.problems)
+      std::cerr << "coll-plan: error: " << path << ": " << p << "\n";
+    if (!report.ok())
+      return 1;
+    std::cout << path << ": computes " << collectiveName(plan->info.collective) << " on "
+              << plan->info.nranks << " ranks and finishes with "
+              << (depth ? depth : plan->info.connectionDepth) << " slots per connection ("
+              << report.stepsRun << " steps)\n";
   }
   if (cmd == "dump")
     printPlanText(*plan, std::cout);

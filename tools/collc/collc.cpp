@@ -4,16 +4,20 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "coll/Compiler/MscclXml.h"
 #include "coll/Compiler/Pipeline.h"
 #include "coll/Lang/ASTDump.h"
 #include "coll/Lang/Frontend.h"
 #include "coll/Lang/IntArith.h"
+#include "coll/Runtime/Collective.h"
 #include "coll/Runtime/PlanIO.h"
+#include "coll/Runtime/PlanSimulator.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <cstdlib>
 #include <sstream>
@@ -88,6 +92,17 @@ cl::list<std::string> defines("D", cl::Prefix, cl::value_desc("name=value"),
 cl::opt<std::string> algorithmName("algorithm", cl::value_desc("name"),
                                    cl::desc("The algorithm to use when the file declares several"),
                                    cl::cat(collcCategory));
+
+cl::opt<bool> importMscclXml(
+    "import-msccl-xml",
+    cl::desc("The input is MSCCL-IR XML (msccl-tools, the MSCCL executor, RCCL): import it as "
+             "the plan, and check what it computes"),
+    cl::cat(collcCategory));
+
+cl::opt<bool> verifyOnly("verify-only",
+                         cl::desc("With --import-msccl-xml: report every problem the simulation "
+                                  "finds, write nothing"),
+                         cl::cat(collcCategory));
 
 cl::opt<unsigned> errorLimit("error-limit", cl::value_desc("n"),
                              cl::desc("Stop after n errors (0: no limit; default 20)"),
@@ -209,6 +224,77 @@ static void restartWithHugePages(char **argv) {
   unsetenv("GLIBC_TUNABLES"); // could not restart: go on as we are
 }
 
+/// Writes \p plan to \p out ('-': standard output); false after an error.
+bool writePlanTo(const Plan &plan, const std::string &out, DiagnosticEngine &diag) {
+  std::vector<uint8_t> bytes = serializePlan(plan);
+  if (out == "-") {
+    llvm::outs().write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    return true;
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream file(out, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    diag.errorNoLoc("cannot write '" + out + "': " + ec.message());
+    return false;
+  }
+  file.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  file.close();
+  if (file.has_error()) {
+    diag.errorNoLoc("cannot write '" + out + "': " + file.error().message());
+    file.clear_error();
+    return false;
+  }
+  return true;
+}
+
+/// collc --import-msccl-xml: read the XML as a plan, simulate it against
+/// its collective, print or write it.
+int importXml(DiagnosticEngine &diag) {
+  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(inputFile);
+  if (!buffer) {
+    diag.errorNoLoc("cannot read '" + inputFile + "': " + buffer.getError().message());
+    return 1;
+  }
+  compiler::MscclImportOptions options;
+  options.connectionDepth = connectionDepth;
+  Result<Plan> plan = compiler::importMscclXml((*buffer)->getBuffer().str(), inputFile, options);
+  if (!plan) {
+    llvm::errs() << plan.message() << "\n";
+    return 1;
+  }
+  SimulateOptions sim;
+  sim.depth = connectionDepth;
+  sim.maxProblems = verifyOnly ? (errorLimit ? errorLimit : ~size_t(0)) : 1;
+  SimulateReport report = simulatePlan(*plan, sim);
+  for (const std::string &p : report.problems)
+    llvm::errs() << inputFile << ": error: " << p << "\n";
+  if (!report.ok())
+    return 1;
+  if (verifyOnly) {
+    llvm::outs() << inputFile << ": " << plan->info.name << " ("
+                 << collectiveName(plan->info.collective) << ", " << plan->info.nranks << " gpus"
+                 << (plan->info.inplace ? ", in place" : "")
+                 << "): computes its collective and finishes with " << sim.depth
+                 << " slots per connection (" << report.stepsRun << " steps)\n";
+    return 0;
+  }
+  if (emit == EmitKind::PlanText) {
+    std::ostringstream text;
+    printPlanText(*plan, text);
+    llvm::outs() << text.str();
+  } else if (emit != EmitKind::Check && emit != EmitKind::Plan) {
+    diag.errorNoLoc("--import-msccl-xml emits the plan (--emit=plan, plan-text or -o), nothing "
+                    "else");
+    return 1;
+  }
+  std::string out = outputFile;
+  if (out.empty() && emit == EmitKind::Plan)
+    out = "plan.bin";
+  if (out.empty())
+    return 0;
+  return writePlanTo(*plan, out, diag) ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   restartWithHugePages(argv);
   llvm::InitLLVM init(argc, argv);
@@ -233,6 +319,12 @@ int main(int argc, char **argv) {
   DiagnosticEngine diag(srcMgr);
   if (inputFile.empty()) {
     diag.errorNoLoc("no input file; usage: collc <input.coll> [options] (see --help)");
+    return 1;
+  }
+  if (importMscclXml)
+    return importXml(diag);
+  if (verifyOnly) {
+    diag.errorNoLoc("--verify-only goes with --import-msccl-xml");
     return 1;
   }
   std::vector<compiler::PassId> printAfterPasses;
@@ -406,23 +498,5 @@ int main(int argc, char **argv) {
     out = "plan.bin";
   if (out.empty())
     return 0;
-  std::vector<uint8_t> bytes = serializePlan(c->plan);
-  if (out == "-") {
-    llvm::outs().write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-    return 0;
-  }
-  std::error_code ec;
-  llvm::raw_fd_ostream file(out, ec, llvm::sys::fs::OF_None);
-  if (ec) {
-    diag.errorNoLoc("cannot write '" + out + "': " + ec.message());
-    return 1;
-  }
-  file.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-  file.close();
-  if (file.has_error()) {
-    diag.errorNoLoc("cannot write '" + out + "': " + file.error().message());
-    file.clear_error();
-    return 1;
-  }
-  return 0;
+  return writePlanTo(c->plan, out, diag) ? 0 : 1;
 }

@@ -1,0 +1,615 @@
+//===- MscclXml.cpp - MSCCL-IR XML in -------------------------------------===//
+//
+// A streaming reader of the XML subset MSCCL-IR uses (elements, attributes,
+// comments, a declaration; no text), and the mapping of algo/gpu/tb/step
+// onto a Plan. Every error names its line and column.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/Compiler/MscclXml.h"
+
+#include "coll/Runtime/Collective.h"
+#include "coll/Runtime/PlanIO.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace coll::compiler {
+
+namespace {
+
+/// One start tag, its attributes and where it is.
+struct Tag {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> attrs;
+  bool selfClosing = false;
+  unsigned line = 0, col = 0;
+};
+
+class XmlReader {
+public:
+  XmlReader(const std::string &text, std::string fileName)
+      : text(text), fileName(std::move(fileName)) {}
+
+  enum class Event { Start, End, Eof, Error };
+
+  /// The next start tag (in `tag`) or end tag (name in `tag.name`).
+  Event next(Tag &tag) {
+    for (;;) {
+      skipSpace();
+      if (pos >= text.size())
+        return Event::Eof;
+      if (text[pos] != '<') {
+        std::string excerpt = text.substr(pos, std::min<size_t>(20, text.size() - pos));
+        excerpt = excerpt.substr(0, excerpt.find_first_of("\r\n<"));
+        return fail("unexpected text '" + excerpt +
+                    "' (MSCCL-IR has elements and attributes only)");
+      }
+      if (startsWith("<!--")) {
+        size_t end = text.find("-->", pos + 4);
+        if (end == std::string::npos)
+          return fail("a comment that does not end");
+        advanceTo(end + 3);
+        continue;
+      }
+      if (startsWith("<?")) {
+        size_t end = text.find("?>", pos + 2);
+        if (end == std::string::npos)
+          return fail("a declaration that does not end");
+        advanceTo(end + 2);
+        continue;
+      }
+      if (startsWith("<!")) {
+        size_t end = text.find('>', pos + 2);
+        if (end == std::string::npos)
+          return fail("a declaration that does not end");
+        advanceTo(end + 1);
+        continue;
+      }
+      tag = Tag();
+      tag.line = line;
+      tag.col = col;
+      advance(1);
+      bool closing = false;
+      if (pos < text.size() && text[pos] == '/') {
+        closing = true;
+        advance(1);
+      }
+      tag.name = readName();
+      if (tag.name.empty())
+        return fail("expected an element name after '<'");
+      if (closing) {
+        skipSpace();
+        if (pos >= text.size() || text[pos] != '>')
+          return fail("expected '>' to end </" + tag.name + ">");
+        advance(1);
+        return Event::End;
+      }
+      for (;;) {
+        skipSpace();
+        if (pos >= text.size())
+          return fail("<" + tag.name + "> does not end");
+        if (text[pos] == '>') {
+          advance(1);
+          return Event::Start;
+        }
+        if (startsWith("/>")) {
+          advance(2);
+          tag.selfClosing = true;
+          return Event::Start;
+        }
+        const unsigned aLine = line, aCol = col;
+        std::string name = readName();
+        if (name.empty())
+          return fail("expected an attribute name in <" + tag.name + ">");
+        skipSpace();
+        if (pos >= text.size() || text[pos] != '=')
+          return failAt(aLine, aCol, "attribute '" + name + "' of <" + tag.name + "> has no value");
+        advance(1);
+        skipSpace();
+        if (pos >= text.size() || (text[pos] != '"' && text[pos] != '\''))
+          return failAt(aLine, aCol, "the value of '" + name + "' must be quoted");
+        const char quote = text[pos];
+        advance(1);
+        size_t end = text.find(quote, pos);
+        if (end == std::string::npos)
+          return failAt(aLine, aCol, "the value of '" + name + "' does not end");
+        std::string raw = text.substr(pos, end - pos);
+        advanceTo(end + 1);
+        std::string value;
+        if (!unescape(raw, value))
+          return failAt(aLine, aCol, "the value of '" + name + "' has a bad entity: '" + raw + "'");
+        for (const auto &a : tag.attrs)
+          if (a.first == name)
+            return failAt(aLine, aCol,
+                          "attribute '" + name + "' given twice in <" + tag.name + ">");
+        tag.attrs.emplace_back(std::move(name), std::move(value));
+      }
+    }
+  }
+
+  std::string at(unsigned l, unsigned c) const {
+    return fileName + ":" + std::to_string(l) + ":" + std::to_string(c) + ": error: ";
+  }
+  const std::string &error() const { return err; }
+
+private:
+  Event fail(const std::string &msg) { return failAt(line, col, msg); }
+  Event failAt(unsigned l, unsigned c, const std::string &msg) {
+    err = at(l, c) + msg;
+    return Event::Error;
+  }
+  bool startsWith(const char *s) const { return text.compare(pos, std::strlen(s), s) == 0; }
+  void advance(size_t n) { advanceTo(pos + n); }
+  void advanceTo(size_t to) {
+    for (; pos < to && pos < text.size(); ++pos) {
+      if (text[pos] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+  }
+  void skipSpace() {
+    while (pos < text.size() &&
+           (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' || text[pos] == '\r'))
+      advance(1);
+  }
+  std::string readName() {
+    size_t start = pos;
+    while (pos < text.size() && (std::isalnum((unsigned char)text[pos]) || text[pos] == '_' ||
+                                 text[pos] == '-' || text[pos] == ':' || text[pos] == '.'))
+      ++pos, ++col;
+    return text.substr(start, pos - start);
+  }
+  static bool unescape(const std::string &raw, std::string &out) {
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] != '&') {
+        out += raw[i];
+        continue;
+      }
+      size_t semi = raw.find(';', i);
+      if (semi == std::string::npos)
+        return false;
+      std::string ent = raw.substr(i + 1, semi - i - 1);
+      if (ent == "lt")
+        out += '<';
+      else if (ent == "gt")
+        out += '>';
+      else if (ent == "amp")
+        out += '&';
+      else if (ent == "quot")
+        out += '"';
+      else if (ent == "apos")
+        out += '\'';
+      else
+        return false;
+      i = semi;
+    }
+    return true;
+  }
+
+  const std::string &text;
+  std::string fileName;
+  size_t pos = 0;
+  unsigned line = 1, col = 1;
+  std::string err;
+};
+
+/// Attribute access with typed, located errors.
+class Attrs {
+public:
+  Attrs(const Tag &tag, const XmlReader &reader, std::string what)
+      : tag(tag), reader(reader), what(std::move(what)) {}
+
+  const std::string *find(const char *name) const {
+    for (const auto &a : tag.attrs)
+      if (a.first == name)
+        return &a.second;
+    return nullptr;
+  }
+  Status error(const std::string &msg) const {
+    return Status::error(reader.at(tag.line, tag.col) + what + ": " + msg);
+  }
+  /// An integer attribute; \p fallback when absent (none: required).
+  Status integer(const char *name, int64_t &out, std::optional<int64_t> fallback = std::nullopt,
+                 int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) const {
+    const std::string *v = find(name);
+    if (!v) {
+      if (!fallback)
+        return error("attribute '" + std::string(name) + "' is missing");
+      out = *fallback;
+      return Status::success();
+    }
+    const char *s = v->c_str();
+    char *end = nullptr;
+    errno = 0;
+    long long x = std::strtoll(s, &end, 10);
+    if (v->empty() || *end || errno || end == s)
+      return error("attribute " + std::string(name) + "=\"" + *v + "\" is not an integer");
+    if (x < lo || x > hi)
+      return error("attribute " + std::string(name) + "=\"" + *v + "\" is out of range [" +
+                   std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    out = x;
+    return Status::success();
+  }
+
+private:
+  const Tag &tag;
+  const XmlReader &reader;
+  std::string what;
+};
+
+std::optional<Opcode> opcodeNamed(const std::string &s) {
+  for (unsigned i = 0; i < numOpcodes(); ++i)
+    if (s == opcodeInfo(Opcode(i)).mnemonic)
+      return Opcode(i);
+  return std::nullopt;
+}
+
+std::optional<BufferKind> bufferNamed(const std::string &s) {
+  if (s == "i" || s == "input")
+    return BufferKind::Input;
+  if (s == "o" || s == "output")
+    return BufferKind::Output;
+  if (s == "s" || s == "scratch")
+    return BufferKind::Scratch;
+  return std::nullopt;
+}
+
+constexpr int64_t maxChunks = int64_t(PlanLimits::maxChunks);
+
+} // namespace
+
+Result<Plan> importMscclXml(const std::string &text, const std::string &fileName,
+                            const MscclImportOptions &options, MscclAlgoInfo *algoOut) {
+  XmlReader reader(text, fileName);
+  Tag tag;
+  Plan plan;
+  MscclAlgoInfo algo;
+  auto readErr = [&]() { return Status::error(reader.error()); };
+
+  // <algo ...>
+  XmlReader::Event ev = reader.next(tag);
+  if (ev == XmlReader::Event::Error)
+    return readErr();
+  if (ev != XmlReader::Event::Start || tag.name != "algo")
+    return Status::error(reader.at(tag.line, tag.col) + "expected <algo> as the root element" +
+                         (ev == XmlReader::Event::Start ? ", found <" + tag.name + ">" : ""));
+  const Tag algoTag = tag;
+  Attrs a(algoTag, reader, "<algo>");
+  int64_t ngpus = 0, nchunks = 0, nchannels = 0, inplace = 0, outofplace = -1;
+  if (Status s = a.integer("ngpus", ngpus, std::nullopt, 1, PlanLimits::maxRanks); !s)
+    return s;
+  if (Status s = a.integer("nchunksperloop", nchunks, std::nullopt, 1, maxChunks); !s)
+    return s;
+  if (Status s = a.integer("nchannels", nchannels, 1, 1, PlanLimits::maxChannels); !s)
+    return s;
+  // Nonzero means true, as the executors read them.
+  if (Status s = a.integer("inplace", inplace, 0, 0); !s)
+    return s;
+  if (Status s = a.integer("outofplace", outofplace, -1, 0); !s)
+    return s;
+  inplace = inplace != 0;
+  if (outofplace > 0)
+    outofplace = 1;
+  for (const char *k : {"minBytes", "maxBytes"}) {
+    int64_t v = 0;
+    if (Status s = a.integer(k, v, 0, 0); !s)
+      return s;
+    (k[1] == 'i' ? algo.minBytes : algo.maxBytes) = uint64_t(v);
+  }
+  const std::string *coll = a.find("coll");
+  if (!coll)
+    return a.error("attribute 'coll' is missing");
+  algo.collName = *coll;
+  std::string collName = *coll;
+  if (collName == "reduce_scatter")
+    collName = "reducescatter";
+  if (collName == "all_reduce")
+    collName = "allreduce";
+  if (collName == "all_gather")
+    collName = "allgather";
+  if (collName == "all_to_all")
+    collName = "alltoall";
+  const CollectiveInfo *ci = findCollective(collName);
+  if (!ci)
+    return a.error("coll=\"" + *coll +
+                   "\" is not a collective Collc checks (allreduce, allgather, reduce_scatter, "
+                   "alltoall, broadcast, reduce, gather, scatter)");
+  if (collectiveInfo(ci->kind).rooted)
+    return a.error("coll=\"" + *coll + "\": rooted collectives have no root in MSCCL-IR");
+  plan.info.collective = ci->kind;
+  plan.info.nranks = uint32_t(ngpus);
+  plan.info.inplace = inplace == 1;
+  plan.info.connectionDepth = options.connectionDepth;
+  plan.info.name = a.find("name") ? *a.find("name") : std::string("msccl");
+  if (plan.info.name.empty() || plan.info.name.size() > PlanLimits::maxNameBytes)
+    return a.error("the name must be 1 to " + std::to_string(PlanLimits::maxNameBytes) + " bytes");
+  const std::string proto = a.find("proto") ? *a.find("proto") : std::string("Simple");
+  if (proto == "Simple")
+    plan.info.protocol = ProtocolKind::Simple;
+  else if (proto == "LL")
+    plan.info.protocol = ProtocolKind::LL;
+  else if (proto == "LL128")
+    plan.info.protocol = ProtocolKind::LL128;
+  else
+    return a.error("proto=\"" + proto + "\" is not Simple, LL or LL128");
+  if (inplace == 1 && !hasInPlaceForm(ci->kind))
+    return a.error(std::string(ci->name) + " has no in-place form");
+  algo.nchannels = uint32_t(nchannels);
+  algo.nchunksperloop = uint32_t(nchunks);
+  algo.outOfPlace = outofplace < 0 ? inplace == 0 : outofplace == 1;
+  plan.ranks.resize(size_t(ngpus));
+  std::vector<bool> seen(size_t(ngpus), false);
+  if (algoTag.selfClosing)
+    return a.error("it has no <gpu> elements");
+
+  // The chunks of the collective's buffers, from the gpus' i/o chunks.
+  int64_t inChunks = -1, outChunks = -1;
+  auto sizesFrom = [&](int64_t i, int64_t o) -> std::optional<std::string> {
+    const int64_t n = ngpus;
+    int64_t in = 0, out = 0;
+    switch (ci->kind) {
+    case CollectiveKind::AllReduce:
+      in = out = std::max(i, o);
+      break;
+    case CollectiveKind::AllGather:
+      out = std::max(o, i * n);
+      if (out % n)
+        return "o_chunks=" + std::to_string(o) + " is not a multiple of ngpus";
+      in = out / n;
+      break;
+    case CollectiveKind::ReduceScatter:
+      in = std::max(i, o * n);
+      if (in % n)
+        return "i_chunks=" + std::to_string(i) + " is not a multiple of ngpus";
+      out = in / n;
+      break;
+    default:
+      in = out = std::max(i, o);
+      break;
+    }
+    if (in <= 0 || out <= 0)
+      return std::string("the buffers have no chunks");
+    if (inChunks < 0) {
+      inChunks = in;
+      outChunks = out;
+    } else if (in != inChunks || out != outChunks) {
+      return "i_chunks=" + std::to_string(i) + " o_chunks=" + std::to_string(o) +
+             " differ from the other gpus'";
+    }
+    return std::nullopt;
+  };
+
+  for (;;) {
+    ev = reader.next(tag);
+    if (ev == XmlReader::Event::Error)
+      return readErr();
+    if (ev == XmlReader::Event::Eof)
+      return Status::error(reader.at(algoTag.line, algoTag.col) + "<algo> is not closed");
+    if (ev == XmlReader::Event::End) {
+      if (tag.name != "algo")
+        return Status::error(reader.at(tag.line, tag.col) + "</" + tag.name +
+                             "> where </algo> was expected");
+      break;
+    }
+    if (tag.name != "gpu")
+      return Status::error(reader.at(tag.line, tag.col) + "unexpected <" + tag.name +
+                           "> in <algo> (expected <gpu>)");
+    const Tag gpuTag = tag;
+    Attrs g(gpuTag, reader, "<gpu>");
+    int64_t id = 0, ic = 0, oc = 0, sc = 0;
+    if (Status s = g.integer("id", id, std::nullopt, 0, ngpus - 1); !s)
+      return s;
+    if (seen[size_t(id)])
+      return g.error("gpu " + std::to_string(id) + " appears twice");
+    seen[size_t(id)] = true;
+    if (Status s = g.integer("i_chunks", ic, 0, 0, maxChunks); !s)
+      return s;
+    if (Status s = g.integer("o_chunks", oc, 0, 0, maxChunks); !s)
+      return s;
+    if (Status s = g.integer("s_chunks", sc, 0, 0, maxChunks); !s)
+      return s;
+    if (auto bad = sizesFrom(ic, oc))
+      return g.error("gpu " + std::to_string(id) + ": " + *bad);
+    RankPlan &rp = plan.ranks[size_t(id)];
+    rp.scratchChunks = uint32_t(sc);
+    std::map<int64_t, Threadblock> tbs;
+    const std::string gpuName = "gpu " + std::to_string(id);
+    while (!gpuTag.selfClosing) {
+      ev = reader.next(tag);
+      if (ev == XmlReader::Event::Error)
+        return readErr();
+      if (ev == XmlReader::Event::Eof)
+        return g.error("<gpu> is not closed");
+      if (ev == XmlReader::Event::End) {
+        if (tag.name != "gpu")
+          return Status::error(reader.at(tag.line, tag.col) + "</" + tag.name +
+                               "> where </gpu> was expected");
+        break;
+      }
+      if (tag.name != "tb")
+        return Status::error(reader.at(tag.line, tag.col) + "unexpected <" + tag.name + "> in " +
+                             gpuName + " (expected <tb>)");
+      const Tag tbTag = tag;
+      Attrs t(tbTag, reader, gpuName + " <tb>");
+      int64_t tbId = 0, send = -1, recv = -1, chan = 0;
+      if (Status s = t.integer("id", tbId, std::nullopt, 0, PlanLimits::maxThreadblocksPerRank - 1);
+          !s)
+        return s;
+      const std::string tbName = gpuName + " tb " + std::to_string(tbId);
+      Attrs tn(tbTag, reader, tbName);
+      if (tbs.count(tbId))
+        return tn.error("the threadblock id appears twice");
+      if (Status s = tn.integer("send", send, -1, -1, ngpus - 1); !s)
+        return s;
+      if (Status s = tn.integer("recv", recv, -1, -1, ngpus - 1); !s)
+        return s;
+      if (Status s = tn.integer("chan", chan, 0, 0, PlanLimits::maxChannels - 1); !s)
+        return s;
+      if (send == id || recv == id)
+        return tn.error("a threadblock cannot send to or receive from its own gpu");
+      Threadblock &tb = tbs[tbId];
+      tb.sendPeer = int32_t(send);
+      tb.recvPeer = int32_t(recv);
+      tb.channel = uint32_t(chan);
+      while (!tbTag.selfClosing) {
+        ev = reader.next(tag);
+        if (ev == XmlReader::Event::Error)
+          return readErr();
+        if (ev == XmlReader::Event::Eof)
+          return tn.error("<tb> is not closed");
+        if (ev == XmlReader::Event::End) {
+          if (tag.name != "tb")
+            return Status::error(reader.at(tag.line, tag.col) + "</" + tag.name +
+                                 "> where </tb> was expected");
+          break;
+        }
+        if (tag.name != "step")
+          return Status::error(reader.at(tag.line, tag.col) + "unexpected <" + tag.name + "> in " +
+                               tbName + " (expected <step>)");
+        const Tag stepTag = tag;
+        const size_t index = tb.steps.size();
+        const std::string stepName = tbName + " step " + std::to_string(index);
+        Attrs st(stepTag, reader, stepName);
+        if (!stepTag.selfClosing) {
+          ev = reader.next(tag);
+          if (ev == XmlReader::Event::Error)
+            return readErr();
+          if (ev != XmlReader::Event::End || tag.name != "step")
+            return st.error("<step> holds nothing and must end at once");
+        }
+        if (tb.steps.size() >= PlanLimits::maxStepsPerThreadblock)
+          return st.error("more than " + std::to_string(PlanLimits::maxStepsPerThreadblock) +
+                          " steps in a threadblock");
+        int64_t s = 0;
+        if (Status e = st.integer("s", s, int64_t(index), 0); !e)
+          return e;
+        if (s != int64_t(index))
+          return st.error("s=\"" + std::to_string(s) +
+                          "\": steps must be numbered 0, 1, 2, ... in "
+                          "order (this is step " +
+                          std::to_string(index) + ")");
+        const std::string *type = st.find("type");
+        if (!type)
+          return st.error("attribute 'type' is missing");
+        std::optional<Opcode> op = opcodeNamed(*type);
+        if (!op)
+          return st.error("type=\"" + *type +
+                          "\" is not a step type (s, r, rcs, rrc, rrs, rrcs, cpy, re, nop)");
+        const OpcodeInfo &oi = opcodeInfo(*op);
+        if (oi.send && tb.sendPeer < 0)
+          return st.error(std::string("a '") + oi.mnemonic +
+                          "' step in a threadblock with no send peer");
+        if (oi.recv && tb.recvPeer < 0)
+          return st.error(std::string("a '") + oi.mnemonic +
+                          "' step in a threadblock with no receive peer");
+        Instruction in;
+        in.op = *op;
+        int64_t srcoff = 0, dstoff = 0, cnt = 0, depid = -1, deps = -1;
+        auto buffer = [&](const char *attr, bool used, BufferKind &out) -> Status {
+          const std::string *v = st.find(attr);
+          if (!used)
+            return Status::success();
+          if (!v)
+            return st.error("attribute '" + std::string(attr) + "' is missing");
+          std::optional<BufferKind> b = bufferNamed(*v);
+          if (!b)
+            return st.error(std::string(attr) + "=\"" + *v + "\" is not i, o or s");
+          out = *b;
+          return Status::success();
+        };
+        if (Status e = buffer("srcbuf", oi.readSrc, in.srcBuf); !e)
+          return e;
+        if (Status e = buffer("dstbuf", oi.writeDst, in.dstBuf); !e)
+          return e;
+        if (Status e =
+                st.integer("srcoff", srcoff, oi.readSrc ? std::nullopt : std::optional<int64_t>(0),
+                           oi.readSrc ? 0 : INT64_MIN, maxChunks);
+            !e)
+          return e;
+        if (Status e =
+                st.integer("dstoff", dstoff, oi.writeDst ? std::nullopt : std::optional<int64_t>(0),
+                           oi.writeDst ? 0 : INT64_MIN, maxChunks);
+            !e)
+          return e;
+        if (Status e = st.integer("cnt", cnt,
+                                  *op == Opcode::Nop ? std::optional<int64_t>(0) : std::nullopt,
+                                  *op == Opcode::Nop ? INT64_MIN : 1, maxChunks);
+            !e)
+          return e;
+        if (Status e = st.integer("depid", depid, -1, -1, PlanLimits::maxThreadblocksPerRank - 1);
+            !e)
+          return e;
+        if (Status e = st.integer("deps", deps, -1, -1, PlanLimits::maxStepsPerThreadblock - 1); !e)
+          return e;
+        if (oi.readSrc)
+          in.srcOff = uint32_t(srcoff);
+        else
+          in.srcBuf = BufferKind::Input;
+        if (oi.writeDst)
+          in.dstOff = uint32_t(dstoff);
+        else
+          in.dstBuf = BufferKind::Input;
+        in.count = *op == Opcode::Nop ? 0 : uint32_t(cnt);
+        if (depid >= 0) {
+          if (deps < 0)
+            return st.error("depid=\"" + std::to_string(depid) + "\" without a step in 'deps'");
+          if (depid == tbId)
+            return st.error("a step cannot depend on its own threadblock");
+          in.depBegin = uint32_t(tb.deps.size());
+          in.depCount = 1;
+          tb.deps.push_back(Dependency{uint32_t(depid), uint32_t(deps)});
+        }
+        tb.steps.push_back(in);
+      }
+    }
+    // Threadblocks in the order of their ids, which must be 0, 1, 2, ...
+    int64_t expect = 0;
+    for (auto &[tbId, tb] : tbs) {
+      if (tbId != expect)
+        return g.error(gpuName + " has no tb " + std::to_string(expect) +
+                       " (threadblock ids must be 0, 1, 2, ...)");
+      ++expect;
+      rp.threadblocks.push_back(std::move(tb));
+    }
+    // Dependencies name existing steps.
+    for (size_t t = 0; t < rp.threadblocks.size(); ++t)
+      for (size_t k = 0; k < rp.threadblocks[t].steps.size(); ++k) {
+        const Instruction &in = rp.threadblocks[t].steps[k];
+        for (uint32_t d = 0; d < in.depCount; ++d) {
+          const Dependency &dep = rp.threadblocks[t].deps[in.depBegin + d];
+          if (dep.tb >= rp.threadblocks.size() || dep.step >= rp.threadblocks[dep.tb].steps.size())
+            return g.error(gpuName + " tb " + std::to_string(t) + " step " + std::to_string(k) +
+                           " depends on tb " + std::to_string(dep.tb) + " step " +
+                           std::to_string(dep.step) + ", which does not exist");
+        }
+      }
+  }
+  ev = reader.next(tag);
+  if (ev == XmlReader::Event::Error)
+    return readErr();
+  if (ev != XmlReader::Event::Eof)
+    return Status::error(reader.at(tag.line, tag.col) + "content after </algo>");
+  for (int64_t r = 0; r < ngpus; ++r)
+    if (!seen[size_t(r)])
+      return Status::error(reader.at(algoTag.line, algoTag.col) + "<algo> has no <gpu id=\"" +
+                           std::to_string(r) + "\"> (ngpus=\"" + std::to_string(ngpus) + "\")");
+  plan.info.inputChunks = uint32_t(inChunks);
+  plan.info.outputChunks = uint32_t(outChunks);
+  if (Status s = validatePlan(plan); !s)
+    return Status::error(fileName + ": error: " + s.message());
+  if (algoOut)
+    *algoOut = algo;
+  return plan;
+}
+
+} // namespace coll::compiler

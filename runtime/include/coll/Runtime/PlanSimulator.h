@@ -1,0 +1,58 @@
+//===- PlanSimulator.h - What a plan computes, without running it -*- C++ -*-===//
+/// \file
+/// Runs a plan on symbolic values, as the executors would run it: every
+/// threadblock's steps in order, a step after its dependencies, a receive
+/// when its message is there, a send when the connection has a free slot
+/// among `depth`. Every buffer chunk holds a value: an input chunk of some
+/// rank, a reduction of several (a multiset), or nothing (never written).
+/// At the end it checks
+///
+/// - that the run finished: threadblocks still blocked wait for each other
+///   (a deadlock at that depth) or for a message nobody sends;
+/// - that both ends of every connection agree: each receive pairs with the
+///   sender's send of the same number of chunks, and no message is left;
+/// - that every output chunk holds what the collective defines (for a
+///   built-in collective; in place, through the collective's alias), or the
+///   plan's contract (a user-declared collective).
+///
+/// A value is kept as the number of input chunks it combines and two sums
+/// of random 64-bit keys of those chunks: two different multisets have the
+/// same summary with probability about 2^-128. Problems name the rank,
+/// threadblock and step, as `gpu 2 tb 0 step 5` does in MSCCL-IR terms.
+/// Used to check plans that no Collc program produced (imported MSCCL-IR)
+/// and by `coll-plan check`.
+//===----------------------------------------------------------------------===//
+#ifndef COLL_RUNTIME_PLANSIMULATOR_H
+#define COLL_RUNTIME_PLANSIMULATOR_H
+
+#include "coll/Runtime/Plan.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace coll {
+
+/// Options of simulatePlan().
+struct SimulateOptions {
+  /// Slots per connection; 0: the plan's connectionDepth.
+  uint32_t depth = 0;
+  /// Stop after this many problems (at least 1).
+  size_t maxProblems = 20;
+};
+
+/// What simulatePlan() found: nothing when the plan computes its
+/// collective and cannot deadlock at the depth.
+struct SimulateReport {
+  std::vector<std::string> problems;
+  uint64_t stepsRun = 0;
+  bool ok() const { return problems.empty(); }
+};
+
+/// Simulates \p plan (structurally valid: validatePlan()), every rank.
+SimulateReport simulatePlan(const Plan &plan, const SimulateOptions &options = SimulateOptions());
+
+} // namespace coll
+
+#endif // COLL_RUNTIME_PLANSIMULATOR_H

@@ -1,0 +1,429 @@
+//===- PlanSimulator.cpp - What a plan computes, without running it -------===//
+
+#include "coll/Runtime/PlanSimulator.h"
+
+#include "coll/Runtime/Collective.h"
+#include "coll/Runtime/Executor.h"
+
+#include <algorithm>
+#include <array>
+#include <deque>
+#include <map>
+#include <random>
+#include <tuple>
+#include <unordered_map>
+
+namespace coll {
+
+namespace {
+
+/// A symbolic chunk: a multiset of input chunks, summarised.
+struct Term {
+  uint64_t h1 = 0, h2 = 0;
+  uint32_t count = 0;
+  bool defined = false;
+  bool operator==(const Term &o) const {
+    return defined == o.defined && count == o.count && h1 == o.h1 && h2 == o.h2;
+  }
+};
+
+Term reduceTerms(const Term &a, const Term &b) {
+  Term t;
+  t.defined = a.defined && b.defined;
+  t.count = a.count + b.count;
+  t.h1 = a.h1 + b.h1;
+  t.h2 = a.h2 + b.h2;
+  return t;
+}
+
+struct Message {
+  std::vector<Term> chunks;
+  uint32_t tb = 0, step = 0; ///< The sender's.
+};
+
+/// Who wrote a chunk last.
+struct Writer {
+  int32_t tb = -1;
+  uint32_t step = 0;
+};
+
+std::string where(uint32_t rank, uint32_t tb, uint32_t step) {
+  return "gpu " + std::to_string(rank) + " tb " + std::to_string(tb) + " step " +
+         std::to_string(step);
+}
+
+const char *bufferName(BufferKind k) {
+  switch (k) {
+  case BufferKind::Input:
+    return "input";
+  case BufferKind::Output:
+    return "output";
+  case BufferKind::Scratch:
+    return "scratch";
+  }
+  return "?";
+}
+
+class Simulator {
+public:
+  Simulator(const Plan &plan, const SimulateOptions &options) : plan(plan), options(options) {}
+
+  SimulateReport run() {
+    depth = options.depth ? options.depth : plan.info.connectionDepth;
+    if (depth == 0)
+      depth = 1;
+    makeKeys();
+    makeBuffers();
+    if (!makeConnections())
+      return std::move(report);
+    execute();
+    if (report.ok())
+      checkOutputs();
+    return std::move(report);
+  }
+
+private:
+  bool problem(const std::string &text) {
+    if (report.problems.size() < std::max<size_t>(1, options.maxProblems))
+      report.problems.push_back(text);
+    return report.problems.size() < std::max<size_t>(1, options.maxProblems);
+  }
+
+  void makeKeys() {
+    std::random_device random;
+    std::mt19937_64 gen((uint64_t(random()) << 32) ^ random());
+    const uint32_t n = plan.info.nranks, c = plan.info.inputChunks;
+    keys.resize(size_t(n) * c);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      keys[i] = {gen() | 1, gen()};
+      leafOf[keys[i].first] = uint32_t(i);
+    }
+  }
+
+  Term leaf(uint32_t rank, uint32_t chunk) const {
+    const auto &k = keys[size_t(rank) * plan.info.inputChunks + chunk];
+    return Term{k.first, k.second, 1, true};
+  }
+
+  /// The storage of (rank, buffer, chunk), through the in-place alias.
+  std::pair<BufferKind, uint32_t> canonical(uint32_t rank, BufferKind b, uint32_t chunk) const {
+    if (!plan.info.inplace || plan.info.collective == CollectiveKind::Custom)
+      return {b, chunk};
+    switch (collectiveInfo(plan.info.collective).inPlace) {
+    case InPlaceAlias::Same:
+      if (b == BufferKind::Output)
+        return {BufferKind::Input, chunk};
+      break;
+    case InPlaceAlias::InputInOutput:
+      if (b == BufferKind::Input)
+        return {BufferKind::Output, rank * plan.info.inputChunks + chunk};
+      break;
+    case InPlaceAlias::OutputInInput:
+      if (b == BufferKind::Output)
+        return {BufferKind::Input, rank * plan.info.outputChunks + chunk};
+      break;
+    default:
+      break;
+    }
+    return {b, chunk};
+  }
+
+  Term &slot(uint32_t rank, BufferKind b, uint32_t chunk) {
+    auto [kind, index] = canonical(rank, b, chunk);
+    return buffers[rank][unsigned(kind)][index];
+  }
+  Writer &writer(uint32_t rank, BufferKind b, uint32_t chunk) {
+    auto [kind, index] = canonical(rank, b, chunk);
+    return writers[rank][unsigned(kind)][index];
+  }
+
+  void makeBuffers() {
+    const PlanInfo &info = plan.info;
+    buffers.resize(info.nranks);
+    writers.resize(info.nranks);
+    for (uint32_t r = 0; r < info.nranks; ++r) {
+      const uint32_t sizes[3] = {info.inputChunks, info.outputChunks, plan.ranks[r].scratchChunks};
+      for (unsigned k = 0; k < 3; ++k) {
+        buffers[r][k].assign(sizes[k], Term());
+        writers[r][k].assign(sizes[k], Writer());
+      }
+      for (uint32_t c = 0; c < info.inputChunks; ++c)
+        slot(r, BufferKind::Input, c) = leaf(r, c);
+    }
+  }
+
+  bool makeConnections() {
+    bool ok = true;
+    std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::pair<uint32_t, uint32_t>> senders,
+        receivers;
+    for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
+      const auto &tbs = plan.ranks[r].threadblocks;
+      for (uint32_t t = 0; t < tbs.size(); ++t) {
+        const Threadblock &tb = tbs[t];
+        if (tb.sendPeer >= 0) {
+          auto key = std::make_tuple(r, uint32_t(tb.sendPeer), tb.channel);
+          auto [it, fresh] = senders.emplace(key, std::make_pair(r, t));
+          if (!fresh) {
+            problem("gpu " + std::to_string(r) + " tb " + std::to_string(t) + " and tb " +
+                    std::to_string(it->second.second) + " both send to gpu " +
+                    std::to_string(tb.sendPeer) + " on channel " + std::to_string(tb.channel));
+            ok = false;
+          }
+        }
+        if (tb.recvPeer >= 0) {
+          auto key = std::make_tuple(uint32_t(tb.recvPeer), r, tb.channel);
+          auto [it, fresh] = receivers.emplace(key, std::make_pair(r, t));
+          if (!fresh) {
+            problem("gpu " + std::to_string(r) + " tb " + std::to_string(t) + " and tb " +
+                    std::to_string(it->second.second) + " both receive from gpu " +
+                    std::to_string(tb.recvPeer) + " on channel " + std::to_string(tb.channel));
+            ok = false;
+          }
+        }
+      }
+    }
+    if (!ok)
+      return false;
+    for (const auto &[key, tb] : senders)
+      connectionOf[key] = uint32_t(connectionOf.size());
+    for (const auto &[key, tb] : receivers)
+      if (!connectionOf.count(key))
+        connectionOf[key] = uint32_t(connectionOf.size());
+    fifos.resize(connectionOf.size());
+    return true;
+  }
+
+  uint32_t connection(uint32_t from, uint32_t to, uint32_t channel) const {
+    return connectionOf.at(std::make_tuple(from, to, channel));
+  }
+
+  /// Runs one step of (rank, tb) if it can; returns whether it did.
+  bool tryStep(uint32_t r, uint32_t t) {
+    const Threadblock &tb = plan.ranks[r].threadblocks[t];
+    uint32_t &pc = pcs[r][t];
+    if (pc >= tb.steps.size())
+      return false;
+    const Instruction &in = tb.steps[pc];
+    for (uint32_t d = 0; d < in.depCount; ++d) {
+      const Dependency &dep = tb.deps[in.depBegin + d];
+      if (pcs[r][dep.tb] <= dep.step)
+        return false;
+    }
+    const OpcodeInfo &oi = opcodeInfo(in.op);
+    uint32_t recvConn = 0, sendConn = 0;
+    if (oi.recv) {
+      recvConn = connection(uint32_t(tb.recvPeer), r, tb.channel);
+      if (fifos[recvConn].empty())
+        return false;
+    }
+    if (oi.send) {
+      sendConn = connection(r, uint32_t(tb.sendPeer), tb.channel);
+      if (fifos[sendConn].size() >= depth)
+        return false;
+    }
+    Message incoming;
+    if (oi.recv) {
+      incoming = std::move(fifos[recvConn].front());
+      fifos[recvConn].pop_front();
+      if (incoming.chunks.size() != in.count)
+        problem(where(r, t, pc) + " (" + oi.mnemonic + ") receives " + std::to_string(in.count) +
+                " chunk(s), but the message it pairs with, from " +
+                where(uint32_t(tb.recvPeer), incoming.tb, incoming.step) + ", carries " +
+                std::to_string(incoming.chunks.size()));
+      incoming.chunks.resize(in.count);
+    }
+    Message outgoing;
+    outgoing.tb = t;
+    outgoing.step = pc;
+    for (uint32_t j = 0; j < in.count; ++j) {
+      Term v;
+      switch (in.op) {
+      case Opcode::Nop:
+        continue;
+      case Opcode::Send:
+        v = slot(r, in.srcBuf, in.srcOff + j);
+        break;
+      case Opcode::Recv:
+      case Opcode::RecvCopySend:
+        v = incoming.chunks[j];
+        break;
+      case Opcode::Copy:
+        v = slot(r, in.srcBuf, in.srcOff + j);
+        break;
+      case Opcode::Reduce:
+        v = reduceTerms(slot(r, in.srcBuf, in.srcOff + j), slot(r, in.dstBuf, in.dstOff + j));
+        break;
+      case Opcode::RecvReduceCopy:
+      case Opcode::RecvReduceSend:
+      case Opcode::RecvReduceCopySend:
+        v = reduceTerms(incoming.chunks[j], slot(r, in.srcBuf, in.srcOff + j));
+        break;
+      }
+      if (oi.writeDst) {
+        slot(r, in.dstBuf, in.dstOff + j) = v;
+        writer(r, in.dstBuf, in.dstOff + j) = Writer{int32_t(t), pc};
+      }
+      if (oi.send)
+        outgoing.chunks.push_back(v);
+    }
+    if (oi.send)
+      fifos[sendConn].push_back(std::move(outgoing));
+    ++pc;
+    ++report.stepsRun;
+    return true;
+  }
+
+  void execute() {
+    pcs.resize(plan.ranks.size());
+    for (uint32_t r = 0; r < plan.ranks.size(); ++r)
+      pcs[r].assign(plan.ranks[r].threadblocks.size(), 0);
+    // Sweeps until nothing moves: each runs every threadblock as far as it
+    // can go.
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (uint32_t r = 0; r < plan.ranks.size(); ++r)
+        for (uint32_t t = 0; t < plan.ranks[r].threadblocks.size(); ++t)
+          while (tryStep(r, t))
+            moved = true;
+    }
+    // Whatever did not finish waits for something that never comes.
+    for (uint32_t r = 0; r < plan.ranks.size(); ++r)
+      for (uint32_t t = 0; t < plan.ranks[r].threadblocks.size(); ++t) {
+        const Threadblock &tb = plan.ranks[r].threadblocks[t];
+        const uint32_t pc = pcs[r][t];
+        if (pc >= tb.steps.size())
+          continue;
+        const Instruction &in = tb.steps[pc];
+        const OpcodeInfo &oi = opcodeInfo(in.op);
+        std::string why;
+        for (uint32_t d = 0; d < in.depCount && why.empty(); ++d) {
+          const Dependency &dep = tb.deps[in.depBegin + d];
+          if (pcs[r][dep.tb] <= dep.step)
+            why = "waits for " + where(r, dep.tb, dep.step) + " (its dependency)";
+        }
+        if (why.empty() && oi.recv)
+          if (fifos[connection(uint32_t(tb.recvPeer), r, tb.channel)].empty())
+            why = "waits for a message from gpu " + std::to_string(tb.recvPeer) + " on channel " +
+                  std::to_string(tb.channel);
+        if (why.empty() && oi.send)
+          why = "waits for a free slot to gpu " + std::to_string(tb.sendPeer) + " on channel " +
+                std::to_string(tb.channel) + " (all " + std::to_string(depth) + " are full)";
+        if (!problem(where(r, t, pc) + " (" + oi.mnemonic + ") never runs: it " + why))
+          return;
+      }
+    if (!report.ok()) {
+      problem("the plan does not finish: the steps above wait for each other or for messages "
+              "nobody sends (a deadlock with " +
+              std::to_string(depth) + " slots per connection, or unmatched steps)");
+      return;
+    }
+    for (const auto &[key, id] : connectionOf)
+      if (!fifos[id].empty()) {
+        const Message &m = fifos[id].front();
+        problem(where(std::get<0>(key), m.tb, m.step) + " sends a message to gpu " +
+                std::to_string(std::get<1>(key)) + " on channel " +
+                std::to_string(std::get<2>(key)) + " that no step receives (" +
+                std::to_string(fifos[id].size()) + " left)");
+      }
+  }
+
+  std::string describe(const Term &t) const {
+    if (!t.defined)
+      return t.count ? "a reduction involving a chunk nobody wrote" : "nothing (never written)";
+    if (t.count == 1)
+      if (auto it = leafOf.find(t.h1); it != leafOf.end() && keys[it->second].second == t.h2)
+        return "input chunk " + std::to_string(it->second % plan.info.inputChunks) + " of gpu " +
+               std::to_string(it->second / plan.info.inputChunks);
+    return "a reduction of " + std::to_string(t.count) + " input chunks";
+  }
+
+  void expectOutput(uint32_t r, uint32_t chunk, const Term &want, const std::string &wantText) {
+    Term &have = slot(r, BufferKind::Output, chunk);
+    if (have == want)
+      return;
+    auto [kind, index] = canonical(r, BufferKind::Output, chunk);
+    const Writer &w = writers[r][unsigned(kind)][index];
+    std::string by = w.tb < 0 ? std::string(kind == BufferKind::Input && have.defined
+                                                ? " (its input, never overwritten)"
+                                                : " (no step writes it)")
+                              : ", written last by " + where(r, uint32_t(w.tb), w.step);
+    problem("gpu " + std::to_string(r) + " output chunk " + std::to_string(chunk) +
+            (kind == BufferKind::Output ? std::string()
+                                        : std::string(" (") + bufferName(kind) + " chunk " +
+                                              std::to_string(index) + " in place)") +
+            " holds " + describe(have) + by + "; it must hold " + wantText);
+  }
+
+  void checkOutputs() {
+    const PlanInfo &info = plan.info;
+    if (info.collective == CollectiveKind::Custom) {
+      if (!plan.contract)
+        return;
+      const PlanContract &c = *plan.contract;
+      for (uint32_t r = 0; r < info.nranks; ++r)
+        for (uint32_t i = 0; i < info.outputChunks; ++i) {
+          const uint32_t term = c.outputs[size_t(r) * info.outputChunks + i];
+          if (term == 0)
+            continue;
+          Term want;
+          want.defined = true;
+          for (uint32_t k = c.termBegin[term - 1]; k < c.termBegin[term]; ++k)
+            want = k == c.termBegin[term - 1]
+                       ? leaf(c.operands[k].rank, c.operands[k].chunk)
+                       : reduceTerms(want, leaf(c.operands[k].rank, c.operands[k].chunk));
+          expectOutput(r, i, want, "term " + std::to_string(term - 1) + " of the contract");
+        }
+      return;
+    }
+    Result<uint32_t> perUnit = planChunksPerUnit(info);
+    if (!perUnit) {
+      problem(perUnit.message());
+      return;
+    }
+    const uint32_t C = *perUnit;
+    const uint32_t outUnits = info.outputChunks / C;
+    for (uint32_t r = 0; r < info.nranks; ++r) {
+      if (!collectiveDefinesOutput(info.collective, info.root, r))
+        continue;
+      for (uint32_t b = 0; b < outUnits; ++b) {
+        const UnitSource s = unitSource(info.collective, info.root, r, b);
+        for (uint32_t k = 0; k < C; ++k) {
+          const uint32_t inChunk = s.block * C + k;
+          Term want;
+          std::string text;
+          if (s.everyRank) {
+            for (uint32_t q = 0; q < info.nranks; ++q)
+              want = q == 0 ? leaf(q, inChunk) : reduceTerms(want, leaf(q, inChunk));
+            text = "the reduction of input chunk " + std::to_string(inChunk) + " of every gpu";
+          } else {
+            want = leaf(s.rank, inChunk);
+            text = "input chunk " + std::to_string(inChunk) + " of gpu " + std::to_string(s.rank);
+          }
+          expectOutput(r, b * C + k, want, text);
+          if (report.problems.size() >= options.maxProblems)
+            return;
+        }
+      }
+    }
+  }
+
+  const Plan &plan;
+  SimulateOptions options;
+  SimulateReport report;
+  uint32_t depth = 1;
+  std::vector<std::pair<uint64_t, uint64_t>> keys;
+  std::unordered_map<uint64_t, uint32_t> leafOf;
+  std::vector<std::array<std::vector<Term>, 3>> buffers;
+  std::vector<std::array<std::vector<Writer>, 3>> writers;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> connectionOf;
+  std::vector<std::deque<Message>> fifos;
+  std::vector<std::vector<uint32_t>> pcs;
+};
+
+} // namespace
+
+SimulateReport simulatePlan(const Plan &plan, const SimulateOptions &options) {
+  return Simulator(plan, options).run();
+}
+
+} // namespace coll
