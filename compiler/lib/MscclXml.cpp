@@ -423,6 +423,8 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
     RankPlan &rp = plan.ranks[size_t(id)];
     rp.scratchChunks = uint32_t(sc);
     std::map<int64_t, Threadblock> tbs;
+    // Per threadblock: each step's hasdep and where it is, for the warnings.
+    std::map<int64_t, std::vector<std::pair<bool, std::pair<unsigned, unsigned>>>> stepFacts;
     const std::string gpuName = "gpu " + std::to_string(id);
     while (!gpuTag.selfClosing) {
       ev = reader.next(tag);
@@ -560,6 +562,10 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
         else
           in.dstBuf = BufferKind::Input;
         in.count = *op == Opcode::Nop ? 0 : uint32_t(cnt);
+        int64_t hasdep = 0;
+        if (Status e = st.integer("hasdep", hasdep, 0, 0, 1); !e)
+          return e;
+        stepFacts[tbId].push_back({hasdep == 1 && *op != Opcode::Nop, {stepTag.line, stepTag.col}});
         if (depid >= 0) {
           if (deps < 0)
             return st.error("depid=\"" + std::to_string(depid) + "\" without a step in 'deps'");
@@ -610,6 +616,244 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
   if (algoOut)
     *algoOut = algo;
   return plan;
+}
+
+} // namespace coll::compiler
+
+namespace coll::compiler {
+
+const MscclLimits *MscclLimits::named(const std::string &runtime) {
+  // MSCCL_MAX_NUM_STEPS, MSCCL_MAX_NUM_THREAD_BLOCKS, MAXCHANNELS,
+  // MSCCL_MAX_COUNT (exclusive), the int8 dependency threadblock, the
+  // int16 offsets.
+  static const MscclLimits table[] = {
+      {"executor", 64, 1024, 32, 71, 127, 32767},
+      {"rccl", 64, 64, 128, 71, 63, 32767},
+      {"legacy", 256, 216, 32, 71, 127, 32767},
+      {"none", UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX},
+  };
+  for (const MscclLimits &l : table)
+    if (runtime == l.runtime)
+      return &l;
+  return nullptr;
+}
+
+Status exportMscclXml(const Plan &plan, const MscclLimits &limits, std::string &out) {
+  const PlanInfo &info = plan.info;
+  const CollectiveKind kind = info.collective;
+  const char *coll = nullptr;
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    coll = "allreduce";
+    break;
+  case CollectiveKind::AllGather:
+    coll = "allgather";
+    break;
+  case CollectiveKind::ReduceScatter:
+    coll = "reducescatter";
+    break;
+  case CollectiveKind::AllToAll:
+    coll = "alltoall";
+    break;
+  default:
+    return Status::error(std::string("MSCCL-IR has no ") +
+                         (kind == CollectiveKind::Custom
+                              ? "user-declared collectives"
+                              : std::string(collectiveName(kind)) + " (it has no root)") +
+                         ": plan '" + info.name + "' cannot be written as MSCCL-IR");
+  }
+  if (plan.loadedRank >= 0)
+    return Status::error("the plan holds one rank only");
+  const uint32_t n = info.nranks;
+  // The chunk MSCCL-IR counts in: count * (ngpus for allgather,
+  // reducescatter, alltoall) / nchunksperloop elements.
+  const uint32_t nchunks = kind == CollectiveKind::AllReduce   ? info.inputChunks
+                           : kind == CollectiveKind::AllGather ? info.outputChunks
+                                                               : info.inputChunks;
+  // In place, msccl-tools names one buffer: the input for allreduce and
+  // reducescatter, the output for allgather.
+  auto canonical = [&](uint32_t rank, BufferKind b,
+                       uint32_t off) -> std::pair<BufferKind, uint32_t> {
+    if (!info.inplace)
+      return {b, off};
+    switch (collectiveInfo(kind).inPlace) {
+    case InPlaceAlias::Same:
+      return {b == BufferKind::Output ? BufferKind::Input : b, off};
+    case InPlaceAlias::InputInOutput:
+      return b == BufferKind::Input
+                 ? std::make_pair(BufferKind::Output, rank * info.inputChunks + off)
+                 : std::make_pair(b, off);
+    case InPlaceAlias::OutputInInput:
+      return b == BufferKind::Output
+                 ? std::make_pair(BufferKind::Input, rank * info.outputChunks + off)
+                 : std::make_pair(b, off);
+    default:
+      return {b, off};
+    }
+  };
+  uint32_t iChunks = info.inputChunks, oChunks = info.outputChunks;
+  if (info.inplace) {
+    if (collectiveInfo(kind).inPlace == InPlaceAlias::InputInOutput)
+      iChunks = 0;
+    else
+      oChunks = 0;
+  }
+  uint32_t nchannels = 1;
+  for (const RankPlan &rp : plan.ranks)
+    for (const Threadblock &tb : rp.threadblocks)
+      nchannels = std::max(nchannels, tb.channel + 1);
+  if (nchannels > limits.maxChannels)
+    return Status::error("the plan uses " + std::to_string(nchannels) + " channels; " +
+                         limits.runtime + " runs at most " + std::to_string(limits.maxChannels));
+
+  std::string xml;
+  auto attr = [&](const char *name, const std::string &v) {
+    xml += ' ';
+    xml += name;
+    xml += "=\"";
+    for (char c : v) {
+      if (c == '&')
+        xml += "&amp;";
+      else if (c == '<')
+        xml += "&lt;";
+      else if (c == '>')
+        xml += "&gt;";
+      else if (c == '"')
+        xml += "&quot;";
+      else
+        xml += c;
+    }
+    xml += '"';
+  };
+  auto num = [&](const char *name, int64_t v) { attr(name, std::to_string(v)); };
+  xml += "<algo";
+  attr("name", info.name);
+  attr("proto", info.protocol == ProtocolKind::LL      ? "LL"
+                : info.protocol == ProtocolKind::LL128 ? "LL128"
+                                                       : "Simple");
+  num("nchannels", nchannels);
+  num("nchunksperloop", nchunks);
+  num("ngpus", n);
+  attr("coll", coll);
+  num("inplace", info.inplace ? 1 : 0);
+  num("outofplace", info.inplace ? 0 : 1);
+  num("minBytes", 0);
+  num("maxBytes", 0);
+  xml += ">\n";
+  for (uint32_t r = 0; r < n; ++r) {
+    const RankPlan &rp = plan.ranks[r];
+    if (rp.threadblocks.size() > limits.maxThreadblocks)
+      return Status::error("rank " + std::to_string(r) + " has " +
+                           std::to_string(rp.threadblocks.size()) + " threadblocks; " +
+                           limits.runtime + " runs at most " +
+                           std::to_string(limits.maxThreadblocks) + " per gpu");
+    // Each step's position in the file: after a nop for every dependency
+    // but its last.
+    std::vector<std::vector<uint32_t>> position(rp.threadblocks.size());
+    std::vector<std::vector<bool>> waitedFor(rp.threadblocks.size());
+    for (size_t t = 0; t < rp.threadblocks.size(); ++t) {
+      const Threadblock &tb = rp.threadblocks[t];
+      uint32_t at = 0;
+      for (const Instruction &in : tb.steps) {
+        if (in.op == Opcode::Nop)
+          return Status::error("rank " + std::to_string(r) + " tb " + std::to_string(t) +
+                               " has a nop step, which MSCCL-IR cannot express alone");
+        at += in.depCount > 1 ? in.depCount - 1 : 0;
+        position[t].push_back(at++);
+      }
+      waitedFor[t].assign(tb.steps.size(), false);
+    }
+    for (const Threadblock &tb : rp.threadblocks)
+      for (const Dependency &d : tb.deps)
+        waitedFor[d.tb][d.step] = true;
+    xml += "  <gpu";
+    num("id", r);
+    num("i_chunks", iChunks);
+    num("o_chunks", oChunks);
+    num("s_chunks", rp.scratchChunks);
+    xml += ">\n";
+    for (size_t t = 0; t < rp.threadblocks.size(); ++t) {
+      const Threadblock &tb = rp.threadblocks[t];
+      const std::string where = "rank " + std::to_string(r) + " tb " + std::to_string(t);
+      const uint32_t total = tb.steps.empty() ? 0 : position[t].back() + 1;
+      if (total > limits.maxSteps)
+        return Status::error(where + " has " + std::to_string(total) +
+                             " steps (nops for extra dependencies included); " + limits.runtime +
+                             " runs at most " + std::to_string(limits.maxSteps) +
+                             " per threadblock");
+      xml += "    <tb";
+      num("id", int64_t(t));
+      num("send", tb.sendPeer);
+      num("recv", tb.recvPeer);
+      num("chan", tb.channel);
+      xml += ">\n";
+      for (size_t k = 0; k < tb.steps.size(); ++k) {
+        const Instruction &in = tb.steps[k];
+        const OpcodeInfo &oi = opcodeInfo(in.op);
+        if (in.count > limits.maxCount)
+          return Status::error(where + " step " + std::to_string(k) + " moves " +
+                               std::to_string(in.count) + " chunks; " + limits.runtime +
+                               " moves at most " + std::to_string(limits.maxCount) + " per step");
+        auto [sb, so] = canonical(r, in.srcBuf, in.srcOff);
+        auto [db, dof] = canonical(r, in.dstBuf, in.dstOff);
+        // Fields a type does not use repeat the ones it does.
+        if (!oi.readSrc) {
+          sb = db;
+          so = dof;
+        }
+        if (!oi.writeDst) {
+          db = sb;
+          dof = so;
+        }
+        if (so + in.count - 1 > limits.maxOffset || dof + in.count - 1 > limits.maxOffset)
+          return Status::error(where + " step " + std::to_string(k) + " addresses chunk " +
+                               std::to_string(std::max(so, dof) + in.count - 1) + "; " +
+                               limits.runtime + " offsets go up to " +
+                               std::to_string(limits.maxOffset));
+        const char letters[3] = {'i', 'o', 's'};
+        for (uint32_t d = 0; d < in.depCount; ++d) {
+          const Dependency &dep = tb.deps[in.depBegin + d];
+          if (dep.tb > limits.maxDepTb)
+            return Status::error(where + " step " + std::to_string(k) + " depends on tb " +
+                                 std::to_string(dep.tb) + "; " + limits.runtime +
+                                 " stores the threadblock of a dependency in a byte (at most " +
+                                 std::to_string(limits.maxDepTb) + ")");
+          const bool last = d + 1 == in.depCount;
+          xml += "      <step";
+          num("s", int64_t(position[t][k]) - int64_t(in.depCount - 1 - d));
+          attr("type", last ? oi.mnemonic : "nop");
+          attr("srcbuf", std::string(1, letters[unsigned(sb)]));
+          num("srcoff", so);
+          attr("dstbuf", std::string(1, letters[unsigned(db)]));
+          num("dstoff", dof);
+          num("cnt", last ? in.count : 0);
+          num("depid", dep.tb);
+          num("deps", position[dep.tb][dep.step]);
+          num("hasdep", last && waitedFor[t][k] ? 1 : 0);
+          xml += "/>\n";
+        }
+        if (in.depCount == 0) {
+          xml += "      <step";
+          num("s", position[t][k]);
+          attr("type", oi.mnemonic);
+          attr("srcbuf", std::string(1, letters[unsigned(sb)]));
+          num("srcoff", so);
+          attr("dstbuf", std::string(1, letters[unsigned(db)]));
+          num("dstoff", dof);
+          num("cnt", in.count);
+          num("depid", -1);
+          num("deps", -1);
+          num("hasdep", waitedFor[t][k] ? 1 : 0);
+          xml += "/>\n";
+        }
+      }
+      xml += "    </tb>\n";
+    }
+    xml += "  </gpu>\n";
+  }
+  xml += "</algo>\n";
+  out = std::move(xml);
+  return Status::success();
 }
 
 } // namespace coll::compiler

@@ -33,7 +33,19 @@ cl::OptionCategory collcCategory("collc options");
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.coll>"), cl::cat(collcCategory));
 
-enum class EmitKind { Check, Summary, Ast, Trace, VerifyReport, Ir, PlanText, Plan, Dot, DotDag };
+enum class EmitKind {
+  Check,
+  Summary,
+  Ast,
+  Trace,
+  VerifyReport,
+  Ir,
+  PlanText,
+  Plan,
+  Dot,
+  DotDag,
+  MscclXml
+};
 cl::opt<EmitKind>
     emit("emit", cl::desc("What to print (default: nothing; compile and check only)"),
          cl::values(clEnumValN(EmitKind::Check, "check", "nothing: compile and check the program"),
@@ -48,7 +60,9 @@ cl::opt<EmitKind>
                     clEnumValN(EmitKind::PlanText, "plan-text", "the plan as stable text"),
                     clEnumValN(EmitKind::Plan, "plan", "the binary plan (to -o, default plan.bin)"),
                     clEnumValN(EmitKind::Dot, "dot", "the per-threadblock schedule as Graphviz"),
-                    clEnumValN(EmitKind::DotDag, "dot-dag", "the dependence DAG as Graphviz")),
+                    clEnumValN(EmitKind::DotDag, "dot-dag", "the dependence DAG as Graphviz"),
+                    clEnumValN(EmitKind::MscclXml, "msccl-xml",
+                               "the plan as MSCCL-IR XML (to -o, or standard output)")),
          cl::init(EmitKind::Check), cl::cat(collcCategory));
 
 cl::opt<int64_t> nranks("nranks", cl::value_desc("N"),
@@ -103,6 +117,11 @@ cl::opt<bool> verifyOnly("verify-only",
                          cl::desc("With --import-msccl-xml: report every problem the simulation "
                                   "finds, write nothing"),
                          cl::cat(collcCategory));
+
+cl::opt<std::string> mscclLimits(
+    "msccl-limits", cl::value_desc("runtime"),
+    cl::desc("--emit=msccl-xml: the limits of executor (default), rccl, legacy or none"),
+    cl::init("executor"), cl::cat(collcCategory));
 
 cl::opt<unsigned> errorLimit("error-limit", cl::value_desc("n"),
                              cl::desc("Stop after n errors (0: no limit; default 20)"),
@@ -247,6 +266,38 @@ bool writePlanTo(const Plan &plan, const std::string &out, DiagnosticEngine &dia
   return true;
 }
 
+/// --emit=msccl-xml: \p plan as MSCCL-IR XML, to -o or standard output.
+int writeMscclXml(const Plan &plan, DiagnosticEngine &diag) {
+  const compiler::MscclLimits *limits = compiler::MscclLimits::named(mscclLimits);
+  if (!limits) {
+    diag.errorNoLoc("--msccl-limits: '" + mscclLimits + "' is not executor, rccl, legacy or none");
+    return 1;
+  }
+  std::string xml;
+  if (Status s = compiler::exportMscclXml(plan, *limits, xml); !s) {
+    diag.errorNoLoc(s.message());
+    return 1;
+  }
+  if (outputFile.empty() || outputFile == "-") {
+    llvm::outs() << xml;
+    return 0;
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream file(outputFile, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    diag.errorNoLoc("cannot write '" + outputFile + "': " + ec.message());
+    return 1;
+  }
+  file << xml;
+  file.close();
+  if (file.has_error()) {
+    diag.errorNoLoc("cannot write '" + outputFile + "': " + file.error().message());
+    file.clear_error();
+    return 1;
+  }
+  return 0;
+}
+
 /// collc --import-msccl-xml: read the XML as a plan, simulate it against
 /// its collective, print or write it.
 int importXml(DiagnosticEngine &diag) {
@@ -282,6 +333,8 @@ int importXml(DiagnosticEngine &diag) {
     std::ostringstream text;
     printPlanText(*plan, text);
     llvm::outs() << text.str();
+  } else if (emit == EmitKind::MscclXml) {
+    return writeMscclXml(*plan, diag);
   } else if (emit != EmitKind::Check && emit != EmitKind::Plan) {
     diag.errorNoLoc("--import-msccl-xml emits the plan (--emit=plan, plan-text or -o), nothing "
                     "else");
@@ -488,6 +541,8 @@ int main(int argc, char **argv) {
     llvm::outs() << text.str();
     break;
   }
+  case EmitKind::MscclXml:
+    return writeMscclXml(c->plan, diag);
   default:
     break;
   }

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace coll::compiler {
 
@@ -36,7 +37,28 @@ struct MscclAlgoInfo {
   uint32_t nchunksperloop = 0;
   bool outOfPlace = true;              ///< `outofplace` (default: not in place).
   uint64_t minBytes = 0, maxBytes = 0; ///< 0: not given.
+  /// What the MSCCL executors would do differently (a dependency on a
+  /// step without hasdep="1" waits there forever), as "file:line:col: ...".
+  std::vector<std::string> warnings;
 };
+
+/// The limits of the runtime an exported file is for (steps per
+/// threadblock, threadblocks per gpu, channels, chunks per step, the
+/// highest dependency threadblock, chunk offsets).
+struct MscclLimits {
+  const char *runtime; ///< "executor", "rccl", "legacy", "none".
+  uint32_t maxSteps, maxThreadblocks, maxChannels, maxCount, maxDepTb, maxOffset;
+  /// The limits of \p runtime, or null when it names none of them.
+  static const MscclLimits *named(const std::string &runtime);
+};
+
+/// Writes \p plan as MSCCL-IR XML for the runtime of \p limits: a step
+/// with several dependencies becomes nops (one dependency each) before it,
+/// `hasdep="1"` marks every step another waits for, and the in-place alias
+/// is written as msccl-tools writes it. Refuses a plan MSCCL-IR cannot say
+/// (a rooted or user-declared collective) or that exceeds a limit, naming
+/// it and the step.
+Status exportMscclXml(const Plan &plan, const MscclLimits &limits, std::string &out);
 
 /// Parses the MSCCL-IR XML \p text (named \p fileName in errors) into a
 /// plan that passed validatePlan().
