@@ -94,8 +94,11 @@ namespace {
 /// caller of a blocking operation waits for it at once) before the worker
 /// takes it.
 constexpr auto helpGrace = std::chrono::microseconds(30);
-/// How often a worker that is not woken for each task looks for one.
-constexpr auto pollInterval = std::chrono::milliseconds(1);
+/// How often a worker that is not woken for each task looks for one: every
+/// millisecond at first, then less often while it finds none (its callers
+/// run their own tasks), down to 20 times a second.
+constexpr auto minPoll = std::chrono::milliseconds(1);
+constexpr auto maxPoll = std::chrono::milliseconds(50);
 } // namespace
 
 std::shared_ptr<Task> GroupEngine::submit(std::function<Status()> body,
@@ -140,18 +143,24 @@ void GroupEngine::help(const std::shared_ptr<Task> &task) {
 
 void GroupEngine::workerLoop() {
   std::unique_lock<std::mutex> lock(mu);
+  auto poll = std::chrono::steady_clock::duration(minPoll);
   for (;;) {
     if (stopping)
       return;
     if (running || queue.empty()) {
       // Woken for each task, or looking now and then when the callers run
       // their tasks themselves.
-      if (wakeWorker)
+      if (wakeWorker) {
         workerCv.wait(lock);
-      else
-        workerCv.wait_for(lock, pollInterval);
+        poll = minPoll;
+      } else {
+        workerCv.wait_for(lock, poll);
+        if (queue.empty())
+          poll = std::min<std::chrono::steady_clock::duration>(2 * poll, maxPoll);
+      }
       continue;
     }
+    poll = minPoll;
     // A task just submitted is left to its caller a little while.
     const auto due = queue.front()->submitted + helpGrace;
     if (std::chrono::steady_clock::now() < due) {

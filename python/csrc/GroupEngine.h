@@ -97,8 +97,8 @@ private:
   bool stopping = false;
   /// Whether submit() wakes the worker: not while callers run their own
   /// tasks (blocking operations), so that they cost no thread switch; then
-  /// the worker looks for tasks every millisecond, and is woken for each
-  /// again once it found one nobody ran (async_op=True).
+  /// the worker looks for tasks now and then (every 1 to 50 ms), and is
+  /// woken for each again once it found one nobody ran (async_op=True).
   bool wakeWorker = true;
   std::thread worker;
   /// The previous call's plan and what it was selected for (tasks run one

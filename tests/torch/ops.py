@@ -252,6 +252,21 @@ def run_ops(c, group, gloo):
                reduce_ref([value(r, 2000, torch.float32, salt=k) for r in range(n)], R.SUM))
     c.same("future's value", fut.value()[0], ts[-1])
 
+    # An asynchronous operation goes on while the caller does something
+    # else: it completes without a wait().
+    import time
+    t = value(rank, 3000, torch.float32, salt=9)
+    w = dist.all_reduce(t, group=group, async_op=True)
+    deadline = time.time() + 20
+    while not w.is_completed() and time.time() < deadline:
+        time.sleep(0.01)
+    c.checks += 1
+    if not w.is_completed():
+        c.failures.append("rank %d: an async all_reduce did not complete without wait()" % rank)
+    w.wait()
+    c.same("async all_reduce without wait", t,
+           reduce_ref([value(r, 3000, torch.float32, salt=9) for r in range(n)], R.SUM))
+
     # Errors the backend refuses clearly.
     for bad, what in [(lambda: dist.all_reduce(torch.ones(3), op=R.BAND, group=group), "BAND"),
                       (lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16), group=group),
