@@ -247,6 +247,31 @@ private:
   std::string what;
 };
 
+/// The next child of the element \p parent (named \p context in
+/// messages), which must be a <\p child>: true with its tag in \p tag,
+/// false at the parent's end tag; an error in \p error otherwise.
+bool nextChild(XmlReader &reader, const Tag &parent, const char *child, const std::string &context,
+               Tag &tag, Status &error) {
+  XmlReader::Event ev = reader.next(tag);
+  if (ev == XmlReader::Event::Error) {
+    error = Status::error(reader.error());
+  } else if (ev == XmlReader::Event::Eof) {
+    error = Status::error(reader.at(parent.line, parent.col) + context + ": <" + parent.name +
+                          "> is not closed");
+  } else if (ev == XmlReader::Event::End) {
+    if (tag.name == parent.name)
+      return false;
+    error = Status::error(reader.at(tag.line, tag.col) + "</" + tag.name + "> where </" +
+                          parent.name + "> was expected");
+  } else if (tag.name == child) {
+    return true;
+  } else {
+    error = Status::error(reader.at(tag.line, tag.col) + "unexpected <" + tag.name + "> in " +
+                          context + " (expected <" + child + ">)");
+  }
+  return false;
+}
+
 std::optional<Opcode> opcodeNamed(const std::string &s) {
   for (unsigned i = 0; i < numOpcodes(); ++i)
     if (s == opcodeInfo(Opcode(i)).mnemonic)
@@ -390,20 +415,12 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
   };
 
   for (;;) {
-    ev = reader.next(tag);
-    if (ev == XmlReader::Event::Error)
-      return readErr();
-    if (ev == XmlReader::Event::Eof)
-      return Status::error(reader.at(algoTag.line, algoTag.col) + "<algo> is not closed");
-    if (ev == XmlReader::Event::End) {
-      if (tag.name != "algo")
-        return Status::error(reader.at(tag.line, tag.col) + "</" + tag.name +
-                             "> where </algo> was expected");
+    Status childError = Status::success();
+    if (!nextChild(reader, algoTag, "gpu", "<algo>", tag, childError)) {
+      if (!childError)
+        return childError;
       break;
     }
-    if (tag.name != "gpu")
-      return Status::error(reader.at(tag.line, tag.col) + "unexpected <" + tag.name +
-                           "> in <algo> (expected <gpu>)");
     const Tag gpuTag = tag;
     Attrs g(gpuTag, reader, "<gpu>");
     int64_t id = 0, ic = 0, oc = 0, sc = 0;
@@ -427,20 +444,12 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
     std::map<int64_t, std::vector<std::pair<bool, std::pair<unsigned, unsigned>>>> stepFacts;
     const std::string gpuName = "gpu " + std::to_string(id);
     while (!gpuTag.selfClosing) {
-      ev = reader.next(tag);
-      if (ev == XmlReader::Event::Error)
-        return readErr();
-      if (ev == XmlReader::Event::Eof)
-        return g.error("<gpu> is not closed");
-      if (ev == XmlReader::Event::End) {
-        if (tag.name != "gpu")
-          return Status::error(reader.at(tag.line, tag.col) + "</" + tag.name +
-                               "> where </gpu> was expected");
+      Status gpuError = Status::success();
+      if (!nextChild(reader, gpuTag, "tb", gpuName, tag, gpuError)) {
+        if (!gpuError)
+          return gpuError;
         break;
       }
-      if (tag.name != "tb")
-        return Status::error(reader.at(tag.line, tag.col) + "unexpected <" + tag.name + "> in " +
-                             gpuName + " (expected <tb>)");
       const Tag tbTag = tag;
       Attrs t(tbTag, reader, gpuName + " <tb>");
       int64_t tbId = 0, send = -1, recv = -1, chan = 0;
@@ -464,20 +473,12 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
       tb.recvPeer = int32_t(recv);
       tb.channel = uint32_t(chan);
       while (!tbTag.selfClosing) {
-        ev = reader.next(tag);
-        if (ev == XmlReader::Event::Error)
-          return readErr();
-        if (ev == XmlReader::Event::Eof)
-          return tn.error("<tb> is not closed");
-        if (ev == XmlReader::Event::End) {
-          if (tag.name != "tb")
-            return Status::error(reader.at(tag.line, tag.col) + "</" + tag.name +
-                                 "> where </tb> was expected");
+        Status tbError = Status::success();
+        if (!nextChild(reader, tbTag, "step", tbName, tag, tbError)) {
+          if (!tbError)
+            return tbError;
           break;
         }
-        if (tag.name != "step")
-          return Status::error(reader.at(tag.line, tag.col) + "unexpected <" + tag.name + "> in " +
-                               tbName + " (expected <step>)");
         const Tag stepTag = tag;
         const size_t index = tb.steps.size();
         const std::string stepName = tbName + " step " + std::to_string(index);

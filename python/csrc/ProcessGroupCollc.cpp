@@ -181,6 +181,32 @@ void checkLike(const at::Tensor &t, const at::Tensor &like, const char *what) {
          std::to_string(like.numel()));
 }
 
+/// \p root as a rank of a group of \p size, for \p op.
+uint32_t rootOf(int64_t root, int size, const char *op) {
+  if (root < 0 || root >= size)
+    fail(std::string(op) + "'s root " + std::to_string(root) + " is not a rank of the group");
+  return uint32_t(root);
+}
+
+/// The root's list of \p size tensors like \p like (\p what: "output"),
+/// checked; empty on the other ranks, which must give none.
+std::vector<at::Tensor> rootList(const std::vector<std::vector<at::Tensor>> &lists,
+                                 const at::Tensor &like, bool isRoot, int size, const char *op,
+                                 const char *what) {
+  if (!isRoot) {
+    if (!lists.empty() && !lists[0].empty())
+      fail(std::string(op) + " takes " + what + " tensors on its root only");
+    return {};
+  }
+  if (lists.size() != 1 || lists[0].size() != size_t(size))
+    fail(std::string(op) + "'s root takes a list of " + std::to_string(size) + " " + what +
+         " tensors");
+  const std::string each = std::string("an ") + what + " tensor of " + op;
+  for (const at::Tensor &t : lists[0])
+    checkLike(t, like, each.c_str());
+  return lists[0];
+}
+
 /// A contiguous tensor for the runtime to work in; \p finish copies it
 /// back when the user's tensor is not contiguous itself.
 struct Staged {
@@ -420,11 +446,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::enqueueStarted(
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::broadcast(std::vector<at::Tensor> &tensors,
                                                             const c10d::BroadcastOptions &opts) {
   const at::Tensor &t = single(tensors, "broadcast");
-  if (opts.rootRank < 0 || opts.rootRank >= size_)
-    fail("broadcast's root " + std::to_string(opts.rootRank) + " is not a rank of the group");
+  const uint32_t root = rootOf(opts.rootRank, size_, "broadcast");
   const Elements e = movedAs(t);
   auto *eng = engine.get();
-  const uint32_t root = uint32_t(opts.rootRank);
   return enqueue(c10d::OpType::BROADCAST, tensors, [=]() -> Status {
     Staged s(t);
     Status st = eng->run("broadcast", root, s.data(), s.data(), t.numel() * e.perElement, e.type,
@@ -479,13 +503,11 @@ ProcessGroupCollc::allreduce_coalesced(std::vector<at::Tensor> &tensors,
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::reduce(std::vector<at::Tensor> &tensors,
                                                          const c10d::ReduceOptions &opts) {
   const at::Tensor &t = single(tensors, "reduce");
-  if (opts.rootRank < 0 || opts.rootRank >= size_)
-    fail("reduce's root " + std::to_string(opts.rootRank) + " is not a rank of the group");
+  const uint32_t root = rootOf(opts.rootRank, size_, "reduce");
   const auto [e, op] = reducedAs(t, opts.reduceOp);
   auto *eng = engine.get();
   ProcessGroupCollc *self = this;
-  const uint32_t root = uint32_t(opts.rootRank);
-  const bool isRoot = rank_ == opts.rootRank;
+  const bool isRoot = uint32_t(rank_) == root;
   return enqueue(c10d::OpType::REDUCE, tensors, [=, e = e, op = op]() -> Status {
     Staged s(t);
     // Other ranks keep their tensors: their part of the result goes to a
@@ -584,23 +606,12 @@ c10::intrusive_ptr<c10d::Work>
 ProcessGroupCollc::gather(std::vector<std::vector<at::Tensor>> &outputs,
                           std::vector<at::Tensor> &inputs, const c10d::GatherOptions &opts) {
   const at::Tensor &in = single(inputs, "gather");
-  if (opts.rootRank < 0 || opts.rootRank >= size_)
-    fail("gather's root " + std::to_string(opts.rootRank) + " is not a rank of the group");
-  const bool isRoot = rank_ == opts.rootRank;
-  std::vector<at::Tensor> outs;
-  if (isRoot) {
-    if (outputs.size() != 1 || outputs[0].size() != size_t(size_))
-      fail("gather's root takes a list of " + std::to_string(size_) + " output tensors");
-    for (const at::Tensor &o : outputs[0])
-      checkLike(o, in, "an output tensor of gather");
-    outs = outputs[0];
-  } else if (!outputs.empty() && !outputs[0].empty()) {
-    fail("gather takes output tensors on its root only");
-  }
+  const uint32_t root = rootOf(opts.rootRank, size_, "gather");
+  const bool isRoot = uint32_t(rank_) == root;
+  std::vector<at::Tensor> outs = rootList(outputs, in, isRoot, size_, "gather", "output");
   const Elements e = movedAs(in);
   auto *eng = engine.get();
   ProcessGroupCollc *self = this;
-  const uint32_t root = uint32_t(opts.rootRank);
   const int n = size_;
   return enqueue(c10d::OpType::GATHER, outs, [=]() mutable -> Status {
     at::Tensor src = in.contiguous();
@@ -618,23 +629,12 @@ ProcessGroupCollc::scatter(std::vector<at::Tensor> &outputs,
                            std::vector<std::vector<at::Tensor>> &inputs,
                            const c10d::ScatterOptions &opts) {
   const at::Tensor &out = single(outputs, "scatter");
-  if (opts.rootRank < 0 || opts.rootRank >= size_)
-    fail("scatter's root " + std::to_string(opts.rootRank) + " is not a rank of the group");
-  const bool isRoot = rank_ == opts.rootRank;
-  std::vector<at::Tensor> ins;
-  if (isRoot) {
-    if (inputs.size() != 1 || inputs[0].size() != size_t(size_))
-      fail("scatter's root takes a list of " + std::to_string(size_) + " input tensors");
-    for (const at::Tensor &i : inputs[0])
-      checkLike(i, out, "an input tensor of scatter");
-    ins = inputs[0];
-  } else if (!inputs.empty() && !inputs[0].empty()) {
-    fail("scatter takes input tensors on its root only");
-  }
+  const uint32_t root = rootOf(opts.rootRank, size_, "scatter");
+  const bool isRoot = uint32_t(rank_) == root;
+  std::vector<at::Tensor> ins = rootList(inputs, out, isRoot, size_, "scatter", "input");
   const Elements e = movedAs(out);
   auto *eng = engine.get();
   ProcessGroupCollc *self = this;
-  const uint32_t root = uint32_t(opts.rootRank);
   const int n = size_;
   return enqueue(c10d::OpType::SCATTER, outputs, [=]() mutable -> Status {
     at::Tensor whole = isRoot ? packed(ins, self->scratch(int64_t(n) * out.numel(), out))
