@@ -627,11 +627,12 @@ const MscclLimits *MscclLimits::named(const std::string &runtime) {
   // MSCCL_MAX_NUM_STEPS, MSCCL_MAX_NUM_THREAD_BLOCKS, MAXCHANNELS,
   // MSCCL_MAX_COUNT (exclusive), the int8 dependency threadblock, the
   // int16 offsets.
+  // MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL.
   static const MscclLimits table[] = {
-      {"executor", 64, 1024, 32, 71, 127, 32767},
-      {"rccl", 64, 64, 128, 71, 63, 32767},
-      {"legacy", 256, 216, 32, 71, 127, 32767},
-      {"none", UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX},
+      {"executor", 64, 1024, 32, 71, 127, 32767, 32},
+      {"rccl", 64, 64, 128, 71, 63, 32767, 32},
+      {"legacy", 256, 216, 32, 71, 127, 32767, 32},
+      {"none", UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX},
   };
   for (const MscclLimits &l : table)
     if (runtime == l.runtime)
@@ -700,9 +701,23 @@ Status exportMscclXml(const Plan &plan, const MscclLimits &limits, std::string &
       oChunks = 0;
   }
   uint32_t nchannels = 1;
-  for (const RankPlan &rp : plan.ranks)
-    for (const Threadblock &tb : rp.threadblocks)
+  size_t nthreadblocks = 0;
+  for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
+    const RankPlan &rp = plan.ranks[r];
+    nthreadblocks = std::max(nthreadblocks, rp.threadblocks.size());
+    std::map<uint32_t, std::pair<uint32_t, uint32_t>> perChannel; // senders, receivers
+    for (const Threadblock &tb : rp.threadblocks) {
       nchannels = std::max(nchannels, tb.channel + 1);
+      auto &[senders, receivers] = perChannel[tb.channel];
+      senders += tb.sendPeer >= 0;
+      receivers += tb.recvPeer >= 0;
+      if (std::max(senders, receivers) > limits.maxPerChannel)
+        return Status::error(
+            "rank " + std::to_string(r) + " has more than " + std::to_string(limits.maxPerChannel) +
+            " threadblocks that send (or receive) on channel " + std::to_string(tb.channel) + "; " +
+            limits.runtime + " runs at most " + std::to_string(limits.maxPerChannel));
+    }
+  }
   if (nchannels > limits.maxChannels)
     return Status::error("the plan uses " + std::to_string(nchannels) + " channels; " +
                          limits.runtime + " runs at most " + std::to_string(limits.maxChannels));
@@ -740,6 +755,7 @@ Status exportMscclXml(const Plan &plan, const MscclLimits &limits, std::string &
   num("outofplace", info.inplace ? 0 : 1);
   num("minBytes", 0);
   num("maxBytes", 0);
+  num("nthreadblocks", int64_t(nthreadblocks));
   xml += ">\n";
   for (uint32_t r = 0; r < n; ++r) {
     const RankPlan &rp = plan.ranks[r];

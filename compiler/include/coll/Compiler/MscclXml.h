@@ -44,10 +44,11 @@ struct MscclAlgoInfo {
 
 /// The limits of the runtime an exported file is for (steps per
 /// threadblock, threadblocks per gpu, channels, chunks per step, the
-/// highest dependency threadblock, chunk offsets).
+/// highest dependency threadblock, chunk offsets, threadblocks sending or
+/// receiving on one channel).
 struct MscclLimits {
   const char *runtime; ///< "executor", "rccl", "legacy", "none".
-  uint32_t maxSteps, maxThreadblocks, maxChannels, maxCount, maxDepTb, maxOffset;
+  uint32_t maxSteps, maxThreadblocks, maxChannels, maxCount, maxDepTb, maxOffset, maxPerChannel;
   /// The limits of \p runtime, or null when it names none of them.
   static const MscclLimits *named(const std::string &runtime);
 };
