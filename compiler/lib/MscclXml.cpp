@@ -291,6 +291,68 @@ std::optional<BufferKind> bufferNamed(const std::string &s) {
 
 constexpr int64_t maxChunks = int64_t(PlanLimits::maxChunks);
 
+/// MSCCL-IR gives a step one dependency and writes the others as nops
+/// before it: the executors hand the dependencies of a run of nops to the
+/// next step that is not one (and drop nops at the end of a threadblock).
+/// Does the same to \p rp: each such step gets its nops' dependencies
+/// first, then its own, and the nops go; a dependency on a nop becomes one
+/// on the next step that remains (the executors' waits are satisfied by a
+/// later step's progress), or the last before it. \p positions receives
+/// each remaining step's position in the file, per threadblock.
+void foldNops(RankPlan &rp, std::vector<std::vector<uint32_t>> &positions) {
+  const size_t ntb = rp.threadblocks.size();
+  positions.assign(ntb, {});
+  // The index each file position has once the nops are gone.
+  std::vector<std::vector<int64_t>> after(ntb), before(ntb);
+  for (size_t t = 0; t < ntb; ++t) {
+    const std::vector<Instruction> &steps = rp.threadblocks[t].steps;
+    after[t].assign(steps.size(), -1);
+    before[t].assign(steps.size(), -1);
+    int64_t kept = 0;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      before[t][k] = kept - 1;
+      if (steps[k].op != Opcode::Nop)
+        positions[t].push_back(uint32_t(k)), ++kept;
+    }
+    int64_t next = kept;
+    for (size_t k = steps.size(); k-- > 0;) {
+      if (steps[k].op != Opcode::Nop)
+        --next;
+      after[t][k] = next < kept ? next : -1;
+    }
+  }
+  auto remap = [&](const Dependency &d) -> std::optional<Dependency> {
+    int64_t i = after[d.tb][d.step];
+    if (i < 0)
+      i = before[d.tb][d.step];
+    if (i < 0)
+      return std::nullopt;
+    return Dependency{d.tb, uint32_t(i)};
+  };
+  for (size_t t = 0; t < ntb; ++t) {
+    Threadblock &tb = rp.threadblocks[t];
+    std::vector<Instruction> steps;
+    std::vector<Dependency> deps, pending;
+    for (const Instruction &in : tb.steps) {
+      for (uint32_t d = 0; d < in.depCount; ++d)
+        if (std::optional<Dependency> m = remap(tb.deps[in.depBegin + d]))
+          pending.push_back(*m);
+      if (in.op == Opcode::Nop)
+        continue;
+      Instruction out = in;
+      out.depBegin = uint32_t(deps.size());
+      out.depCount = uint32_t(pending.size());
+      deps.insert(deps.end(), pending.begin(), pending.end());
+      pending.clear();
+      if (out.depCount == 0)
+        out.depBegin = 0;
+      steps.push_back(out);
+    }
+    tb.steps = std::move(steps);
+    tb.deps = std::move(deps);
+  }
+}
+
 } // namespace
 
 Result<Plan> importMscclXml(const std::string &text, const std::string &fileName,
@@ -598,8 +660,21 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
             return g.error(gpuName + " tb " + std::to_string(t) + " step " + std::to_string(k) +
                            " depends on tb " + std::to_string(dep.tb) + " step " +
                            std::to_string(dep.step) + ", which does not exist");
+          // The executors publish a threadblock's progress only after
+          // steps with hasdep="1": a wait on another step lasts until a
+          // later such step, or forever.
+          const auto &facts = stepFacts[int64_t(t)][k];
+          if (!stepFacts[int64_t(dep.tb)][dep.step].first)
+            algo.warnings.push_back(
+                fileName + ":" + std::to_string(facts.second.first) + ":" +
+                std::to_string(facts.second.second) + ": warning: " + gpuName + " tb " +
+                std::to_string(t) + " step " + std::to_string(k) + " depends on tb " +
+                std::to_string(dep.tb) + " step " + std::to_string(dep.step) +
+                ", which does not have hasdep=\"1\" (or is a nop): the MSCCL executors would not "
+                "see it finish");
         }
       }
+    foldNops(rp, algo.positions.emplace_back());
   }
   ev = reader.next(tag);
   if (ev == XmlReader::Event::Error)

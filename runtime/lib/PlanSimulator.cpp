@@ -47,7 +47,7 @@ struct Writer {
   uint32_t step = 0;
 };
 
-std::string where(uint32_t rank, uint32_t tb, uint32_t step) {
+std::string placeName(uint32_t rank, uint32_t tb, uint32_t step) {
   return "gpu " + std::to_string(rank) + " tb " + std::to_string(tb) + " step " +
          std::to_string(step);
 }
@@ -83,6 +83,11 @@ public:
   }
 
 private:
+  /// A step as problems name it (SimulateOptions::position).
+  std::string where(uint32_t rank, uint32_t tb, uint32_t step) const {
+    return placeName(rank, tb, options.position ? options.position(rank, tb, step) : step);
+  }
+
   bool problem(const std::string &text) {
     if (report.problems.size() < std::max<size_t>(1, options.maxProblems))
       report.problems.push_back(text);

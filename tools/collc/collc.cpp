@@ -308,13 +308,21 @@ int importXml(DiagnosticEngine &diag) {
   }
   compiler::MscclImportOptions options;
   options.connectionDepth = connectionDepth;
-  Result<Plan> plan = compiler::importMscclXml((*buffer)->getBuffer().str(), inputFile, options);
+  compiler::MscclAlgoInfo algo;
+  Result<Plan> plan =
+      compiler::importMscclXml((*buffer)->getBuffer().str(), inputFile, options, &algo);
+  for (const std::string &w : algo.warnings)
+    llvm::errs() << w << "\n";
   if (!plan) {
     llvm::errs() << plan.message() << "\n";
     return 1;
   }
   SimulateOptions sim;
   sim.depth = connectionDepth;
+  // Problems name the file's step numbers (nops included).
+  sim.position = [&algo](uint32_t rank, uint32_t tb, uint32_t step) {
+    return algo.positions[rank][tb][step];
+  };
   sim.maxProblems = verifyOnly ? (errorLimit ? errorLimit : ~size_t(0)) : 1;
   SimulateReport report = simulatePlan(*plan, sim);
   for (const std::string &p : report.problems)

@@ -5,7 +5,9 @@
 /// info, each `gpu` a rank, each `tb` a threadblock (send and receive peer,
 /// channel), each `step` an instruction with its dependency. The XML's
 /// per-rank instruction streams are the plan as they are (nothing is
-/// rescheduled), so running the plan runs what the file says; then
+/// rescheduled; the nops that carry a step's extra dependencies become
+/// those dependencies, as the executors read them), so running the plan
+/// runs what the file says; then
 /// simulatePlan() (coll/Runtime/PlanSimulator.h) checks what it computes.
 ///
 /// The reader streams the file (memory bounded by the plan it builds) and
@@ -37,6 +39,10 @@ struct MscclAlgoInfo {
   uint32_t nchunksperloop = 0;
   bool outOfPlace = true;              ///< `outofplace` (default: not in place).
   uint64_t minBytes = 0, maxBytes = 0; ///< 0: not given.
+  /// Per gpu and threadblock, each plan step's position among the file's
+  /// steps (which nops folded into the next step's dependencies shift), for
+  /// messages: SimulateOptions::position.
+  std::vector<std::vector<std::vector<uint32_t>>> positions;
   /// What the MSCCL executors would do differently (a dependency on a
   /// step without hasdep="1" waits there forever), as "file:line:col: ...".
   std::vector<std::string> warnings;

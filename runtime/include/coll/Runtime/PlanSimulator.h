@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct SimulateOptions {
   uint32_t depth = 0;
   /// Stop after this many problems (at least 1).
   size_t maxProblems = 20;
+  /// The number problems give step \p step of threadblock \p tb of rank
+  /// \p rank (an imported file's own numbering); empty: the step index.
+  std::function<uint32_t(uint32_t rank, uint32_t tb, uint32_t step)> position;
 };
 
 /// What simulatePlan() found: nothing when the plan computes its
