@@ -461,8 +461,12 @@ PeerMessages::~PeerMessages() {
   {
     std::lock_guard<std::mutex> lock(state->mu);
     state->stopping = true;
-    for (const std::shared_ptr<PostedRecv> &r : state->posted)
+    // Abandoned first: the progress thread writes nothing more into their
+    // buffers, which their callers may free once told.
+    for (const std::shared_ptr<PostedRecv> &r : state->posted) {
+      r->abandoned = true;
       state->finish(r, Status::error("the point-to-point messages were shut down"));
+    }
     state->posted.clear();
   }
   state->notify();

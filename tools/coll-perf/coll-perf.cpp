@@ -316,7 +316,7 @@ std::string compile(const Options &o, const std::string &program,
 
 /// The plans to sweep (SweepPlan::plan set by the caller): a program's or
 /// a plan file's, or for --coll the standard library's for each size
-/// (defaultPrograms); an error is reported.
+/// (the selection table); an error is reported.
 Result<std::vector<std::pair<ValidatedPlan, uint64_t>>> loadPlans(const Options &o) {
   std::vector<std::pair<ValidatedPlan, uint64_t>> plans;
   auto loadOne = [&](const std::string &program, const std::vector<std::string> &defines,
