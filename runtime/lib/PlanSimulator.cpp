@@ -17,6 +17,9 @@ namespace coll {
 
 namespace {
 
+/// The most chunks (over every buffer of every rank) a simulation holds.
+constexpr uint64_t maxSimulatedChunks = uint64_t(1) << 25;
+
 /// A symbolic chunk: a multiset of input chunks, summarised.
 struct Term {
   uint64_t h1 = 0, h2 = 0;
@@ -72,6 +75,16 @@ public:
     depth = options.depth ? options.depth : plan.info.connectionDepth;
     if (depth == 0)
       depth = 1;
+    // Memory goes with the chunks of every buffer of every rank (about 40
+    // bytes each): a plan beyond the limit is refused, not simulated.
+    uint64_t slots = 0;
+    for (const RankPlan &rp : plan.ranks)
+      slots += uint64_t(plan.info.inputChunks) + plan.info.outputChunks + rp.scratchChunks;
+    if (slots > maxSimulatedChunks) {
+      problem("the plan is too large to simulate: its buffers hold " + std::to_string(slots) +
+              " chunks over all ranks (at most " + std::to_string(maxSimulatedChunks) + ")");
+      return std::move(report);
+    }
     makeKeys();
     makeBuffers();
     if (!makeConnections())

@@ -54,7 +54,9 @@ struct SimulateReport {
   bool ok() const { return problems.empty(); }
 };
 
-/// Simulates \p plan (structurally valid: validatePlan()), every rank.
+/// Simulates \p plan (structurally valid: validatePlan()), every rank. A
+/// plan whose buffers hold more than 2^25 chunks over all ranks is refused
+/// (a problem that says so): memory grows with them.
 SimulateReport simulatePlan(const Plan &plan, const SimulateOptions &options = SimulateOptions());
 
 } // namespace coll
