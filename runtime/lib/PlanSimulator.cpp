@@ -222,27 +222,35 @@ private:
     if (pc >= tb.steps.size())
       return false;
     const Instruction &in = tb.steps[pc];
+    const uint32_t self = tbBase[r] + t;
     for (uint32_t d = 0; d < in.depCount; ++d) {
       const Dependency &dep = tb.deps[in.depBegin + d];
-      if (pcs[r][dep.tb] <= dep.step)
+      if (pcs[r][dep.tb] <= dep.step) {
+        progressWaiters[tbBase[r] + dep.tb].push_back(self);
         return false;
+      }
     }
     const OpcodeInfo &oi = opcodeInfo(in.op);
     uint32_t recvConn = 0, sendConn = 0;
     if (oi.recv) {
       recvConn = connection(uint32_t(tb.recvPeer), r, tb.channel);
-      if (fifos[recvConn].empty())
+      if (fifos[recvConn].empty()) {
+        dataWaiters[recvConn].push_back(self);
         return false;
+      }
     }
     if (oi.send) {
       sendConn = connection(r, uint32_t(tb.sendPeer), tb.channel);
-      if (fifos[sendConn].size() >= depth)
+      if (fifos[sendConn].size() >= depth) {
+        spaceWaiters[sendConn].push_back(self);
         return false;
+      }
     }
     Message incoming;
     if (oi.recv) {
       incoming = std::move(fifos[recvConn].front());
       fifos[recvConn].pop_front();
+      wake(spaceWaiters[recvConn]);
       if (incoming.chunks.size() != in.count)
         problem(where(r, t, pc) + " (" + oi.mnemonic + ") receives " + std::to_string(in.count) +
                 " chunk(s), but the message it pairs with, from " +
@@ -284,25 +292,48 @@ private:
       if (oi.send)
         outgoing.chunks.push_back(v);
     }
-    if (oi.send)
+    if (oi.send) {
       fifos[sendConn].push_back(std::move(outgoing));
+      wake(dataWaiters[sendConn]);
+    }
     ++pc;
     ++report.stepsRun;
+    wake(progressWaiters[self]);
     return true;
+  }
+
+  /// Puts \p waiters back on the work list.
+  void wake(std::vector<uint32_t> &waiters) {
+    for (uint32_t g : waiters)
+      work.push_back(g);
+    waiters.clear();
   }
 
   void execute() {
     pcs.resize(plan.ranks.size());
-    for (uint32_t r = 0; r < plan.ranks.size(); ++r)
+    tbBase.assign(plan.ranks.size() + 1, 0);
+    for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
       pcs[r].assign(plan.ranks[r].threadblocks.size(), 0);
-    // Sweeps until nothing moves: each runs every threadblock as far as it
-    // can go.
-    for (bool moved = true; moved;) {
-      moved = false;
-      for (uint32_t r = 0; r < plan.ranks.size(); ++r)
-        for (uint32_t t = 0; t < plan.ranks[r].threadblocks.size(); ++t)
-          while (tryStep(r, t))
-            moved = true;
+      tbBase[r + 1] = tbBase[r] + uint32_t(plan.ranks[r].threadblocks.size());
+    }
+    std::vector<uint32_t> rankOf(tbBase.back());
+    for (uint32_t r = 0; r < plan.ranks.size(); ++r)
+      for (uint32_t g = tbBase[r]; g < tbBase[r + 1]; ++g)
+        rankOf[g] = r;
+    progressWaiters.assign(tbBase.back(), {});
+    dataWaiters.assign(fifos.size(), {});
+    spaceWaiters.assign(fifos.size(), {});
+    // Event driven: a threadblock runs until it blocks, then waits on the
+    // one thing it needs (a step of another threadblock, a message, a free
+    // slot) and goes back on the work list when that changes.
+    for (uint32_t g = 0; g < tbBase.back(); ++g)
+      work.push_back(g);
+    while (!work.empty()) {
+      const uint32_t g = work.back();
+      work.pop_back();
+      const uint32_t r = rankOf[g];
+      while (tryStep(r, g - tbBase[r])) {
+      }
     }
     // Whatever did not finish waits for something that never comes.
     for (uint32_t r = 0; r < plan.ranks.size(); ++r)
@@ -436,6 +467,10 @@ private:
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> connectionOf;
   std::vector<std::deque<Message>> fifos;
   std::vector<std::vector<uint32_t>> pcs;
+  std::vector<uint32_t> tbBase; ///< Each rank's first global threadblock.
+  std::vector<uint32_t> work;   ///< Threadblocks to run.
+  /// Who waits on a threadblock's progress, a connection's data, its room.
+  std::vector<std::vector<uint32_t>> progressWaiters, dataWaiters, spaceWaiters;
 };
 
 } // namespace
