@@ -13,6 +13,7 @@
 #include "coll/Runtime/PeerMessages.h"
 
 #include "Futex.h"
+#include "ProcessControl.h"
 #include "ShmSegment.h"
 
 #include <algorithm>
@@ -81,17 +82,6 @@ uint64_t segmentBytes(uint32_t nranks, uint64_t channel) {
 std::string segmentName(const std::string &job, int rank) {
   return "/collp2p-" + job + "." + std::to_string(rank);
 }
-
-bool validJob(const std::string &job) {
-  if (job.empty() || job.size() > 200)
-    return false;
-  for (char c : job)
-    if (!(std::isalnum((unsigned char)c) || c == '_' || c == '-'))
-      return false;
-  return true;
-}
-
-using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -488,8 +478,9 @@ int PeerMessages::size() const {
 Result<std::unique_ptr<PeerMessages>> PeerMessages::create(const std::string &job, int rank,
                                                            int nranks,
                                                            const PeerMessagesOptions &options) {
-  if (!validJob(job))
-    return Status::error("the job name '" + job + "' is not 1 to 200 of [A-Za-z0-9_-]");
+  if (!validJobName(job))
+    return Status::error("the job name '" + job + "' is not 1 to " + std::to_string(maxJobName) +
+                         " characters of [A-Za-z0-9_-]");
   if (nranks < 1 || nranks > 65536 || rank < 0 || rank >= nranks)
     return Status::error("rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
                          " is not a rank of a job");
@@ -678,8 +669,7 @@ Status PeerMessages::postRecv(int src, int64_t tag, void *data, uint64_t bytes,
   r->data = static_cast<char *>(data);
   r->bytes = bytes;
   r->callback = std::move(done);
-  r->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                   std::chrono::duration<double>(st.options.timeoutSeconds));
+  r->deadline = Clock::now() + seconds(st.options.timeoutSeconds);
   {
     std::lock_guard<std::mutex> lock(st.mu);
     if (st.stopping)
