@@ -744,30 +744,9 @@ Status exportMscclXml(const Plan &plan, const MscclLimits &limits, std::string &
   const uint32_t n = info.nranks;
   // The chunk MSCCL-IR counts in: count * (ngpus for allgather,
   // reducescatter, alltoall) / nchunksperloop elements.
-  const uint32_t nchunks = kind == CollectiveKind::AllReduce   ? info.inputChunks
-                           : kind == CollectiveKind::AllGather ? info.outputChunks
-                                                               : info.inputChunks;
-  // In place, msccl-tools names one buffer: the input for allreduce and
-  // reducescatter, the output for allgather.
-  auto canonical = [&](uint32_t rank, BufferKind b,
-                       uint32_t off) -> std::pair<BufferKind, uint32_t> {
-    if (!info.inplace)
-      return {b, off};
-    switch (collectiveInfo(kind).inPlace) {
-    case InPlaceAlias::Same:
-      return {b == BufferKind::Output ? BufferKind::Input : b, off};
-    case InPlaceAlias::InputInOutput:
-      return b == BufferKind::Input
-                 ? std::make_pair(BufferKind::Output, rank * info.inputChunks + off)
-                 : std::make_pair(b, off);
-    case InPlaceAlias::OutputInInput:
-      return b == BufferKind::Output
-                 ? std::make_pair(BufferKind::Input, rank * info.outputChunks + off)
-                 : std::make_pair(b, off);
-    default:
-      return {b, off};
-    }
-  };
+  const uint32_t nchunks = kind == CollectiveKind::AllGather ? info.outputChunks : info.inputChunks;
+  // In place, msccl-tools names one buffer, as the alias makes it: the
+  // input for allreduce and reducescatter, the output for allgather.
   uint32_t iChunks = info.inputChunks, oChunks = info.outputChunks;
   if (info.inplace) {
     if (collectiveInfo(kind).inPlace == InPlaceAlias::InputInOutput)
@@ -886,8 +865,8 @@ Status exportMscclXml(const Plan &plan, const MscclLimits &limits, std::string &
           return Status::error(where + " step " + std::to_string(k) + " moves " +
                                std::to_string(in.count) + " chunks; " + limits.runtime +
                                " moves at most " + std::to_string(limits.maxCount) + " per step");
-        auto [sb, so] = canonical(r, in.srcBuf, in.srcOff);
-        auto [db, dof] = canonical(r, in.dstBuf, in.dstOff);
+        auto [sb, so] = aliasedChunk(info, r, in.srcBuf, in.srcOff);
+        auto [db, dof] = aliasedChunk(info, r, in.dstBuf, in.dstOff);
         // Fields a type does not use repeat the ones it does.
         if (!oi.readSrc) {
           sb = db;

@@ -43,4 +43,27 @@ const char *protocolName(ProtocolKind kind) {
   return "unknown";
 }
 
+std::pair<BufferKind, uint32_t> aliasedChunk(const PlanInfo &info, uint32_t rank, BufferKind b,
+                                             uint32_t chunk) {
+  if (!info.inplace || info.collective == CollectiveKind::Custom)
+    return {b, chunk};
+  switch (collectiveInfo(info.collective).inPlace) {
+  case InPlaceAlias::Same:
+    if (b == BufferKind::Output)
+      return {BufferKind::Input, chunk};
+    break;
+  case InPlaceAlias::InputInOutput:
+    if (b == BufferKind::Input)
+      return {BufferKind::Output, rank * info.inputChunks + chunk};
+    break;
+  case InPlaceAlias::OutputInInput:
+    if (b == BufferKind::Output)
+      return {BufferKind::Input, rank * info.outputChunks + chunk};
+    break;
+  default:
+    break;
+  }
+  return {b, chunk};
+}
+
 } // namespace coll

@@ -123,35 +123,12 @@ private:
     return Term{k.first, k.second, 1, true};
   }
 
-  /// The storage of (rank, buffer, chunk), through the in-place alias.
-  std::pair<BufferKind, uint32_t> canonical(uint32_t rank, BufferKind b, uint32_t chunk) const {
-    if (!plan.info.inplace || plan.info.collective == CollectiveKind::Custom)
-      return {b, chunk};
-    switch (collectiveInfo(plan.info.collective).inPlace) {
-    case InPlaceAlias::Same:
-      if (b == BufferKind::Output)
-        return {BufferKind::Input, chunk};
-      break;
-    case InPlaceAlias::InputInOutput:
-      if (b == BufferKind::Input)
-        return {BufferKind::Output, rank * plan.info.inputChunks + chunk};
-      break;
-    case InPlaceAlias::OutputInInput:
-      if (b == BufferKind::Output)
-        return {BufferKind::Input, rank * plan.info.outputChunks + chunk};
-      break;
-    default:
-      break;
-    }
-    return {b, chunk};
-  }
-
   Term &slot(uint32_t rank, BufferKind b, uint32_t chunk) {
-    auto [kind, index] = canonical(rank, b, chunk);
+    auto [kind, index] = aliasedChunk(plan.info, rank, b, chunk);
     return buffers[rank][unsigned(kind)][index];
   }
   Writer &writer(uint32_t rank, BufferKind b, uint32_t chunk) {
-    auto [kind, index] = canonical(rank, b, chunk);
+    auto [kind, index] = aliasedChunk(plan.info, rank, b, chunk);
     return writers[rank][unsigned(kind)][index];
   }
 
@@ -390,7 +367,7 @@ private:
     Term &have = slot(r, BufferKind::Output, chunk);
     if (have == want)
       return;
-    auto [kind, index] = canonical(r, BufferKind::Output, chunk);
+    auto [kind, index] = aliasedChunk(plan.info, r, BufferKind::Output, chunk);
     const Writer &w = writers[r][unsigned(kind)][index];
     std::string by = w.tb < 0 ? std::string(kind == BufferKind::Input && have.defined
                                                 ? " (its input, never overwritten)"

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace coll {
@@ -110,6 +111,15 @@ struct PlanInfo {
            instances == o.instances && inplace == o.inplace;
   }
 };
+
+/// Where chunk \p chunk of buffer \p b of rank \p rank of a plan with
+/// \p info really is. In an in-place plan of a built-in collective the
+/// collective's alias decides: allreduce's (broadcast's, reduce's) output
+/// is its input, allgather's input is the output at rank * inputChunks,
+/// reducescatter's output is the input at rank * outputChunks. Anything
+/// else is itself.
+std::pair<BufferKind, uint32_t> aliasedChunk(const PlanInfo &info, uint32_t rank, BufferKind b,
+                                             uint32_t chunk);
 
 /// What the output of a user-declared collective must hold: its post-
 /// conditions as the compiler proved them, so that a run can be checked
