@@ -243,11 +243,10 @@ static void restartWithHugePages(char **argv) {
   unsetenv("GLIBC_TUNABLES"); // could not restart: go on as we are
 }
 
-/// Writes \p plan to \p out ('-': standard output); false after an error.
-bool writePlanTo(const Plan &plan, const std::string &out, DiagnosticEngine &diag) {
-  std::vector<uint8_t> bytes = serializePlan(plan);
+/// Writes \p bytes to \p out ('-': standard output); false after an error.
+bool writeOutput(llvm::StringRef bytes, const std::string &out, DiagnosticEngine &diag) {
   if (out == "-") {
-    llvm::outs().write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    llvm::outs() << bytes;
     return true;
   }
   std::error_code ec;
@@ -256,7 +255,7 @@ bool writePlanTo(const Plan &plan, const std::string &out, DiagnosticEngine &dia
     diag.errorNoLoc("cannot write '" + out + "': " + ec.message());
     return false;
   }
-  file.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  file << bytes;
   file.close();
   if (file.has_error()) {
     diag.errorNoLoc("cannot write '" + out + "': " + file.error().message());
@@ -264,6 +263,13 @@ bool writePlanTo(const Plan &plan, const std::string &out, DiagnosticEngine &dia
     return false;
   }
   return true;
+}
+
+/// Writes \p plan to \p out ('-': standard output); false after an error.
+bool writePlanTo(const Plan &plan, const std::string &out, DiagnosticEngine &diag) {
+  std::vector<uint8_t> bytes = serializePlan(plan);
+  return writeOutput(llvm::StringRef(reinterpret_cast<const char *>(bytes.data()), bytes.size()),
+                     out, diag);
 }
 
 /// --emit=msccl-xml: \p plan as MSCCL-IR XML, to -o or standard output.
@@ -278,24 +284,7 @@ int writeMscclXml(const Plan &plan, DiagnosticEngine &diag) {
     diag.errorNoLoc(s.message());
     return 1;
   }
-  if (outputFile.empty() || outputFile == "-") {
-    llvm::outs() << xml;
-    return 0;
-  }
-  std::error_code ec;
-  llvm::raw_fd_ostream file(outputFile, ec, llvm::sys::fs::OF_None);
-  if (ec) {
-    diag.errorNoLoc("cannot write '" + outputFile + "': " + ec.message());
-    return 1;
-  }
-  file << xml;
-  file.close();
-  if (file.has_error()) {
-    diag.errorNoLoc("cannot write '" + outputFile + "': " + file.error().message());
-    file.clear_error();
-    return 1;
-  }
-  return 0;
+  return writeOutput(xml, outputFile.empty() ? "-" : std::string(outputFile), diag) ? 0 : 1;
 }
 
 /// collc --import-msccl-xml: read the XML as a plan, simulate it against
