@@ -83,21 +83,37 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
-/// Runs \p argv (argv[0] looked up on PATH when it has no '/'); stdout is
-/// dropped and stderr goes to \p errors. Returns the exit status, -1 when
-/// it could not run (then \p errors says why).
-int runTool(const std::vector<std::string> &args, std::string &errors) {
-  char errPath[] = "/tmp/collc-torch-XXXXXX";
-  int errFd = mkstemp(errPath);
-  if (errFd < 0) {
-    errors = std::string("cannot create a temporary file: ") + std::strerror(errno);
+/// A temporary file for a tool's output; "" (and \p errors says why) when
+/// none can be made.
+std::string temporaryFile(std::string &errors) {
+  const std::string dir = env("TMPDIR").empty() ? "/tmp" : env("TMPDIR");
+  std::string path = dir + "/collc-torch-XXXXXX";
+  int fd = mkstemp(path.data());
+  if (fd < 0) {
+    errors = "cannot create a temporary file in " + dir + ": " + std::strerror(errno);
+    return "";
+  }
+  ::close(fd);
+  return path;
+}
+
+/// Runs \p args (args[0] looked up on PATH when it has no '/'): its stderr
+/// goes to \p errors, its stdout to \p output (dropped when null). Returns
+/// the exit status, -1 when it could not run (then \p errors says why).
+int runTool(const std::vector<std::string> &args, std::string &errors,
+            std::string *output = nullptr) {
+  const std::string errPath = temporaryFile(errors);
+  if (errPath.empty())
+    return -1;
+  const std::string outPath = output ? temporaryFile(errors) : "/dev/null";
+  if (outPath.empty()) {
+    ::unlink(errPath.c_str());
     return -1;
   }
-  ::close(errFd);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_TRUNC, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, outPath.c_str(), O_WRONLY | O_TRUNC, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, errPath.c_str(), O_WRONLY | O_TRUNC, 0);
   std::vector<char *> argv;
   for (const std::string &a : args)
     argv.push_back(const_cast<char *>(a.c_str()));
@@ -105,17 +121,20 @@ int runTool(const std::vector<std::string> &args, std::string &errors) {
   pid_t pid = -1;
   int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  int status = 0;
+  if (rc == 0)
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  readFile(errPath, errors);
+  ::unlink(errPath.c_str());
+  if (output) {
+    readFile(outPath, *output);
+    ::unlink(outPath.c_str());
+  }
   if (rc != 0) {
-    ::unlink(errPath);
-    errors =
-        "cannot run " + args[0] + ": " + std::strerror(rc) + " (set COLLC to the collc compiler)";
+    errors = "cannot run " + args[0] + ": " + std::strerror(rc);
     return -1;
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  readFile(errPath, errors);
-  ::unlink(errPath);
   if (WIFEXITED(status))
     return WEXITSTATUS(status);
   errors += args[0] + " was killed by signal " + std::to_string(WTERMSIG(status));
@@ -230,28 +249,19 @@ Result<const SelectionTable *> PlanLibrary::table() {
 Result<std::string> PlanLibrary::compilerVersion() {
   if (!version.empty())
     return version;
-  std::string errors;
-  // collc --version prints to stdout, which runTool drops: ask for it in a
-  // file instead.
-  char outPath[] = "/tmp/collc-torch-version-XXXXXX";
-  int fd = mkstemp(outPath);
-  if (fd < 0)
-    return Status::error(std::string("cannot create a temporary file: ") + std::strerror(errno));
-  ::close(fd);
-  int rc =
-      runTool({"/bin/sh", "-c", "exec \"$0\" --version > \"$1\"", thePaths.collc, outPath}, errors);
-  std::string out;
-  readFile(outPath, out);
-  ::unlink(outPath);
-  if (rc != 0 || out.empty())
-    return Status::error("cannot run the compiler " + thePaths.collc +
-                         (errors.empty() ? "" : ": " + errors) +
-                         " (set COLLC to the collc compiler)");
+  if (!versionError.empty())
+    return Status::error(versionError);
+  std::string errors, out;
+  const int rc = runTool({thePaths.collc, "--version"}, errors, &out);
+  if (rc != 0 || out.empty()) {
+    versionError = "cannot run the compiler " + thePaths.collc +
+                   (errors.empty() ? "" : ": " + errors) + " (set COLLC to the collc compiler)";
+    return Status::error(versionError);
+  }
   // The version and the binary's identity: a rebuilt compiler of the same
   // version makes new plans too.
   struct stat st;
-  std::string resolved = thePaths.collc;
-  if (::stat(resolved.c_str(), &st) == 0)
+  if (::stat(thePaths.collc.c_str(), &st) == 0)
     out += "|" + std::to_string(st.st_size) + "|" + std::to_string(st.st_mtime);
   version = out;
   return version;
@@ -361,6 +371,11 @@ PlanLibrary::plan(const std::string &collective, uint32_t nranks, uint32_t root,
   std::vector<const SelectionRow *> rows = (*t)->candidates(collective, nranks);
   if (rows.empty())
     return Status::error("no program in the selection tables runs " + call);
+  // Without a compiler no program row can serve: say so once, rather than
+  // pass every row over.
+  if (std::any_of(rows.begin(), rows.end(), [](const SelectionRow *r) { return r->isProgram(); }))
+    if (Result<std::string> v = compilerVersion(); !v)
+      return v.getStatus();
   std::string passedOver;
   for (size_t i = 0; i < rows.size(); ++i) {
     const SelectionRow &row = *rows[i];

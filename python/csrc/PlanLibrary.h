@@ -83,6 +83,7 @@ private:
   SelectionTable userTable;               ///< setUserTable()'s or COLLC_PLANS's.
   std::unique_ptr<SelectionTable> merged; ///< User rows, then stdlib's; null: to build.
   std::string version;
+  std::string versionError;   ///< Why `collc --version` failed (it is not run again).
   std::string userTableError; ///< COLLC_PLANS's table could not be read.
   /// Plans by "path|N|root|defines"; a failure is kept as its message.
   std::map<std::string, Result<std::shared_ptr<const ValidatedPlan>>> plans;
