@@ -529,20 +529,21 @@ ProcessGroupCollc::allgather(std::vector<std::vector<at::Tensor>> &outputs,
     fail("all_gather takes a list of " + std::to_string(size_) + " output tensors");
   for (const at::Tensor &o : outputs[0])
     checkLike(o, in, "an output tensor of all_gather");
-  const Elements e = movedAs(in);
-  auto *eng = engine.get();
   ProcessGroupCollc *self = this;
   std::vector<at::Tensor> outs = outputs[0];
-  const int n = size_;
-  return enqueue(c10d::OpType::ALLGATHER, outs, [=]() mutable -> Status {
-    at::Tensor src = in.contiguous();
-    at::Tensor whole = self->scratch(int64_t(n) * in.numel(), in);
-    Status st = eng->run("allgather", 0, src.data_ptr(), whole.data_ptr(),
-                         in.numel() * e.perElement, e.type, RedOp::Sum);
-    if (st)
-      unpack(whole, outs);
-    return st;
-  });
+  return enqueue(c10d::OpType::ALLGATHER, outs,
+                 [=]() mutable -> Status { return self->gatherList(in, outs); });
+}
+
+Status ProcessGroupCollc::gatherList(const at::Tensor &in, std::vector<at::Tensor> &outs) {
+  const Elements e = movedAs(in);
+  at::Tensor src = in.contiguous();
+  at::Tensor whole = scratch(int64_t(size_) * in.numel(), in);
+  Status st = engine->run("allgather", 0, src.data_ptr(), whole.data_ptr(),
+                          in.numel() * e.perElement, e.type, RedOp::Sum);
+  if (st)
+    unpack(whole, outs);
+  return st;
 }
 
 c10::intrusive_ptr<c10d::Work>
@@ -561,22 +562,12 @@ ProcessGroupCollc::allgather_coalesced(std::vector<std::vector<at::Tensor>> &out
       flat.push_back(o);
     }
   }
-  auto *eng = engine.get();
   ProcessGroupCollc *self = this;
-  const int n = size_;
   return enqueue(c10d::OpType::ALLGATHER_COALESCED, flat, [=]() mutable -> Status {
     // One allgather per input, in order, within this one operation.
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const at::Tensor &in = inputs[i];
-      const Elements e = movedAs(in);
-      at::Tensor src = in.contiguous();
-      at::Tensor whole = self->scratch(int64_t(n) * in.numel(), in);
-      Status st = eng->run("allgather", 0, src.data_ptr(), whole.data_ptr(),
-                           in.numel() * e.perElement, e.type, RedOp::Sum);
-      if (!st)
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (Status st = self->gatherList(inputs[i], outputLists[i]); !st)
         return st;
-      unpack(whole, outputLists[i]);
-    }
     return Status::success();
   });
 }

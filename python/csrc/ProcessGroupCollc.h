@@ -97,6 +97,9 @@ private:
                      body);
   /// A receive from \p src (or PeerMessages::anySource) into \p tensors.
   c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor> &tensors, int src, int tag);
+  /// Gathers every rank's \p in into \p outs (all_gather's list form);
+  /// runs in a task.
+  Status gatherList(const at::Tensor &in, std::vector<at::Tensor> &outs);
   /// \p numel elements of \p like's type in memory kept from call to call
   /// (no allocation, no page faults), for a task's staging: tasks run one
   /// at a time, and none keeps it beyond its end.
