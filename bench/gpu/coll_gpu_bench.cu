@@ -482,6 +482,54 @@ int main(int argc, char **argv) {
         std::printf("%-36s (shortest step seen: %.3f us)\n", "", granularity);
     }
 
+    // Latency per size, so a protocol threshold can be chosen from data:
+    // synchronised (median of 300) and back to back (mean of 300), fp32
+    // sum, ranks 1 MiB apart; the in-place ring runs in place.
+    std::printf("\nallreduce latency per size, microseconds: synchronised / back to back\n");
+    const uint64_t sizes[] = {256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20};
+    std::printf("%-40s", "plan");
+    for (uint64_t s : sizes)
+      std::printf(" %13s",
+                  (s < 1024 ? std::to_string(s) + " B" : std::to_string(s >> 10) + " KiB").c_str());
+    std::printf("\n");
+    for (const LatencyCase &lc : {LatencyCase{"oneshot_allreduce_n8", false, false},
+                                  LatencyCase{"twoshot_allreduce_n8", false, false},
+                                  LatencyCase{"recursive_doubling_allreduce_n8", false, false},
+                                  LatencyCase{"ring_allreduce_n8", false, true},
+                                  LatencyCase{"allpairs_allreduce_n8", false, false},
+                                  LatencyCase{"oneshot_allreduce_n2", false, false},
+                                  LatencyCase{"allpairs_allreduce_n2", false, false}}) {
+      Result<Plan> plan = loadPlanFile(planDir + "/" + lc.plan + ".bin");
+      if (!plan)
+        continue;
+      auto world = DeviceWorld::create(*plan);
+      check(world.getStatus(), lc.plan);
+      const uint32_t nr = plan->info.nranks;
+      std::vector<const void *> in(nr);
+      std::vector<void *> out(nr);
+      for (uint32_t r = 0; r < nr; ++r) {
+        out[r] = c + uint64_t(r) * (1 << 20);
+        in[r] = lc.inPlace ? out[r] : a + uint64_t(r) * (1 << 20);
+      }
+      std::printf("%-40s", caseName(lc).c_str());
+      for (uint64_t s : sizes) {
+        const uint64_t n = s / 4;
+        double sync = medianUs(300, [&] {
+          check((*world)->launch(in, out, n, DataType::Float32, RedOp::Sum), "launch");
+          cudaStreamSynchronize(nullptr);
+        });
+        double b2b =
+            timeMs(300,
+                   [&] {
+                     check((*world)->launch(in, out, n, DataType::Float32, RedOp::Sum), "launch");
+                   }) *
+            1e3;
+        check((*world)->wait(), lc.plan);
+        std::printf(" %6.1f/%6.1f", sync, b2b);
+      }
+      std::printf("\n");
+    }
+
     std::printf("\nallreduce of 8 ranks on one GPU, 32 MiB fp32 per rank: algorithm bandwidth "
                 "GB/s (size / time)\n");
     const uint64_t big = 8ull << 20; // Elements per rank.

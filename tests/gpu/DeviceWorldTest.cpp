@@ -129,7 +129,8 @@ std::string checkRun(DeviceWorld &world, const Plan &plan, Arena &arena, DataTyp
   const PlanInfo &info = plan.info;
   const uint32_t n = info.nranks;
   const uint64_t es = dataTypeSize(type);
-  const BufferElements elems = collectiveBufferElements(info.collective, n, count);
+  const bool custom = info.collective == CollectiveKind::Custom;
+  const BufferElements elems = planBufferElements(info, count);
   if (!arena.reset(executorBytes(plan, count, es))) {
     skipped = true;
     return "";
@@ -164,21 +165,50 @@ std::string checkRun(DeviceWorld &world, const Plan &plan, Arena &arena, DataTyp
     recv[r] = out;
     ref[r] = want;
   }
-  if (Status s = deviceReference(info.collective, n, info.root, count, type, op, inputs, ref); !s)
+  if (custom) {
+    // A user-declared collective's reference is its contract, on the host
+    // (the host and device test inputs are the same, DeviceCheck says).
+    std::vector<std::vector<char>> hin(n), hwant(n);
+    std::vector<const void *> hinP(n);
+    std::vector<void *> hwantP(n);
+    for (uint32_t r = 0; r < n; ++r) {
+      hin[r].resize(elems.input * es + 1);
+      hwant[r].resize(elems.output * es + 1);
+      fillTestInput(type, op, n, r, elems.input, hin[r].data());
+      hinP[r] = hin[r].data();
+      hwantP[r] = hwant[r].data();
+    }
+    if (Status s = referencePlan(plan, count, type, op, hinP, hwantP); !s)
+      return "reference: " + s.message();
+    for (uint32_t r = 0; r < n; ++r)
+      if (cudaMemcpy(ref[r], hwant[r].data(), elems.output * es, cudaMemcpyHostToDevice))
+        return "cannot upload the reference";
+  } else if (Status s =
+                 deviceReference(info.collective, n, info.root, count, type, op, inputs, ref);
+             !s) {
     return "reference: " + s.message();
+  }
   if (Status s = world.run(send, recv, count, type, op); !s)
     return s.message();
   for (uint32_t r = 0; r < n; ++r) {
-    if (!collectiveDefinesOutput(info.collective, info.root, r))
-      continue;
-    uint64_t first = 0;
-    Result<uint64_t> wrong = deviceCountMismatches(type, recv[r], ref[r], elems.output, &first);
-    if (!wrong)
-      return wrong.message();
-    if (*wrong) {
+    // Every defined element: the whole output, none (reduce and gather off
+    // the root), or the chunks a user-declared collective's contract names.
+    uint64_t first = 0, wrongCount = 0;
+    for (auto [begin, end] : definedOutputElements(plan, r, count)) {
+      uint64_t at = 0;
+      Result<uint64_t> wrong =
+          deviceCountMismatches(type, static_cast<char *>(recv[r]) + begin * es,
+                                static_cast<char *>(ref[r]) + begin * es, end - begin, &at);
+      if (!wrong)
+        return wrong.message();
+      if (*wrong && wrongCount == 0)
+        first = begin + at;
+      wrongCount += *wrong;
+    }
+    if (wrongCount) {
       std::vector<char> got = download<char>(static_cast<char *>(recv[r]) + first * es, es);
       std::vector<char> want = download<char>(static_cast<char *>(ref[r]) + first * es, es);
-      return "rank " + std::to_string(r) + ": " + std::to_string(*wrong) + " of " +
+      return "rank " + std::to_string(r) + ": " + std::to_string(wrongCount) + " of " +
              std::to_string(elems.output) + " elements wrong, the first at " +
              std::to_string(first) + ": " + formatElement(type, got.data(), 0) + " instead of " +
              formatElement(type, want.data(), 0);
@@ -557,7 +587,10 @@ TEST(DeviceWorld, ArgumentErrors) {
   DeviceOptions o;
   o.threadsPerBlock = 100;
   EXPECT_EQ(DeviceWorld::create(plan, o).message(),
-            "threads per block must be a multiple of 32 in [32, 1024], not 100");
+            "threads per block must be a multiple of 32 in [32, 512], not 100");
+  o.threadsPerBlock = 1024; // More than the kernel is compiled for.
+  EXPECT_EQ(DeviceWorld::create(plan, o).message(),
+            "threads per block must be a multiple of 32 in [32, 512], not 1024");
   cudaFree(a);
 }
 
@@ -707,13 +740,17 @@ TEST_P(PlanSweep, EveryTypeOpCountAndPlacement) {
   arena.newExecutor();
   const CollectiveKind kind = plan->info.collective;
   const std::vector<uint64_t> counts = sweepCounts();
+  const uint64_t unit =
+      kind == CollectiveKind::Custom ? std::max<uint64_t>(1, userCollectiveUnit(plan->info)) : 1;
   unsigned runs = 0, skipped = 0, failures = 0;
   auto start = std::chrono::steady_clock::now();
   for (DataType type : kAllTypes)
     for (RedOp op : kAllOps) {
       if (!collectiveReduces(kind) && op != RedOp::Sum)
         continue; // The operator plays no part.
-      for (uint64_t count : counts) {
+      for (uint64_t perUnit : counts) {
+        // A user-declared collective's count is a whole number of its units.
+        const uint64_t count = perUnit * unit;
         for (bool inPlace : {false, true}) {
           if (inPlace && !hasInPlaceForm(kind))
             continue;

@@ -73,6 +73,17 @@ TEST(LaunchTables, OneRankOfARing) {
   EXPECT_EQ(t.tbs[0].progressSteps, 0u) << "no threadblock waits for another";
 }
 
+TEST(LaunchTables, ThreadsPerBlockWithinTheKernelsBound) {
+  for (uint32_t t : {32u, 64u, 480u, 512u})
+    EXPECT_TRUE(checkThreadsPerBlock(t).ok()) << t;
+  EXPECT_EQ(checkThreadsPerBlock(0).message(),
+            "threads per block must be a multiple of 32 in [32, 512], not 0");
+  EXPECT_EQ(checkThreadsPerBlock(100).message(),
+            "threads per block must be a multiple of 32 in [32, 512], not 100");
+  EXPECT_EQ(checkThreadsPerBlock(544).message(),
+            "threads per block must be a multiple of 32 in [32, 512], not 544");
+}
+
 TEST(LaunchTables, EveryRankResolvesItsSends) {
   Plan p = ringAllReduce(3, 2);
   std::vector<RankSection> all;

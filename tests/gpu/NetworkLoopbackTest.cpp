@@ -284,14 +284,17 @@ std::string runAndCompare(LoopbackWorld &world, const Plan &plan, const RunCase 
 
 /// The counts and types of one plan, several launches in a row on one
 /// world (signals and counters carry on).
-void runPlan(const Plan &plan, const std::string &name) {
+/// Whether the plan ran: false when its CTAs do not fit on the GPU at once.
+bool runPlan(const Plan &plan, const std::string &name) {
   LoopbackWorld world;
   std::string setUp = world.setUp(plan, 16384, 20);
   if (setUp.rfind(kNotResident, 0) == 0) {
     std::printf("[ skipped  ] %s: %s\n", name.c_str(), setUp.c_str());
-    return;
+    return false;
   }
-  ASSERT_EQ(setUp, "") << name;
+  EXPECT_EQ(setUp, "") << name;
+  if (!setUp.empty())
+    return true;
   const bool reduces = collectiveReduces(plan.info.collective);
   const uint32_t n = plan.info.nranks;
   struct TypeOp {
@@ -301,26 +304,36 @@ void runPlan(const Plan &plan, const std::string &name) {
   std::vector<TypeOp> kinds = {{DataType::Float32, RedOp::Sum}, {DataType::Int64, RedOp::Max}};
   if (reduces)
     kinds.push_back({DataType::BFloat16, RedOp::Sum});
-  for (uint64_t count :
+  // A user-declared collective's count is a whole number of its units.
+  const uint64_t unit = plan.info.collective == CollectiveKind::Custom
+                            ? std::max<uint64_t>(1, userCollectiveUnit(plan.info))
+                            : 1;
+  for (uint64_t perUnit :
        {uint64_t(1), uint64_t(7), uint64_t(n - 1 ? n - 1 : 1), uint64_t(1000), uint64_t(100003)})
     for (const TypeOp &k : kinds)
       for (bool inplace : {false, true}) {
         RunCase c;
         c.type = k.type;
         c.op = k.op;
-        c.count = count;
+        c.count = perUnit * unit;
         c.inplace = inplace;
         std::string e = runAndCompare(world, plan, c);
-        ASSERT_EQ(e, "") << name;
+        EXPECT_EQ(e, "") << name;
+        if (!e.empty())
+          return true;
       }
+  return true;
 }
 
 TEST(NetworkLoopback, HandRingOverTheNetwork) {
   if (!haveGpu())
     GTEST_SKIP() << "no usable CUDA device";
+  // Five CTAs fit on any GPU: every ring must run. (Depth 1 deadlocks the
+  // hand ring by design: each rank's fused receive-and-send step waits for
+  // a free slot at its successor before it takes its own message.)
   for (uint32_t n : {2u, 3u, 5u})
-    for (uint32_t depth : {1u, 2u, 4u})
-      runPlan(ringAllReduce(n, depth), cat("hand ring of ", n, " depth ", depth));
+    for (uint32_t depth : {2u, 3u, 4u})
+      EXPECT_TRUE(runPlan(ringAllReduce(n, depth), cat("hand ring of ", n, " depth ", depth)));
 }
 
 TEST(NetworkLoopback, PeerThatNeverRunsTimesOut) {
@@ -351,13 +364,15 @@ TEST(NetworkLoopback, CompiledPlansOverTheNetwork) {
   std::vector<std::string> names = planNamesIn(dir);
   if (names.empty())
     GTEST_SKIP() << "no compiled plans in '" << dir << "' (COLL_GPU_PLAN_DIR)";
+  unsigned ran = 0;
   for (const std::string &name : names) {
     Result<Plan> p = loadPlanFile(dir + "/" + name + ".bin");
     ASSERT_TRUE(p) << name << ": " << p.message();
-    runPlan(*p, name);
-    if (HasFatalFailure())
+    ran += runPlan(*p, name);
+    if (HasFailure())
       return;
   }
+  EXPECT_GT(ran, 0u) << "no plan fits on the GPU";
 }
 
 } // namespace

@@ -11,7 +11,10 @@
 # GPU, driver, commands and results), and the logs of every step.
 # Environment: BUILD_DIR (build-gpu), CUDA_ARCH (90), COLL_GPU_COUNTS (the
 # sweep's counts, comma-separated; default 0,1,7,1000,1M+3,64M), SWEEP_FILTER
-# (a gtest filter over the sweep's plans; default all, Plans/*).
+# (a gtest filter over the sweep's plans; default all, Plans/*), RUN_SECONDS
+# (a time budget for the whole run: each step is stopped at what is left of
+# it, less 20 s for the report; a step that finds nothing left is skipped)
+# and STEP_SECONDS (the most any one test step may take; default no limit).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 prepared=$(cd "${1:-$root/.device}" && pwd)
@@ -20,11 +23,25 @@ build=${BUILD_DIR:-$root/build-gpu}
 mkdir -p "$report"
 md=$report/report.md
 status=0
-step() { # NAME COMMAND...: runs, logs, records the exit status
+deadline=${RUN_SECONDS:+$((SECONDS + RUN_SECONDS - 20))}
+# NAME COMMAND...: runs, logs, records the exit status (124: out of time).
+# A test step (any but configure and build) takes at most STEP_SECONDS.
+step() {
   local name=$1
   shift
+  local limit=0
+  case $name in configure | build*) ;; *) limit=${STEP_SECONDS:-0} ;; esac
+  if [ -n "$deadline" ]; then
+    local left=$((deadline - SECONDS))
+    if [ $left -le 0 ]; then
+      echo "| $name | \`$*\` | skipped: no time left | |" >>"$md"
+      status=1
+      return 1
+    fi
+    [ "$limit" -gt 0 ] && [ "$limit" -lt $left ] || limit=$left
+  fi
   local start=$SECONDS
-  "$@" >"$report/$name.log" 2>&1
+  timeout "$limit" "$@" >"$report/$name.log" 2>&1
   local rc=$?
   echo "| $name | \`$*\` | $rc | $((SECONDS - start)) s |" >>"$md"
   [ $rc -eq 0 ] || status=1
@@ -47,24 +64,41 @@ step() { # NAME COMMAND...: runs, logs, records the exit status
 gtest_args=()
 [ -f "$prepared/googletest/CMakeLists.txt" ] && gtest_args=(-DCOLL_GTEST_SOURCE_DIR="$prepared/googletest")
 step configure cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCOLL_BUILD_COMPILER=OFF -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" "${gtest_args[@]}" &&
-  step build ninja -C "$build" gpu_tests runtime_gpu_tests gpu_probe_tests coll-gpu-bench coll-run ||
+  -DCOLL_BUILD_COMPILER=OFF -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" "${gtest_args[@]}" ||
   { cat "$md"; exit 1; }
+# One build of everything, so that the slow kernel files compile side by
+# side: the NCCL communicator's tests too where NCCL is found. ninja -k 0
+# goes on past a failure; only the NCCL tests may fail to build.
+targets=(gpu_tests runtime_gpu_tests gpu_probe_tests coll-gpu-bench coll-run)
+nccl_target=()
+ninja -C "$build" -t targets all 2>/dev/null | grep -q '^gpu_nccl_tests:' && nccl_target=(gpu_nccl_tests)
+step build ninja -k 0 -C "$build" "${targets[@]}" "${nccl_target[@]}"
+ninja -C "$build" "${targets[@]}" >>"$report/build.log" 2>&1 || { cat "$md"; exit 1; }
 
 export COLL_GPU_PLAN_DIR=$prepared/plans
 step probe_tests "$build/tests/unit/gpu_probe_tests"
 step core_tests "$build/tests/runtime/runtime_gpu_tests"
 step gpu_tests "$build/tests/gpu/gpu_tests" --gtest_filter=-Plans/*
+step bench "$build/bench/gpu/coll-gpu-bench" "$prepared/plans"
 # The NCCL communicator's tests (one GPU: a one-rank communicator, and the
 # kernel's network path over a loopback on every plan), where NCCL is found.
 nccl_tests=()
-if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^gpu_nccl_tests:' &&
-  step build_nccl ninja -C "$build" gpu_nccl_tests; then
+if [ ${#nccl_target[@]} -gt 0 ] && [ -x "$build/tests/gpu/gpu_nccl_tests" ]; then
   nccl_tests=(nccl_tests)
   step nccl_tests "$build/tests/gpu/gpu_nccl_tests"
 fi
-step bench "$build/bench/gpu/coll-gpu-bench" "$prepared/plans"
-step sweep "$build/tests/gpu/gpu_tests" --gtest_filter="${SWEEP_FILTER:-Plans/*}"
+# SWEEP_FIRST (a gtest filter): those plans first, as a step of their own,
+# so that a time budget that cuts the sweep short cuts other plans.
+sweep_logs=()
+if [ -n "${SWEEP_FIRST:-}" ]; then
+  sweep_logs+=(sweep_first)
+  step sweep_first "$build/tests/gpu/gpu_tests" --gtest_filter="$SWEEP_FIRST"
+  sweep_logs+=(sweep)
+  step sweep "$build/tests/gpu/gpu_tests" --gtest_filter="${SWEEP_FILTER:-Plans/*}-$SWEEP_FIRST"
+else
+  sweep_logs+=(sweep)
+  step sweep "$build/tests/gpu/gpu_tests" --gtest_filter="${SWEEP_FILTER:-Plans/*}"
+fi
 
 {
   echo
@@ -79,10 +113,13 @@ step sweep "$build/tests/gpu/gpu_tests" --gtest_filter="${SWEEP_FILTER:-Plans/*}
   echo
   echo "## Sweep"
   echo '```'
-  grep -E '^\[ sweep    \]' "$report/sweep.log" | awk '{r+=$5; w+=$7; s+=$9} END {print NR " plans: " r " runs, " w " wrong, " s " skipped"}'
-  grep -E '^\[  (PASSED|FAILED) |^\[==========\]' "$report/sweep.log" | tail -5
-  grep -E -A1 'Failure' "$report/sweep.log" | grep -v -E 'Failure|^--' | head -30
-  grep -E '^\[ sweep    \]' "$report/sweep.log" | grep -v ' 0 wrong' | head -30
+  sweeps=("${sweep_logs[@]/#/$report/}")
+  sweeps=("${sweeps[@]/%/.log}")
+  cat "${sweeps[@]}" 2>/dev/null | grep -E '^\[ sweep    \]' |
+    awk '{r+=$5; w+=$7; s+=$9} END {print NR " plans: " r " runs, " w " wrong, " s " skipped"}'
+  cat "${sweeps[@]}" 2>/dev/null | grep -E '^\[  (PASSED|FAILED) |^\[==========\]' | tail -5
+  cat "${sweeps[@]}" 2>/dev/null | grep -E -A1 'Failure' | grep -v -E 'Failure|^--' | head -30
+  cat "${sweeps[@]}" 2>/dev/null | grep -E '^\[ sweep    \]' | grep -v ' 0 wrong' | head -30
   echo '```'
   echo
   echo "## Benchmark"

@@ -98,10 +98,8 @@ Result<std::unique_ptr<DeviceWorld>> DeviceWorld::create(const ValidatedPlan &va
     return Status::error(cat("the plan was loaded for rank ", validated.plan().loadedRank,
                              " only; a DeviceWorld runs every rank"));
   const Plan &plan = validated.plan();
-  if (options.threadsPerBlock == 0 || options.threadsPerBlock % 32 ||
-      options.threadsPerBlock > 1024)
-    return Status::error(cat("threads per block must be a multiple of 32 in [32, 1024], not ",
-                             options.threadsPerBlock));
+  if (Status s = checkThreadsPerBlock(options.threadsPerBlock); !s)
+    return s;
   if (options.sliceBytes < 16)
     return Status::error("the slice must be at least 16 bytes");
   if (!(options.timeoutSeconds > 0) || options.timeoutSeconds > 1e9)

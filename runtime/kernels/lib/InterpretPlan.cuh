@@ -19,7 +19,8 @@ namespace coll::kernels {
 /// The kernel: CTA blockIdx.x runs its threadblock's program over every
 /// slice, from shared memory when it fits.
 template <DataType D, RedOp Op, class Net = NoNetwork>
-__global__ void interpretPlan(const __grid_constant__ KernelParams k) {
+__global__ void __launch_bounds__(kMaxThreadsPerBlock)
+    interpretPlan(const __grid_constant__ KernelParams k) {
   extern __shared__ uint32_t sharedSteps[];
   __shared__ TbDesc tb;
   const uint64_t startNs = k.trace && threadIdx.x == 0 ? globalTimerNs() : 0;

@@ -46,6 +46,13 @@ struct TbDesc {
 /// FifoDesc::netPeer of a FIFO whose both ends use loads and stores.
 constexpr uint32_t kNoNetPeer = ~0u;
 
+/// The most threads a CTA of the interpreter kernel may have: the kernel is
+/// compiled for it (__launch_bounds__), which holds every variant, those
+/// with a network too, to at most 128 registers per thread; without the
+/// bound the network variants took more, and no CTA of 512 threads fit on
+/// an SM.
+constexpr uint32_t kMaxThreadsPerBlock = 512;
+
 /// A connection's FIFO.
 ///
 /// Over the network (GIN, NcclCommunicator's symmetric transport), the

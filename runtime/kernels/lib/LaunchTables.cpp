@@ -202,6 +202,13 @@ DeviceBinding bindCall(const PreparedCall &call, char *copy) {
   return b;
 }
 
+Status checkThreadsPerBlock(uint32_t threads) {
+  if (threads == 0 || threads % 32 || threads > kMaxThreadsPerBlock)
+    return Status::error(cat("threads per block must be a multiple of 32 in [32, ",
+                             kMaxThreadsPerBlock, "], not ", threads));
+  return Status::success();
+}
+
 Status describeDeviceFailure(const DeviceError &e, const LaunchTables &tables,
                              const std::vector<RankSection> &sections, uint32_t depth,
                              double timeoutSeconds) {

@@ -157,6 +157,10 @@ struct DeviceBinding {
 };
 DeviceBinding bindCall(const PreparedCall &call, char *copy);
 
+/// Whether \p threads is a CTA size the interpreter kernel takes: a multiple
+/// of 32 in [32, kMaxThreadsPerBlock].
+Status checkThreadsPerBlock(uint32_t threads);
+
 /// The message of device-side failure \p e of a launch of \p tables built
 /// for \p sections (connections of \p depth slots, waits of
 /// \p timeoutSeconds): the rank, threadblock, step, slice and what it

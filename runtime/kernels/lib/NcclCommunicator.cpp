@@ -188,9 +188,8 @@ struct NcclCommunicatorState {
 
 Status NcclCommunicatorState::prepare(const Result<ValidatedPlan> &given, PeerHello &hello) {
   const NcclOptions &o = options;
-  if (o.threadsPerBlock == 0 || o.threadsPerBlock % 32 || o.threadsPerBlock > 1024)
-    return Status::error(
-        cat("threads per block must be a multiple of 32 in [32, 1024], not ", o.threadsPerBlock));
+  if (Status s = checkThreadsPerBlock(o.threadsPerBlock); !s)
+    return s;
   if (o.sliceBytes < 16)
     return Status::error("the slice must be at least 16 bytes");
   if (!(o.timeoutSeconds > 0) || o.timeoutSeconds > 1e9)

@@ -40,7 +40,7 @@ struct DeviceOptions {
   /// Bytes of each chunk processed per pass of the program (a slice); a
   /// message of k chunks carries k slices. Rounded down to whole elements.
   uint64_t sliceBytes = 256 << 10;
-  /// Threads per CTA (a multiple of 32, at most 1024).
+  /// Threads per CTA (a multiple of 32, at most 512).
   uint32_t threadsPerBlock = 512;
   /// A wait that does not succeed for this long stops the run with an
   /// error (the device's global timer; no host involvement).

@@ -55,7 +55,7 @@ struct NcclOptions {
   /// Bytes of each chunk processed per pass of the program (a slice);
   /// sizes the connection FIFOs, which are allocated once.
   uint64_t sliceBytes = 256 << 10;
-  /// Threads per CTA (a multiple of 32, at most 1024).
+  /// Threads per CTA (a multiple of 32, at most 512).
   uint32_t threadsPerBlock = 512;
   /// A wait that does not succeed for this long stops the run with an
   /// error. Ranks start their launches at different times, so this also
