@@ -14,6 +14,7 @@ reports), and bus bandwidth with nccl-tests' factors.
 
 import argparse
 import os
+import socket
 import statistics
 import sys
 import time
@@ -66,6 +67,13 @@ def time_op(fn, iters, warmup, group):
     return elapsed.item() * 1e6
 
 
+def free_port():
+    """A TCP port nothing listens on now (the kernel's choice), for the store."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def main(spawn_rank=None, args=None):
     if spawn_rank is not None:
         os.environ["MASTER_ADDR"] = "127.0.0.1"
@@ -87,7 +95,8 @@ def parse_args():
     p.add_argument("--ops", default="all_reduce,all_gather,broadcast,all_to_all_single")
     p.add_argument("--csv", action="store_true")
     p.add_argument("--spawn", type=int, default=0, help="ranks to start (torch.multiprocessing)")
-    p.add_argument("--port", type=int, default=29500 + os.getpid() % 1000)
+    p.add_argument("--port", type=int, default=0,
+                   help="the store's port (default: a free one)")
     return p.parse_args()
 
 
@@ -129,6 +138,8 @@ def run(args):
 
 if __name__ == "__main__":
     options = parse_args()
+    if options.spawn and not options.port:
+        options.port = free_port()  # One for every rank: chosen before they start.
     if options.spawn:
         import torch.multiprocessing as mp
         mp.spawn(main, args=(options,), nprocs=options.spawn)

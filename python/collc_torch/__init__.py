@@ -14,10 +14,20 @@ the user's own (``COLLC_PLANS=DIR`` with ``DIR/collc.select``,
 (``COLLC_CACHE_DIR``, default ``~/.cache/collc/plans``). See docs/pytorch.md.
 """
 
+import os
+
 import torch
 import torch.distributed as dist
 
-from . import _C
+# The extension builds against PyTorch 2.x (it subclasses c10d::Backend
+# there), but its first run on 2.11 crashed in native code and has not been
+# diagnosed: refuse rather than crash, unless asked to try.
+if int(torch.__version__.split(".")[0]) >= 2 and not os.environ.get("COLLC_TORCH_TRY_2X"):
+    raise ImportError("collc_torch: PyTorch %s is not supported yet (1.x is; the 2.x adapter "
+                      "builds but crashed in its first test; set COLLC_TORCH_TRY_2X=1 to try it)"
+                      % torch.__version__)
+
+from . import _C  # noqa: E402
 
 __all__ = ["use_selection_table", "use_program", "plan_for", "paths"]
 
@@ -28,8 +38,18 @@ def _create_process_group(store, rank, size, timeout):
     return _C.create_process_group(store, rank, size, timeout)
 
 
+def _register():
+    # PyTorch 2.x asks which devices a backend serves; 1.x does not.
+    import inspect
+    params = inspect.signature(dist.Backend.register_backend).parameters
+    if "devices" in params:
+        dist.Backend.register_backend("collc", _create_process_group, devices=["cpu"])
+    else:
+        dist.Backend.register_backend("collc", _create_process_group)
+
+
 if "COLLC" not in dist.Backend._plugins:
-    dist.Backend.register_backend("collc", _create_process_group)
+    _register()
 
 
 def use_selection_table(path):

@@ -31,7 +31,8 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "create_process_group",
       [](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-         const std::chrono::duration<float> &timeout) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+         const std::chrono::duration<float> &timeout)
+          -> c10::intrusive_ptr<coll::torchext::TorchBackendBase> {
         return c10::make_intrusive<ProcessGroupCollc>(
             store, rank, size, std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
       },

@@ -371,18 +371,29 @@ PlanLibrary::plan(const std::string &collective, uint32_t nranks, uint32_t root,
   std::vector<const SelectionRow *> rows = (*t)->candidates(collective, nranks);
   if (rows.empty())
     return Status::error("no program in the selection tables runs " + call);
-  // Without a compiler no program row can serve: say so once, rather than
-  // pass every row over.
-  if (std::any_of(rows.begin(), rows.end(), [](const SelectionRow *r) { return r->isProgram(); }))
-    if (Result<std::string> v = compilerVersion(); !v)
-      return v.getStatus();
   std::string passedOver;
+  // Without a compiler no program row can serve, but a compiled plan's row
+  // still can: the compiler's error is given once, if nothing else serves.
+  Status noCompiler = Status::success();
+  bool compilerChecked = false;
   for (size_t i = 0; i < rows.size(); ++i) {
     const SelectionRow &row = *rows[i];
     const bool last = i + 1 == rows.size();
     if (!last && bytes > row.maxBytes)
       continue;
     const bool users = size_t(&row - (*t)->rows().data()) < userRowCount;
+    if (row.isProgram()) {
+      if (!compilerChecked) {
+        compilerChecked = true;
+        if (Result<std::string> v = compilerVersion(); !v)
+          noCompiler = v.getStatus();
+      }
+      if (!noCompiler) {
+        if (users)
+          return Status::error(row.where + ": " + noCompiler.message());
+        continue;
+      }
+    }
     Result<std::shared_ptr<const ValidatedPlan>> p = planOf(row, nranks, root, rooted);
     if (!p) {
       // A standard row whose program does not take this N (its `require`)
@@ -398,14 +409,22 @@ PlanLibrary::plan(const std::string &collective, uint32_t nranks, uint32_t root,
         info.nranks, info.root, collectiveInfo(info.collective).rooted);
     const bool fits =
         info.nranks == nranks &&
-        (builtin ? info.collective == builtin->kind : info.collective == CollectiveKind::Custom) &&
-        (!rooted || info.root == root);
+        (builtin ? info.collective == builtin->kind : info.collective == CollectiveKind::Custom);
     if (!fits)
       return Status::error(row.where + ": the plan of " + row.program + " runs " + planCall +
                            ", not " + call);
+    if (rooted && info.root != root) {
+      // A compiled plan has its root: a table lists one per root, and the
+      // call takes the first whose root is its own.
+      passedOver += "\n(passed over " + row.where + ": the plan of " + row.program + " runs " +
+                    planCall + ")";
+      continue;
+    }
     return p;
   }
-  return Status::error("no program in the selection tables runs " + call);
+  if (!noCompiler)
+    return noCompiler;
+  return Status::error("no program in the selection tables runs " + call + passedOver);
 }
 
 } // namespace coll::torchext

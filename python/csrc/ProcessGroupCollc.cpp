@@ -345,7 +345,7 @@ std::string hostIdentity() {
 
 ProcessGroupCollc::ProcessGroupCollc(const c10::intrusive_ptr<c10d::Store> &store, int rank,
                                      int size, std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size), timeout(timeout) {
+    : TorchBackendBase(rank, size), timeout(timeout) {
   // Each group made on this store gets a generation: the n-th group to be
   // made by these ranks has the n-th block of `size` joins.
   const int64_t joins = store->add("collc/joins", 1);

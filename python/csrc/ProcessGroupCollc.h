@@ -1,11 +1,14 @@
 //===- ProcessGroupCollc.h - torch.distributed's face of Collc -*- C++ -*-===//
 /// \file
-/// The c10d::ProcessGroup of PyTorch 1.13 that runs every operation on
-/// Collc plans: the thin torch-facing layer over GroupEngine (which knows
-/// nothing of PyTorch). It maps tensors and reduction operators onto the
-/// runtime's buffers, types and operators, and wraps each operation's task
-/// in a c10d::Work with a future. A PyTorch 2.x adapter would subclass
-/// c10d::Backend the same way.
+/// The torch.distributed backend that runs every operation on Collc plans:
+/// the thin torch-facing layer over GroupEngine (which knows nothing of
+/// PyTorch). It maps tensors and reduction operators onto the runtime's
+/// buffers, types and operators, and wraps each operation's task in a
+/// c10d::Work with a future. PyTorch 1.x backends subclass
+/// c10d::ProcessGroup, 2.x backends c10d::Backend (which 2.x's ProcessGroup
+/// dispatches to); the two declare these operations alike, so one class
+/// serves both over TorchBackendBase (COLLC_TORCH_MAJOR is torch's major
+/// version, from the build).
 //===----------------------------------------------------------------------===//
 #ifndef COLLC_TORCH_PROCESSGROUPCOLLC_H
 #define COLLC_TORCH_PROCESSGROUPCOLLC_H
@@ -17,14 +20,25 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
+#if COLLC_TORCH_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
 
 namespace coll::torchext {
 
+/// What a backend of this PyTorch subclasses.
+#if COLLC_TORCH_MAJOR >= 2
+using TorchBackendBase = c10d::Backend;
+#else
+using TorchBackendBase = c10d::ProcessGroup;
+#endif
+
 /// This rank of a torch.distributed group.
-class ProcessGroupCollc : public c10d::ProcessGroup {
+class ProcessGroupCollc : public TorchBackendBase {
 public:
   /// Meets the group's other ranks through \p store (rank 0 names the
   /// shared-memory job; every rank checks that all run on one host) and

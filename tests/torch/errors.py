@@ -10,6 +10,7 @@ wrong.
 import datetime
 import multiprocessing
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -85,6 +86,13 @@ def rank_main(case, rank, n, port, queue):
     os._exit(0)
 
 
+def free_port():
+    """A TCP port nothing listens on now (the kernel's choice), for the store."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 # case -> (ranks, ranks expected to report, substrings each error must hold)
 CASES = {
     "dead": (3, [0, 2], ["rank 1"]),
@@ -102,7 +110,7 @@ def run(case):
     n, reporters, needles = CASES[case]
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    port = 20000 + (os.getpid() * 7 + hash(case)) % 20000
+    port = free_port()
     procs = [ctx.Process(target=rank_main, args=(case, r, n, port, queue)) for r in range(n)]
     for p in procs:
         p.start()

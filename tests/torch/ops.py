@@ -13,6 +13,7 @@ every type and the order of reduction cannot change a bit.
 
 import argparse
 import os
+import socket
 import sys
 import traceback
 
@@ -399,6 +400,13 @@ def run_subgroups(c):
            reduce_ref([value(r, 77, torch.float32) for r in mine], R.MAX))
 
 
+def free_port():
+    """A TCP port nothing listens on now (the kernel's choice), for the store."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def main(rank, n, args):
     if args.spawn:
         os.environ["MASTER_ADDR"] = "127.0.0.1"
@@ -428,10 +436,13 @@ def main(rank, n, args):
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--spawn", type=int, default=0, help="ranks to start with mp.spawn")
-    p.add_argument("--port", type=int, default=29500 + os.getpid() % 1000)
+    p.add_argument("--port", type=int, default=0,
+                   help="the store's port (default: a free one)")
     p.add_argument("--no-gloo", dest="gloo", action="store_false",
                    help="skip the comparison with Gloo")
     args = p.parse_args()
+    if args.spawn and not args.port:
+        args.port = free_port()  # One for every rank: chosen before they start.
     if args.spawn:
         import torch.multiprocessing as mp
         mp.spawn(main, args=(args.spawn, args), nprocs=args.spawn)

@@ -93,6 +93,36 @@ with tempfile.TemporaryDirectory() as d:
     collc_torch.use_selection_table(None)
     expect("table removed", name("allreduce", 8, 64 << 20), "ring_allreduce")
 
+# Compiled plans serve without a compiler (COLLC names none that runs), a
+# rooted collective's call takes the row whose plan has its root, and what
+# only a program could serve gets the compiler's error.
+with tempfile.TemporaryDirectory() as d:
+    collc = collc_torch.paths()["collc"]
+    rows = []
+    for r in range(3):
+        subprocess.run([collc, os.path.join(STDLIB, "chain_broadcast.coll"), "--nranks", "3",
+                        "-D", "root=%d" % r, "-o", os.path.join(d, "bc%d.bin" % r)], check=True)
+        rows.append("broadcast 3 any bc%d.bin\n" % r)
+    subprocess.run([collc, os.path.join(STDLIB, "ring_allreduce.coll"), "--nranks", "3",
+                    "-o", os.path.join(d, "ar3.bin")], check=True)
+    with open(os.path.join(d, "collc.select"), "w") as f:
+        f.write("".join(rows) + "allreduce 3 any ar3.bin\n")
+    script = (
+        "import sys; sys.path.insert(0, %r); import collc_torch as c\n"
+        "print(*[c.plan_for('broadcast', 3, 100, r)['root'] for r in range(3)])\n"
+        "print(c.plan_for('allreduce', 3, 1 << 20)['name'])\n"
+        "try:\n    c.plan_for('allgather', 3, 100)\nexcept RuntimeError as e:\n    print(e)\n"
+        % os.environ.get("COLLC_TORCH_PATH", ""))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=dict(os.environ, COLLC_PLANS=d, COLLC=os.path.join(d, "no-collc")))
+    lines = out.stdout.splitlines()
+    expect("no compiler: roots", lines[:1], ["0 1 2"])
+    expect("no compiler: compiled allreduce", lines[1:2], ["ring_allreduce"])
+    if len(lines) < 3 or "cannot run the compiler" not in lines[2]:
+        failures.append("no compiler: allgather: %r" % lines[2:])
+    if out.returncode:
+        failures.append("no-compiler run: " + out.stderr)
+
 for f in failures:
     print(f)
 print("selection: %d failures" % len(failures))
