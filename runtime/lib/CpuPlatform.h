@@ -75,6 +75,11 @@ struct Fifo {
   /// sender's); null when the workers do not sleep on doorbells (LocalWorld).
   Doorbell *receiverBell = nullptr;
   Doorbell *senderBell = nullptr;
+  /// Per slot, 1 while it holds a direct message (the addresses of the
+  /// sender's pieces, DirectSends.h) rather than the data; written before
+  /// the tail that publishes it. Null where ranks do not share an address
+  /// space (no direct messages).
+  uint8_t *direct = nullptr;
 
   char *slot(uint64_t message) const { return memory + (message % depth) * slotBytes; }
 };
@@ -85,12 +90,15 @@ struct FifoStorage {
   std::unique_ptr<char[]> memory;
   PaddedCounter tail, head;
 
-  FifoStorage(uint32_t depth, uint64_t slotBytes) : memory(new char[depth * slotBytes]) {
+  std::unique_ptr<uint8_t[]> direct;
+  FifoStorage(uint32_t depth, uint64_t slotBytes)
+      : memory(new char[depth * slotBytes]), direct(new uint8_t[depth]()) {
     fifo.depth = depth;
     fifo.slotBytes = slotBytes;
     fifo.memory = memory.get();
     fifo.tail = &tail.value;
     fifo.head = &head.value;
+    fifo.direct = direct.get();
   }
 };
 
@@ -261,6 +269,13 @@ public:
   // Local halves of the connection counters.
   uint64_t sent = 0;     ///< Messages published on sendFifo.
   uint64_t received = 0; ///< Messages released on recvFifo.
+  /// Per step of the threadblock's program, 1 where its send may leave the
+  /// data where it lies (DirectSends.h); null: no direct sends. Only where
+  /// sendFifo->direct is there and a piece holds an address.
+  const uint8_t *directSteps = nullptr;
+  /// Messages up to this count were sent direct, the last of them as
+  /// message directUntil - 1: the call ends only once they are released.
+  uint64_t directUntil = 0;
   /// The steps run, when the world records a timeline.
   std::vector<TraceEvent> events;
 
@@ -275,6 +290,25 @@ public:
     return m;
   }
   char *slotPiece(char *slot, uint32_t j) const { return slot + j * pieceBytes; }
+  const char *recvPiece(char *slot, uint32_t j) const {
+    char *piece = slotPiece(slot, j);
+    if (!recvDirect)
+      return piece;
+    const char *where;
+    std::memcpy(&where, piece, sizeof where);
+    return where;
+  }
+  void sendPiece(char *slot, uint32_t j, const char *src, uint64_t n) {
+    if (sendDirect)
+      std::memcpy(slotPiece(slot, j), &src, sizeof src);
+    else
+      copy(slotPiece(slot, j), src, n);
+  }
+  /// Whether every direct message this threadblock sent has been read: its
+  /// sources may change once the call ends.
+  bool drained() const {
+    return directUntil == 0 || sendFifo->head->load(std::memory_order_acquire) >= directUntil;
+  }
 
   // Waits.
 
@@ -295,8 +329,10 @@ public:
     // message's bytes are visible before we read the slot.
     WaitResult r =
         waitFor([&] { return recvFifo->tail->load(std::memory_order_acquire) > received; });
-    if (r == WaitResult::Ready)
+    if (r == WaitResult::Ready) {
       slot = recvFifo->slot(received);
+      recvDirect = recvFifo->direct && recvFifo->direct[received % recvFifo->depth];
+    }
     return r;
   }
 
@@ -319,9 +355,14 @@ public:
   }
 
   void publishSend() {
-    // Release: the slot's bytes happen before the receiver's reads (it
-    // acquires tail in waitRecv).
+    // Release: the slot's bytes (and its direct mark) happen before the
+    // receiver's reads (it acquires tail in waitRecv); for a direct message,
+    // so do the writes of the source that came before the send.
+    if (sendFifo->direct)
+      sendFifo->direct[sent % sendFifo->depth] = sendDirect;
     sendFifo->tail->store(++sent, std::memory_order_release);
+    if (sendDirect)
+      directUntil = sent;
     if (sendFifo->receiverBell)
       sendFifo->receiverBell->ring();
   }
@@ -355,7 +396,8 @@ public:
 
   // Observation.
 
-  void stepBegin(uint64_t, uint32_t) {
+  void stepBegin(uint64_t, uint32_t step) {
+    sendDirect = directSteps && directSteps[step];
     if (world->recording)
       stepStartUs = nowUs();
   }
@@ -388,6 +430,8 @@ private:
   }
 
   double stepStartUs = 0;
+  bool sendDirect = false; ///< The current step sends direct.
+  bool recvDirect = false; ///< The message being read is direct.
 };
 
 } // namespace detail

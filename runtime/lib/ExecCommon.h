@@ -43,6 +43,9 @@ struct TbRun {
   uint32_t rank = 0;
   uint32_t index = 0;
   ExecStatus status; ///< What the last run() returned.
+  /// Whether its part of the call is over: its program ran to the end, and
+  /// every message it sent direct has been read.
+  bool done() const { return interp->finished() && platform.drained(); }
 };
 
 /// A run of threadblock \p index of rank \p rank, with its platform's
@@ -210,6 +213,8 @@ inline Status allocateZeroed(std::vector<char> &v, uint64_t bytes, const std::st
 /// "rank 1 threadblock 0 step 3 (rrs, slice 0)".
 inline std::string where(const TbRun &t) {
   const ExecStatus &st = t.status;
+  if (t.interp->finished())
+    return cat("rank ", t.rank, " threadblock ", t.index, " (at the end of its program)");
   const char *mnemonic =
       st.step < t.tb->steps.size() ? opcodeInfo(t.tb->steps[st.step].op).mnemonic : "?";
   return cat("rank ", t.rank, " threadblock ", t.index, " step ", st.step, " (", mnemonic,
@@ -219,6 +224,10 @@ inline std::string where(const TbRun &t) {
 /// What a stopped threadblock was waiting for.
 inline std::string waitedFor(const TbRun &t) {
   const ExecStatus &st = t.status;
+  if (t.interp->finished())
+    return cat("rank ", t.tb->sendPeer, " to read its direct messages on channel ", t.tb->channel,
+               " (", t.platform.directUntil, " sent, ",
+               t.platform.sendFifo->head->load(std::memory_order_acquire), " read)");
   switch (st.waitKind) {
   case WaitKind::Dependency:
     return cat("threadblock ", st.depTb, " to finish step ", st.depStep);
@@ -257,7 +266,7 @@ inline std::string describeBlocked(const std::vector<TbRun *> &tbs, const std::s
   std::string msg;
   size_t blocked = 0;
   for (const TbRun *t : tbs) {
-    if (t->interp->finished() || ++blocked > maxListed)
+    if (t->done() || ++blocked > maxListed)
       continue;
     msg += cat(blocked > 1 ? "; " : "", where(*t), blocked > 1 ? " waits for " : firstVerb.c_str(),
                waitedFor(*t));
@@ -294,12 +303,13 @@ WorkerResult runWorker(const std::vector<TbRun *> &tbs, WorldState &world, Pacer
     bool progressed = false, unfinished = false;
     for (TbRun *t : tbs) {
       Interpreter<CpuPlatform> &interp = *t->interp;
-      if (interp.finished())
+      if (t->done())
         continue;
       uint64_t before = interp.stepsExecuted();
-      t->status = interp.run();
+      if (!interp.finished())
+        t->status = interp.run();
       progressed |= interp.stepsExecuted() != before;
-      unfinished |= !interp.finished();
+      unfinished |= !t->done();
     }
     WorkerResult result;
     if (!unfinished)

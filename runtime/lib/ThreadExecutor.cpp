@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DirectSends.h"
 #include "ExecCommon.h"
 #include "OutOfPlace.h"
 #include "coll/Runtime/Executor.h"
@@ -187,12 +188,16 @@ struct LocalRun {
   /// Per rank, its program for out-of-place calls of an in-place plan
   /// (OutOfPlace.h); empty where it has none.
   std::vector<OutOfPlaceProgram> outOfPlace;
+  /// Per rank, its direct sends (DirectSends.h) on its own program and on
+  /// its out-of-place program; empty where it has none.
+  std::vector<DirectSteps> directInPlace, directOutOfPlace;
+  bool directSends = true; ///< ExecOptions::directSends.
 
   bool serves(const ValidatedPlan &vp, uint64_t c, DataType t, RedOp o,
               const ExecOptions &options) const {
     return checksum == vp.checksum() && nranks == vp.plan().info.nranks && count == c &&
            type == t && op == o && sliceElements == options.sliceElements && mode == options.mode &&
-           workersPerRank == options.workersPerRank;
+           workersPerRank == options.workersPerRank && directSends == options.directSends;
   }
 };
 
@@ -263,6 +268,22 @@ Status buildLocalRun(const Plan &plan, LocalRun &run) {
   run.outOfPlace.resize(nranks);
   for (uint32_t r = 0; r < nranks; ++r)
     run.outOfPlace[r] = outOfPlaceProgram(info, plan.ranks[r]);
+  // Direct sends put an address in a slot's piece: pieces must hold one.
+  run.directInPlace.resize(nranks);
+  run.directOutOfPlace.resize(nranks);
+  if (run.directSends && pieceBytes >= sizeof(char *)) {
+    for (uint32_t r = 0; r < nranks; ++r) {
+      const RankPlan &rp = plan.ranks[r];
+      std::vector<std::vector<Instruction>> own;
+      for (const Threadblock &tb : rp.threadblocks)
+        own.push_back(tb.steps);
+      // An in-place plan works in one buffer: Input and Output alias.
+      run.directInPlace[r] = directSendSteps(info, r, rp, own, info.inplace);
+      if (!run.outOfPlace[r].empty())
+        run.directOutOfPlace[r] =
+            directSendSteps(info, r, rp, run.outOfPlace[r].steps, /*aliased=*/false);
+    }
+  }
   // Threads mode gives each rank workersPerRank threads (0: one per
   // threadblock), threadblock b on worker b % workers.
   size_t first = 0;
@@ -308,6 +329,13 @@ void resetLocalRun(const Plan &plan, const std::vector<HostBinding> &bindings,
                  run.layout.numSlices);
     t->platform.sent = 0;
     t->platform.received = 0;
+    t->platform.directUntil = 0;
+    const DirectSteps &direct =
+        outOfPlace[t->rank] ? run.directOutOfPlace[t->rank] : run.directInPlace[t->rank];
+    t->platform.directSteps = t->platform.sendFifo && t->platform.sendFifo->direct &&
+                                      t->index < direct.size() && !direct[t->index].empty()
+                                  ? direct[t->index].data()
+                                  : nullptr;
     t->platform.events.clear();
   }
 }
@@ -406,6 +434,7 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
     run->sliceElements = options.sliceElements;
     run->mode = options.mode;
     run->workersPerRank = options.workersPerRank;
+    run->directSends = options.directSends;
     run->kernels = kernels;
     run->layout = layout;
     if (Status s = buildLocalRun(plan, *run); !s)

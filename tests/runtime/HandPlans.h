@@ -120,6 +120,52 @@ inline Plan fullFifoDeadlock() {
   return p;
 }
 
+/// A ring allgather with C chunks per rank and two threadblocks per rank:
+/// tb 0 copies the rank's own block into place (and, through scratch, back
+/// again); tb 1 runs the ring and waits for tb 0 before sending.
+inline Plan ringAllGather(uint32_t n, uint32_t c) {
+  Plan p = makePlan("hand_ring_allgather", CollectiveKind::AllGather, n, c, n * c, 2);
+  for (uint32_t r = 0; r < n; ++r) {
+    RankPlan &rp = p.ranks[r];
+    rp.scratchChunks = c + 1;
+    Threadblock local, ring;
+    // Through scratch at an offset of one chunk: scratch chunks all have the
+    // largest chunk size, the data keeps its own.
+    add(local, step(Opcode::Copy, I, 0, S, 1, c));
+    add(local, step(Opcode::Copy, S, 1, O, r * c, c));
+    ring.sendPeer = int32_t((r + 1) % n);
+    ring.recvPeer = int32_t((r + n - 1) % n);
+    add(ring, step(Opcode::Send, O, r * c, O, 0, c), {{0, 1}});
+    for (uint32_t k = 1; k + 1 < n; ++k)
+      add(ring, step(Opcode::RecvCopySend, O, 0, O, mod(int64_t(r) - k, n) * c, c));
+    add(ring, step(Opcode::Recv, O, 0, O, mod(int64_t(r) - (n - 1), n) * c, c));
+    rp.threadblocks = {local, ring};
+  }
+  return p;
+}
+
+/// An all-pairs alltoall with C chunks per block: one threadblock per peer
+/// sends and receives one C-chunk message; the own block is a local copy.
+inline Plan allPairsAllToAll(uint32_t n, uint32_t c) {
+  Plan p = makePlan("hand_alltoall", CollectiveKind::AllToAll, n, n * c, n * c, 1);
+  for (uint32_t r = 0; r < n; ++r) {
+    RankPlan &rp = p.ranks[r];
+    Threadblock self;
+    add(self, step(Opcode::Copy, I, r * c, O, r * c, c));
+    rp.threadblocks.push_back(self);
+    for (uint32_t q = 0; q < n; ++q) {
+      if (q == r)
+        continue;
+      Threadblock tb;
+      tb.sendPeer = tb.recvPeer = int32_t(q);
+      add(tb, step(Opcode::Send, I, q * c, O, 0, c));
+      add(tb, step(Opcode::Recv, I, 0, O, q * c, c));
+      rp.threadblocks.push_back(tb);
+    }
+  }
+  return p;
+}
+
 } // namespace coll::test
 
 #endif // COLL_TESTS_RUNTIME_HANDPLANS_H

@@ -4,7 +4,8 @@
 // coll-perf --coll allreduce [--nranks N] ...
 //           [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1]
 //           [-d f32] [-o sum] [-r root] [--placement out-of-place|in-place|both]
-//           [--slice elements] [--timeout seconds] [--csv] [-D name=value]
+//           [--slice elements] [--no-direct] [--timeout seconds] [--csv]
+//           [-D name=value]
 //           [--collc path] [--stdlib dir]
 //
 // Sweeps a plan over message sizes as nccl-tests does: at each size it
@@ -86,6 +87,8 @@ void usage(FILE *out) {
       "  -r ROOT                root of a rooted collective (--coll: -D root=ROOT)\n"
       "  --placement out-of-place|in-place|both   (both, where there is an in-place form)\n"
       "  --slice ELEMENTS       elements of a chunk per pass of the program\n"
+      "  --no-direct            ranks as threads: every message through the FIFO slots\n"
+      "                         (by default a send whose source stays put is read in place)\n"
       "  --timeout SECONDS      a run that stops moving fails after this long\n"
       "  --csv                  CSV rows instead of a table\n"
       "  -D NAME=VALUE          a parameter of the program, for collc\n"
@@ -140,6 +143,10 @@ int parseArgs(int argc, char **argv, Options &o) {
     }
     if (a == "--csv") {
       p.csv = true;
+      continue;
+    }
+    if (a == "--no-direct") {
+      p.run.directSends = false;
       continue;
     }
     if (a.size() > 2 && a.compare(0, 2, "-D") == 0) { // -Dname=value

@@ -53,6 +53,7 @@ ExecOptions RunSettings::execOptions(ExecMode mode) const {
   ExecOptions eo;
   eo.mode = mode;
   eo.sliceElements = sliceElements;
+  eo.directSends = directSends;
   eo.workersPerRank = workers;
   eo.timeoutSeconds = timeoutSeconds;
   eo.memoryLimitBytes = memoryLimitBytes;

@@ -42,6 +42,7 @@ struct RunSettings {
   uint32_t workers = ExecOptions().workersPerRank;
   double timeoutSeconds = ExecOptions().timeoutSeconds;
   uint64_t memoryLimitBytes = ExecOptions().memoryLimitBytes; ///< 0: the default cap.
+  bool directSends = ExecOptions().directSends;               ///< Ranks as threads only.
 
   /// LocalWorld's options in \p mode.
   ExecOptions execOptions(ExecMode mode) const;

@@ -78,6 +78,11 @@ struct ExecOptions {
   /// Threads mode: worker threads per rank; 0 gives every threadblock its
   /// own thread.
   uint32_t workersPerRank = 1;
+  /// Ranks as threads: a send whose source stays as it is until the call
+  /// ends leaves the data where it lies, and its receiver reads it there
+  /// (one pass over the data instead of two through a FIFO slot). Off: every
+  /// message goes through the slots, as between processes.
+  bool directSends = true;
   /// Threads mode: a worker none of whose threadblocks could move for this
   /// long fails with an error naming the rank, threadblock, step and what
   /// each waited for. An idle worker spins, then yields, then sleeps with

@@ -27,6 +27,12 @@
 ///     MemPiece piece(BufferKind buf, uint32_t chunk, uint64_t slice);
 ///     // Piece j of a message slot (pieces sit at a fixed stride).
 ///     char *slotPiece(char *slot, uint32_t j);
+///     // Piece j of a received message: the slot's, or where the data lies
+///     // when the sender left it there (a direct send, DirectSends.h).
+///     const char *recvPiece(char *slot, uint32_t j);
+///     // Puts n elements from src into piece j of an outgoing slot: a copy,
+///     // or, for a direct send, where they lie.
+///     void sendPiece(char *slot, uint32_t j, const char *src, uint64_t n);
 ///     // Waits. Each returns Ready, WouldBlock, TimedOut or Aborted.
 ///     WaitResult checkAbort();                     // before each step
 ///     WaitResult waitDependency(uint32_t tb, uint32_t step, uint64_t slice);
@@ -231,7 +237,7 @@ private:
   COLL_HOST_DEVICE void handleSend(const Instruction &in, char *, char *out) {
     for (uint32_t j = 0; j < in.count; ++j) {
       MemPiece s = src(in, j);
-      p.copy(p.slotPiece(out, j), s.ptr, s.length);
+      p.sendPiece(out, j, s.ptr, s.length);
     }
   }
 
@@ -239,7 +245,7 @@ private:
   COLL_HOST_DEVICE void handleRecv(const Instruction &in, char *inSlot, char *) {
     for (uint32_t j = 0; j < in.count; ++j) {
       MemPiece d = dst(in, j);
-      p.copy(d.ptr, p.slotPiece(inSlot, j), d.length);
+      p.copy(d.ptr, p.recvPiece(inSlot, j), d.length);
     }
   }
 
@@ -247,7 +253,7 @@ private:
   COLL_HOST_DEVICE void handleRecvReduceCopy(const Instruction &in, char *inSlot, char *) {
     for (uint32_t j = 0; j < in.count; ++j) {
       MemPiece s = src(in, j), d = dst(in, j);
-      p.reduce(d.ptr, p.slotPiece(inSlot, j), s.ptr, minLength(s, d));
+      p.reduce(d.ptr, p.recvPiece(inSlot, j), s.ptr, minLength(s, d));
     }
   }
 
@@ -271,7 +277,7 @@ private:
   COLL_HOST_DEVICE void handleRecvCopySend(const Instruction &in, char *inSlot, char *out) {
     for (uint32_t j = 0; j < in.count; ++j) {
       MemPiece d = dst(in, j);
-      p.copy2(d.ptr, p.slotPiece(out, j), p.slotPiece(inSlot, j), d.length);
+      p.copy2(d.ptr, p.slotPiece(out, j), p.recvPiece(inSlot, j), d.length);
     }
   }
 
@@ -279,7 +285,7 @@ private:
   COLL_HOST_DEVICE void handleRecvReduceSend(const Instruction &in, char *inSlot, char *out) {
     for (uint32_t j = 0; j < in.count; ++j) {
       MemPiece s = src(in, j);
-      p.reduce(p.slotPiece(out, j), p.slotPiece(inSlot, j), s.ptr, s.length);
+      p.reduce(p.slotPiece(out, j), p.recvPiece(inSlot, j), s.ptr, s.length);
     }
   }
 
@@ -287,7 +293,7 @@ private:
   COLL_HOST_DEVICE void handleRecvReduceCopySend(const Instruction &in, char *inSlot, char *out) {
     for (uint32_t j = 0; j < in.count; ++j) {
       MemPiece s = src(in, j), d = dst(in, j);
-      p.reduce2(d.ptr, p.slotPiece(out, j), p.slotPiece(inSlot, j), s.ptr, minLength(s, d));
+      p.reduce2(d.ptr, p.slotPiece(out, j), p.recvPiece(inSlot, j), s.ptr, minLength(s, d));
     }
   }
 

@@ -1,0 +1,46 @@
+//===- DirectSends.h - Sends whose receiver reads the data in place -*- C++ -*-===//
+//
+// A send (`s`) copies its source into a slot of the receiver's FIFO, and the
+// receiver copies it out again. Where the source stays as it is until the
+// call ends, the sender can instead leave it where it lies and put its
+// address in the slot: the receiver then reads the sender's memory, and the
+// data crosses memory once instead of twice. That is safe when no step of
+// the sending rank writes the source after the send, and the sender does
+// not end its call before every such message is read (CpuPlatform's
+// drained()). Only executors whose ranks share an address space (LocalWorld)
+// use it. Private to the runtime library.
+//
+//===----------------------------------------------------------------------===//
+#ifndef COLL_RUNTIME_LIB_DIRECTSENDS_H
+#define COLL_RUNTIME_LIB_DIRECTSENDS_H
+
+#include "coll/Runtime/Plan.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace coll {
+namespace detail {
+
+/// Per threadblock, per step, 1 where the step may be a direct send.
+using DirectSteps = std::vector<std::vector<uint8_t>>;
+
+/// The direct sends of rank \p rank (section \p rp of a plan with \p info)
+/// running \p steps (per threadblock: rp's own, or a rewrite with the same
+/// dependencies, OutOfPlace.h): the sends (`s`) from Input or Output whose
+/// source chunks no step of the rank writes after them. \p aliased: Input
+/// and Output are the in-place alias of each other (aliasedChunk()), as
+/// when an in-place plan runs in place; else they are apart.
+///
+/// The rank's steps are walked in one order that respects program order
+/// and the dependencies; a plan orders every access of a chunk against its
+/// writes (or it would race), so a write that comes after a send in this
+/// order comes after it in every run. Empty (no direct send) when the steps
+/// and dependencies form a cycle or name what is not there.
+DirectSteps directSendSteps(const PlanInfo &info, uint32_t rank, const RankPlan &rp,
+                            const std::vector<std::vector<Instruction>> &steps, bool aliased);
+
+} // namespace detail
+} // namespace coll
+
+#endif // COLL_RUNTIME_LIB_DIRECTSENDS_H
