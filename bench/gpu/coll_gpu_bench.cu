@@ -268,6 +268,23 @@ int main(int argc, char **argv) {
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
   };
+  // An fp32 sum allreduce of n elements per rank: the median of
+  // `iters` launches each followed by a synchronisation, and the time per
+  // launch of `iters` back to back, in microseconds.
+  auto latencyUs = [&](DeviceWorld &world, const std::vector<const void *> &in,
+                       const std::vector<void *> &out, uint64_t n, int iters, const char *what) {
+    const double sync = medianUs(iters, [&] {
+      check(world.launch(in, out, n, DataType::Float32, RedOp::Sum), "launch");
+      cudaStreamSynchronize(nullptr);
+    });
+    check(world.wait(), what);
+    const double b2b =
+        timeMs(iters,
+               [&] { check(world.launch(in, out, n, DataType::Float32, RedOp::Sum), "launch"); }) *
+        1e3;
+    check(world.wait(), what);
+    return std::make_pair(sync, b2b);
+  };
   std::printf("\nlatency, microseconds (median of 2000; launch + stream synchronize on the "
               "host, and per launch back to back)\n");
   double empty = medianUs(2000, [] {
@@ -379,18 +396,7 @@ int main(int argc, char **argv) {
       std::vector<const void *> in;
       std::vector<void *> out;
       bindLatency(lc, plan->info.nranks, in, out);
-      double sync = medianUs(2000, [&] {
-        check((*world)->launch(in, out, count, DataType::Float32, RedOp::Sum), "launch");
-        cudaStreamSynchronize(nullptr);
-      });
-      check((*world)->wait(), name.c_str());
-      double pipelined =
-          timeMs(2000,
-                 [&] {
-                   check((*world)->launch(in, out, count, DataType::Float32, RedOp::Sum), "launch");
-                 }) *
-          1e3;
-      check((*world)->wait(), name.c_str());
+      const auto [sync, pipelined] = latencyUs(**world, in, out, count, 2000, name.c_str());
       std::printf("%-48s %8.1f %8.1f\n", (name + ", 4 KiB fp32 sum").c_str(), sync, pipelined);
     }
 
@@ -513,18 +519,7 @@ int main(int argc, char **argv) {
       }
       std::printf("%-40s", caseName(lc).c_str());
       for (uint64_t s : sizes) {
-        const uint64_t n = s / 4;
-        double sync = medianUs(300, [&] {
-          check((*world)->launch(in, out, n, DataType::Float32, RedOp::Sum), "launch");
-          cudaStreamSynchronize(nullptr);
-        });
-        double b2b =
-            timeMs(300,
-                   [&] {
-                     check((*world)->launch(in, out, n, DataType::Float32, RedOp::Sum), "launch");
-                   }) *
-            1e3;
-        check((*world)->wait(), lc.plan);
+        const auto [sync, b2b] = latencyUs(**world, in, out, s / 4, 300, lc.plan);
         std::printf(" %6.1f/%6.1f", sync, b2b);
       }
       std::printf("\n");

@@ -1,14 +1,13 @@
 //===- OutOfPlace.cpp - In-place plans run out of place without staging ---===//
 //
 // The rank's steps are walked in one order that respects program order and
-// the dependencies (Kahn's algorithm); any such order sees the accesses of
-// a chunk in the same order, since the plan orders every read and write of
-// a chunk against its writes (or it would race in place as well).
+// the dependencies (StepOrder.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "OutOfPlace.h"
 
+#include "StepOrder.h"
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/Interpreter.h"
 
@@ -34,42 +33,15 @@ OutOfPlaceProgram outOfPlaceProgram(const PlanInfo &info, const RankPlan &rp) {
   if (!wholeBufferInPlacePlan(info))
     return {};
   const uint32_t chunks = info.outputChunks;
-  const size_t ntb = rp.threadblocks.size();
-  std::vector<size_t> first(ntb + 1, 0);
-  for (size_t b = 0; b < ntb; ++b)
-    first[b + 1] = first[b] + rp.threadblocks[b].steps.size();
-  const size_t total = first[ntb];
-
-  // Kahn's algorithm over program order and dependencies.
-  std::vector<uint32_t> indegree(total, 0);
-  std::vector<std::vector<size_t>> after(total);
-  for (size_t b = 0; b < ntb; ++b) {
-    const Threadblock &tb = rp.threadblocks[b];
-    for (size_t i = 0; i < tb.steps.size(); ++i) {
-      const size_t me = first[b] + i;
-      if (i > 0) {
-        after[me - 1].push_back(me);
-        ++indegree[me];
-      }
-      const Instruction &in = tb.steps[i];
-      for (uint32_t d = 0; d < in.depCount; ++d) {
-        const Dependency &dep = tb.deps[in.depBegin + d];
-        if (dep.tb >= ntb || dep.step >= rp.threadblocks[dep.tb].steps.size())
-          return {};
-        after[first[dep.tb] + dep.step].push_back(me);
-        ++indegree[me];
-      }
-    }
-  }
-  std::vector<size_t> ready;
-  for (size_t s = 0; s < total; ++s)
-    if (indegree[s] == 0)
-      ready.push_back(s);
+  std::vector<std::vector<Instruction>> own;
+  for (const Threadblock &tb : rp.threadblocks)
+    own.push_back(tb.steps);
+  const StepOrder order = stepOrder(rp, own);
+  if (order.first.empty())
+    return {}; // A cycle: the plan would deadlock anyway.
 
   OutOfPlaceProgram out;
-  out.steps.resize(ntb);
-  for (size_t b = 0; b < ntb; ++b)
-    out.steps[b] = rp.threadblocks[b].steps;
+  out.steps = std::move(own);
   std::vector<uint8_t> written(chunks, 0);
   // Whether chunks [off, off + count) are all written (1), none (0), or
   // some (-1, or out of range).
@@ -81,13 +53,9 @@ OutOfPlaceProgram outOfPlaceProgram(const PlanInfo &info, const RankPlan &rp) {
       n += written[j];
     return n == count ? 1 : n == 0 ? 0 : -1;
   };
-  size_t visited = 0;
-  while (!ready.empty()) {
-    const size_t s = ready.back();
-    ready.pop_back();
-    ++visited;
-    const size_t b = size_t(std::upper_bound(first.begin(), first.end(), s) - first.begin()) - 1;
-    Instruction &in = out.steps[b][s - first[b]];
+  for (size_t s : order.order) {
+    const auto [b, i] = order.locate(s);
+    Instruction &in = out.steps[b][i];
     const OpcodeFlags f = opcodeFlags(in.op);
     // Reads first: a step that reads and writes one chunk reads its value
     // from before the step.
@@ -108,12 +76,7 @@ OutOfPlaceProgram outOfPlaceProgram(const PlanInfo &info, const RankPlan &rp) {
       for (uint32_t j = in.dstOff; j < in.dstOff + in.count; ++j)
         written[j] = 1;
     }
-    for (size_t next : after[s])
-      if (--indegree[next] == 0)
-        ready.push_back(next);
   }
-  if (visited != total)
-    return {}; // A cycle: the plan would deadlock anyway.
   if (std::find(written.begin(), written.end(), 0) != written.end())
     return {};
   return out;

@@ -1,0 +1,40 @@
+//===- StepOrder.h - A rank's steps in an order of their dependencies -*- C++ -*-===//
+//
+// The steps of one rank in one order that respects program order and the
+// dependencies between its threadblocks (Kahn's algorithm). A plan orders
+// every access of a chunk against its writes (or it would race), so any
+// such order sees the accesses of a chunk in the order of every run: the
+// analyses that rewrite or mark a rank's steps walk it (OutOfPlace.h,
+// DirectSends.h). Private to the runtime library.
+//
+//===----------------------------------------------------------------------===//
+#ifndef COLL_RUNTIME_LIB_STEPORDER_H
+#define COLL_RUNTIME_LIB_STEPORDER_H
+
+#include "coll/Runtime/Plan.h"
+
+#include <cstddef>
+#include <vector>
+
+namespace coll {
+namespace detail {
+
+/// A rank's steps numbered threadblock by threadblock: step i of
+/// threadblock b is first[b] + i.
+struct StepOrder {
+  std::vector<size_t> first; ///< Per threadblock, and the total at the end.
+  std::vector<size_t> order; ///< Every step, each after those it follows.
+  /// The threadblock and step of number \p s.
+  std::pair<size_t, size_t> locate(size_t s) const;
+};
+
+/// The order of the steps \p steps (per threadblock of \p rp: its own, or a
+/// rewrite with the same dependencies); empty (no steps in `order`, none in
+/// `first`) when they form a cycle, a dependency names a step that is not
+/// there, or \p steps does not match \p rp's threadblocks.
+StepOrder stepOrder(const RankPlan &rp, const std::vector<std::vector<Instruction>> &steps);
+
+} // namespace detail
+} // namespace coll
+
+#endif // COLL_RUNTIME_LIB_STEPORDER_H
