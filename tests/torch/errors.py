@@ -24,7 +24,7 @@ import collc_torch  # noqa: E402
 TIMEOUT = 10  # seconds: the group's timeout in these cases
 
 
-def rank_main(case, rank, n, port, queue):
+def rank_main(case, rank, n, port, queue, done):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     try:
@@ -80,9 +80,12 @@ def rank_main(case, rank, n, port, queue):
         queue.put((rank, "%s: %s" % (type(e).__name__, e), time.time() - start
                    if "start" in locals() else 0))
     # Flush the queue before leaving without torch's clean-up (the group is
-    # broken in most cases).
+    # broken in most cases), and stay until every rank has reported: rank 0
+    # holds the store, and leaving early would cut the others off from it
+    # before they meet their own error.
     queue.close()
     queue.join_thread()
+    done.wait(TIMEOUT * 2 + 10)
     os._exit(0)
 
 
@@ -110,8 +113,10 @@ def run(case):
     n, reporters, needles = CASES[case]
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
+    done = ctx.Event()
     port = free_port()
-    procs = [ctx.Process(target=rank_main, args=(case, r, n, port, queue)) for r in range(n)]
+    procs = [ctx.Process(target=rank_main, args=(case, r, n, port, queue, done))
+             for r in range(n)]
     for p in procs:
         p.start()
     results = {}
@@ -122,6 +127,7 @@ def run(case):
             results[rank] = (what, seconds)
         except Exception:  # noqa: BLE001
             pass
+    done.set()
     for p in procs:
         p.join(timeout=5)
         if p.is_alive():
