@@ -546,9 +546,25 @@ Result<std::unique_ptr<PeerMessages>> PeerMessages::create(const std::string &jo
       }
       if (res == ShmOpenResult::Mapped) {
         SegmentHeader *h = st.header(r);
-        if (h->ready.load(std::memory_order_acquire) && h->magic == segmentMagic &&
-            h->version == segmentVersion && h->nranks == uint32_t(nranks) &&
-            h->rank == uint32_t(r) && h->channelBytes == channel)
+        const bool ready = h->ready.load(std::memory_order_acquire);
+        if (ready && !processAlive(h->pid, h->startTime)) {
+          // Left behind by a dead process of an earlier job of this name:
+          // not this job's rank r. Its name goes, so that rank r can make
+          // its own; wait for that one.
+          const std::string name = segmentName(job, r);
+          st.segments[size_t(r)].reset();
+          ShmOps::unlinkIfStale(name, [](const ShmMapping &m, const struct stat &) {
+            if (m.size() < sizeof(SegmentHeader))
+              return false;
+            const auto *old = reinterpret_cast<const SegmentHeader *>(m.data());
+            return old->ready.load(std::memory_order_acquire) &&
+                   !processAlive(old->pid, old->startTime);
+          });
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          continue;
+        }
+        if (ready && h->magic == segmentMagic && h->version == segmentVersion &&
+            h->nranks == uint32_t(nranks) && h->rank == uint32_t(r) && h->channelBytes == channel)
           break;
         if (h->ready.load(std::memory_order_acquire)) {
           unlinkOwn();

@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <random>
 #include <spawn.h>
 #include <sstream>
 #include <string>
@@ -45,8 +46,12 @@ struct RankExit {
 
 /// A job name no other test (or test run) uses.
 inline std::string uniqueJob(const std::string &what) {
+  // The pid alone repeats once pids wrap, and a killed job's names may
+  // still be there: a random part keeps runs apart.
+  static const unsigned nonce = std::random_device()() & 0xffffff;
   static int counter = 0;
-  return "gt-" + what + "-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
+  return "gt-" + what + "-" + std::to_string(getpid()) + "-" + std::to_string(nonce) + "-" +
+         std::to_string(++counter);
 }
 
 /// One test job: its ranks' processes.
