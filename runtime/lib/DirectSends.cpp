@@ -9,7 +9,6 @@
 
 #include "DirectSends.h"
 
-#include "StepOrder.h"
 #include "coll/Runtime/Interpreter.h"
 
 #include <tuple>
@@ -18,11 +17,21 @@ namespace coll {
 namespace detail {
 
 DirectSteps directSendSteps(const PlanInfo &info, uint32_t rank, const RankPlan &rp,
-                            const std::vector<std::vector<Instruction>> &steps, bool aliased) {
-  const StepOrder order = stepOrder(rp, steps);
-  if (order.first.empty())
-    return {}; // A cycle, or a dependency on nothing: no direct send.
+                            const StepOrder &order,
+                            const std::vector<std::vector<Instruction>> *rewrite, bool aliased) {
   const size_t ntb = rp.threadblocks.size();
+  if (order.first.size() != ntb + 1)
+    return {}; // A cycle, or a dependency on nothing: no direct send.
+  if (rewrite) {
+    if (rewrite->size() != ntb)
+      return {};
+    for (size_t b = 0; b < ntb; ++b)
+      if ((*rewrite)[b].size() != rp.threadblocks[b].steps.size())
+        return {};
+  }
+  auto stepAt = [&](size_t b, size_t i) -> const Instruction & {
+    return rewrite ? (*rewrite)[b][i] : rp.threadblocks[b].steps[i];
+  };
 
   // Chunk (b, c) of Input or Output, as the memory it names: with the
   // in-place alias, Input and Output chunks that are one are one slot.
@@ -46,7 +55,7 @@ DirectSteps directSendSteps(const PlanInfo &info, uint32_t rank, const RankPlan 
     const size_t s = order.order[k];
     position[s] = k;
     const auto [b, i] = order.locate(s);
-    const Instruction &in = steps[b][i];
+    const Instruction &in = stepAt(b, i);
     if (opcodeFlags(in.op).writeDst)
       for (uint32_t j = 0; j < in.count; ++j) {
         uint64_t slot;
@@ -57,9 +66,10 @@ DirectSteps directSendSteps(const PlanInfo &info, uint32_t rank, const RankPlan 
 
   DirectSteps direct(ntb);
   for (size_t b = 0; b < ntb; ++b) {
-    direct[b].assign(steps[b].size(), 0);
-    for (size_t i = 0; i < steps[b].size(); ++i) {
-      const Instruction &in = steps[b][i];
+    const size_t numSteps = rp.threadblocks[b].steps.size();
+    direct[b].assign(numSteps, 0);
+    for (size_t i = 0; i < numSteps; ++i) {
+      const Instruction &in = stepAt(b, i);
       if (in.op != Opcode::Send || in.count == 0 ||
           (in.srcBuf != BufferKind::Input && in.srcBuf != BufferKind::Output))
         continue;

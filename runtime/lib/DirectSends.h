@@ -14,6 +14,7 @@
 #ifndef COLL_RUNTIME_LIB_DIRECTSENDS_H
 #define COLL_RUNTIME_LIB_DIRECTSENDS_H
 
+#include "StepOrder.h"
 #include "coll/Runtime/Plan.h"
 
 #include <cstdint>
@@ -26,19 +27,20 @@ namespace detail {
 using DirectSteps = std::vector<std::vector<uint8_t>>;
 
 /// The direct sends of rank \p rank (section \p rp of a plan with \p info)
-/// running \p steps (per threadblock: rp's own, or a rewrite with the same
-/// dependencies, OutOfPlace.h): the sends (`s`) from Input or Output whose
-/// source chunks no step of the rank writes after them. \p aliased: Input
-/// and Output are the in-place alias of each other (aliasedChunk()), as
-/// when an in-place plan runs in place; else they are apart.
+/// running \p rewrite (per threadblock, a rewrite of rp's steps with the
+/// same dependencies, OutOfPlace.h), or rp's own steps when it is null: the
+/// sends (`s`) from Input or Output whose source chunks no step of the rank
+/// writes after them. \p aliased: Input and Output are the in-place alias
+/// of each other (aliasedChunk()), as when an in-place plan runs in place;
+/// else they are apart.
 ///
-/// The rank's steps are walked in one order that respects program order
-/// and the dependencies; a plan orders every access of a chunk against its
-/// writes (or it would race), so a write that comes after a send in this
-/// order comes after it in every run. Empty (no direct send) when the steps
-/// and dependencies form a cycle or name what is not there.
+/// The steps are walked in \p order, stepOrder(rp): a plan orders every
+/// access of a chunk against its writes (or it would race), so a write that
+/// comes after a send in this order comes after it in every run. Empty (no
+/// direct send) when \p order is (a cycle, a dependency on nothing).
 DirectSteps directSendSteps(const PlanInfo &info, uint32_t rank, const RankPlan &rp,
-                            const std::vector<std::vector<Instruction>> &steps, bool aliased);
+                            const StepOrder &order,
+                            const std::vector<std::vector<Instruction>> *rewrite, bool aliased);
 
 } // namespace detail
 } // namespace coll

@@ -33,15 +33,13 @@ OutOfPlaceProgram outOfPlaceProgram(const PlanInfo &info, const RankPlan &rp) {
   if (!wholeBufferInPlacePlan(info))
     return {};
   const uint32_t chunks = info.outputChunks;
-  std::vector<std::vector<Instruction>> own;
-  for (const Threadblock &tb : rp.threadblocks)
-    own.push_back(tb.steps);
-  const StepOrder order = stepOrder(rp, own);
+  const StepOrder order = stepOrder(rp);
   if (order.first.empty())
     return {}; // A cycle: the plan would deadlock anyway.
 
   OutOfPlaceProgram out;
-  out.steps = std::move(own);
+  for (const Threadblock &tb : rp.threadblocks)
+    out.steps.push_back(tb.steps);
   std::vector<uint8_t> written(chunks, 0);
   // Whether chunks [off, off + count) are all written (1), none (0), or
   // some (-1, or out of range).

@@ -566,7 +566,7 @@ Result<std::unique_ptr<PeerMessages>> PeerMessages::create(const std::string &jo
         if (ready && h->magic == segmentMagic && h->version == segmentVersion &&
             h->nranks == uint32_t(nranks) && h->rank == uint32_t(r) && h->channelBytes == channel)
           break;
-        if (h->ready.load(std::memory_order_acquire)) {
+        if (ready) {
           unlinkOwn();
           return Status::error("point-to-point messages: rank " + std::to_string(r) +
                                "'s segment is for " + std::to_string(h->nranks) +

@@ -12,35 +12,30 @@ std::pair<size_t, size_t> StepOrder::locate(size_t s) const {
   return {b, s - first[b]};
 }
 
-StepOrder stepOrder(const RankPlan &rp, const std::vector<std::vector<Instruction>> &steps) {
+StepOrder stepOrder(const RankPlan &rp) {
   const size_t ntb = rp.threadblocks.size();
-  if (steps.size() != ntb)
-    return {};
   StepOrder o;
   o.first.assign(ntb + 1, 0);
-  for (size_t b = 0; b < ntb; ++b) {
-    if (steps[b].size() != rp.threadblocks[b].steps.size())
-      return {};
-    o.first[b + 1] = o.first[b] + steps[b].size();
-  }
+  for (size_t b = 0; b < ntb; ++b)
+    o.first[b + 1] = o.first[b] + rp.threadblocks[b].steps.size();
   const size_t total = o.first[ntb];
 
   std::vector<uint32_t> indegree(total, 0);
   std::vector<std::vector<size_t>> after(total);
   for (size_t b = 0; b < ntb; ++b) {
     const Threadblock &tb = rp.threadblocks[b];
-    for (size_t i = 0; i < steps[b].size(); ++i) {
+    for (size_t i = 0; i < tb.steps.size(); ++i) {
       const size_t me = o.first[b] + i;
       if (i > 0) {
         after[me - 1].push_back(me);
         ++indegree[me];
       }
-      const Instruction &in = steps[b][i];
+      const Instruction &in = tb.steps[i];
       for (uint32_t d = 0; d < in.depCount; ++d) {
         if (uint64_t(in.depBegin) + d >= tb.deps.size())
           return {};
         const Dependency &dep = tb.deps[in.depBegin + d];
-        if (dep.tb >= ntb || dep.step >= steps[dep.tb].size())
+        if (dep.tb >= ntb || dep.step >= rp.threadblocks[dep.tb].steps.size())
           return {};
         after[o.first[dep.tb] + dep.step].push_back(me);
         ++indegree[me];

@@ -28,11 +28,10 @@ struct StepOrder {
   std::pair<size_t, size_t> locate(size_t s) const;
 };
 
-/// The order of the steps \p steps (per threadblock of \p rp: its own, or a
-/// rewrite with the same dependencies); empty (no steps in `order`, none in
-/// `first`) when they form a cycle, a dependency names a step that is not
-/// there, or \p steps does not match \p rp's threadblocks.
-StepOrder stepOrder(const RankPlan &rp, const std::vector<std::vector<Instruction>> &steps);
+/// The order of \p rp's steps, which serves as well for any rewrite of them
+/// that keeps their dependencies (OutOfPlace.h); empty (none in `first`)
+/// when they form a cycle or a dependency names a step that is not there.
+StepOrder stepOrder(const RankPlan &rp);
 
 } // namespace detail
 } // namespace coll

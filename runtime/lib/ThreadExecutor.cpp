@@ -274,14 +274,12 @@ Status buildLocalRun(const Plan &plan, LocalRun &run) {
   if (run.directSends && pieceBytes >= sizeof(char *)) {
     for (uint32_t r = 0; r < nranks; ++r) {
       const RankPlan &rp = plan.ranks[r];
-      std::vector<std::vector<Instruction>> own;
-      for (const Threadblock &tb : rp.threadblocks)
-        own.push_back(tb.steps);
+      const StepOrder order = stepOrder(rp);
       // An in-place plan works in one buffer: Input and Output alias.
-      run.directInPlace[r] = directSendSteps(info, r, rp, own, info.inplace);
+      run.directInPlace[r] = directSendSteps(info, r, rp, order, nullptr, info.inplace);
       if (!run.outOfPlace[r].empty())
         run.directOutOfPlace[r] =
-            directSendSteps(info, r, rp, run.outOfPlace[r].steps, /*aliased=*/false);
+            directSendSteps(info, r, rp, order, &run.outOfPlace[r].steps, /*aliased=*/false);
     }
   }
   // Threads mode gives each rank workersPerRank threads (0: one per

@@ -22,16 +22,9 @@ using coll::detail::DirectSteps;
 
 namespace {
 
-/// Every threadblock's own steps.
-std::vector<std::vector<Instruction>> ownSteps(const RankPlan &rp) {
-  std::vector<std::vector<Instruction>> s;
-  for (const Threadblock &tb : rp.threadblocks)
-    s.push_back(tb.steps);
-  return s;
-}
-
 DirectSteps direct(const Plan &p, uint32_t rank, bool aliased = false) {
-  return directSendSteps(p.info, rank, p.ranks[rank], ownSteps(p.ranks[rank]), aliased);
+  const RankPlan &rp = p.ranks[rank];
+  return directSendSteps(p.info, rank, rp, coll::detail::stepOrder(rp), nullptr, aliased);
 }
 
 TEST(DirectSends, SourcesWrittenAfterTheSendDoNotQualify) {
