@@ -34,10 +34,16 @@ struct LocalDevicePlatform {
     return m;
   }
   __device__ char *slotPiece(char *slot, uint32_t) const { return slot; }
-  __device__ const char *recvPiece(char *slot, uint32_t j) const { return slotPiece(slot, j); }
+  __device__ const char *recvPiece(char *slot, uint32_t j, uint64_t) const {
+    return slotPiece(slot, j);
+  }
+  __device__ void recvCopy(char *dst, char *slot, uint32_t j, uint64_t n) {
+    copy(dst, slotPiece(slot, j), n);
+  }
   __device__ void sendPiece(char *slot, uint32_t j, const char *src, uint64_t n) {
     copy(slotPiece(slot, j), src, n);
   }
+  __device__ bool sendsResult() const { return false; }
 
   // One threadblock: its own steps run in order, there is nobody to wait
   // for, and a step that needs a connection cannot run.

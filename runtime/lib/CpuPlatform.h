@@ -23,6 +23,8 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -60,6 +62,37 @@ struct alignas(64) Doorbell {
   }
 };
 
+/// A part of a sender's memory (an allocation of its process) mapped into
+/// the receiver's, valid while the sender's id for it stays `id`.
+struct PeerWindow {
+  uint64_t remoteBase = 0; ///< Where it lies in the sender's process.
+  uint64_t bytes = 0;
+  const char *local = nullptr; ///< Where it lies here.
+  const std::atomic<uint64_t> *idNow = nullptr;
+  uint64_t id = 0;
+
+  /// Whether \p n bytes at \p remote lie in the window, and it is valid.
+  bool covers(const char *remote, uint64_t n) const {
+    const uint64_t a = uint64_t(uintptr_t(remote));
+    return local && a >= remoteBase && a - remoteBase <= bytes && n <= bytes - (a - remoteBase) &&
+           idNow->load(std::memory_order_acquire) == id;
+  }
+  const char *at(const char *remote) const {
+    return local + (uint64_t(uintptr_t(remote)) - remoteBase);
+  }
+};
+
+/// The senders' memory this process has mapped, found on demand.
+class PeerWindows {
+public:
+  virtual ~PeerWindows() = default;
+  /// A window of rank \p peer's memory that holds the \p n bytes at
+  /// \p remote (an address in its process), mapping it when needed;
+  /// false when there is none (the bytes lie in memory its peers cannot
+  /// map).
+  virtual bool find(uint32_t peer, const char *remote, uint64_t n, PeerWindow &out) = 0;
+};
+
 /// One connection: `depth` message slots in the receiver's memory. The
 /// sender fills slot (tail % depth) and then advances tail; the receiver
 /// reads slot (head % depth) and then advances head. Each counter has a
@@ -77,9 +110,16 @@ struct Fifo {
   Doorbell *senderBell = nullptr;
   /// Per slot, 1 while it holds a direct message (the addresses of the
   /// sender's pieces, DirectSends.h) rather than the data; written before
-  /// the tail that publishes it. Null where ranks do not share an address
-  /// space (no direct messages).
+  /// the tail that publishes it. Null where the receiver cannot reach the
+  /// sender's memory (no direct messages).
   uint8_t *direct = nullptr;
+  /// The receiver's side: the process whose memory a direct message's
+  /// addresses are in (readPeerMemory()), and its rank; 0: this process.
+  int64_t senderPid = 0;
+  uint32_t senderRank = 0;
+  /// Where the sender's buffers are mapped here, or null: every direct
+  /// message is then read with readPeerMemory().
+  PeerWindows *windows = nullptr;
 
   char *slot(uint64_t message) const { return memory + (message % depth) * slotBytes; }
 };
@@ -101,6 +141,25 @@ struct FifoStorage {
     fifo.direct = direct.get();
   }
 };
+
+/// A direct message whose data could not be read from the sender's
+/// process (it died, or does not let this one read its memory).
+struct PeerReadError : std::runtime_error {
+  PeerReadError(uint32_t peer, int error, const std::string &what)
+      : std::runtime_error(what), peer(peer), error(error) {}
+  uint32_t peer; ///< The sending rank.
+  int error;     ///< The errno of the read: ESRCH when the process is gone.
+};
+
+/// Copies \p bytes at \p src in process \p pid (rank \p peer) to \p dst
+/// in this one, with a cross-memory-attach read (process_vm_readv): one
+/// copy, by the kernel. Throws PeerReadError when it cannot.
+void readPeerMemory(int64_t pid, uint32_t peer, char *dst, const char *src, uint64_t bytes);
+
+/// Whether this process can read process \p pid's memory with
+/// readPeerMemory(): reads the 8 bytes at \p address there and compares
+/// them with \p expected.
+bool canReadPeerMemory(int64_t pid, uint64_t address, uint64_t expected);
 
 /// What every threadblock of a run shares.
 struct WorldState {
@@ -269,13 +328,21 @@ public:
   // Local halves of the connection counters.
   uint64_t sent = 0;     ///< Messages published on sendFifo.
   uint64_t received = 0; ///< Messages released on recvFifo.
-  /// Per step of the threadblock's program, 1 where its send may leave the
-  /// data where it lies (DirectSends.h); null: no direct sends. Only where
-  /// sendFifo->direct is there and a piece holds an address.
+  /// Per step of the threadblock's program, where its send may leave the
+  /// data where it lies, the bit of the buffer the data lies in
+  /// (DirectSends.h); null: no direct sends. Only where sendFifo->direct
+  /// is there and a piece holds an address.
   const uint8_t *directSteps = nullptr;
+  /// The buffers (bits 1 << BufferKind) whose direct sends this call makes:
+  /// all of them between threads; between processes, those the receiver
+  /// can map or read.
+  uint8_t directBuffers = 0xff;
   /// Messages up to this count were sent direct, the last of them as
   /// message directUntil - 1: the call ends only once they are released.
   uint64_t directUntil = 0;
+  /// Direct messages received (read where they lay) since the executor
+  /// last zeroed it.
+  uint64_t directReceived = 0;
   /// The steps run, when the world records a timeline.
   std::vector<TraceEvent> events;
 
@@ -290,14 +357,36 @@ public:
     return m;
   }
   char *slotPiece(char *slot, uint32_t j) const { return slot + j * pieceBytes; }
-  const char *recvPiece(char *slot, uint32_t j) const {
+  const char *recvPiece(char *slot, uint32_t j, uint64_t n) const {
     char *piece = slotPiece(slot, j);
     if (!recvDirect)
       return piece;
     const char *where;
     std::memcpy(&where, piece, sizeof where);
-    return where;
+    if (!recvFifo->senderPid)
+      return where;
+    // In the sender's process: where we have it mapped, else fetched into
+    // the slot, where the data would have been.
+    const uint64_t bytes = n * kernels->elementSize;
+    if (const char *mapped = peerMapped(where, bytes))
+      return mapped;
+    readPeerMemory(recvFifo->senderPid, recvFifo->senderRank, piece, where, bytes);
+    return piece;
   }
+  void recvCopy(char *dst, char *slot, uint32_t j, uint64_t n) {
+    if (recvDirect && recvFifo->senderPid) {
+      const char *where;
+      std::memcpy(&where, slotPiece(slot, j), sizeof where);
+      const uint64_t bytes = n * kernels->elementSize;
+      if (const char *mapped = peerMapped(where, bytes))
+        copy(dst, mapped, n);
+      else
+        readPeerMemory(recvFifo->senderPid, recvFifo->senderRank, dst, where, bytes);
+      return;
+    }
+    copy(dst, recvPiece(slot, j, n), n);
+  }
+  bool sendsResult() const { return sendDirect; }
   void sendPiece(char *slot, uint32_t j, const char *src, uint64_t n) {
     if (sendDirect)
       std::memcpy(slotPiece(slot, j), &src, sizeof src);
@@ -308,6 +397,19 @@ public:
   /// sources may change once the call ends.
   bool drained() const {
     return directUntil == 0 || sendFifo->head->load(std::memory_order_acquire) >= directUntil;
+  }
+
+  /// Where the \p n bytes at \p remote in the sender's process are mapped
+  /// here, or null.
+  const char *peerMapped(const char *remote, uint64_t n) const {
+    if (!recvFifo->windows)
+      return nullptr;
+    if (!window.covers(remote, n) &&
+        !recvFifo->windows->find(recvFifo->senderRank, remote, n, window)) {
+      window = PeerWindow();
+      return nullptr;
+    }
+    return window.at(remote);
   }
 
   // Waits.
@@ -332,6 +434,7 @@ public:
     if (r == WaitResult::Ready) {
       slot = recvFifo->slot(received);
       recvDirect = recvFifo->direct && recvFifo->direct[received % recvFifo->depth];
+      directReceived += recvDirect;
     }
     return r;
   }
@@ -397,7 +500,7 @@ public:
   // Observation.
 
   void stepBegin(uint64_t, uint32_t step) {
-    sendDirect = directSteps && directSteps[step];
+    sendDirect = directSteps && (directSteps[step] & directBuffers) != 0;
     if (world->recording)
       stepStartUs = nowUs();
   }
@@ -430,8 +533,9 @@ private:
   }
 
   double stepStartUs = 0;
-  bool sendDirect = false; ///< The current step sends direct.
-  bool recvDirect = false; ///< The message being read is direct.
+  bool sendDirect = false;   ///< The current step sends direct.
+  bool recvDirect = false;   ///< The message being read is direct.
+  mutable PeerWindow window; ///< The sender's memory last read (peerMapped()).
 };
 
 } // namespace detail

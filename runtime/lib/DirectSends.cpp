@@ -3,7 +3,8 @@
 // One walk of the rank's steps in an order of program order and
 // dependencies (StepOrder.h) records where each chunk of Input and Output is
 // last written; a send qualifies when every chunk it reads was last written
-// before it.
+// before it, and a receive that sends on what it stores (`rcs`, `rrcs`)
+// when it is the last step to write that chunk.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,16 +71,29 @@ DirectSteps directSendSteps(const PlanInfo &info, uint32_t rank, const RankPlan 
     direct[b].assign(numSteps, 0);
     for (size_t i = 0; i < numSteps; ++i) {
       const Instruction &in = stepAt(b, i);
-      if (in.op != Opcode::Send || in.count == 0 ||
-          (in.srcBuf != BufferKind::Input && in.srcBuf != BufferKind::Output))
+      if (in.count == 0)
         continue;
+      const uint64_t here = position[order.first[b] + i];
       bool stays = true;
-      for (uint32_t j = 0; stays && j < in.count; ++j) {
-        uint64_t slot;
-        stays = slotOf(in.srcBuf, in.srcOff + j, slot) &&
-                (lastWrite[slot] == never || lastWrite[slot] < position[order.first[b] + i]);
+      BufferKind lies = in.srcBuf; // Where the data sent lies.
+      if (in.op == Opcode::Send) {
+        // The source was last written before the send.
+        for (uint32_t j = 0; stays && j < in.count; ++j) {
+          uint64_t slot;
+          stays = slotOf(in.srcBuf, in.srcOff + j, slot) &&
+                  (lastWrite[slot] == never || lastWrite[slot] < here);
+        }
+      } else if (in.op == Opcode::RecvCopySend || in.op == Opcode::RecvReduceCopySend) {
+        // The step sends what it writes to dst: dst's last write is its own.
+        lies = in.dstBuf;
+        for (uint32_t j = 0; stays && j < in.count; ++j) {
+          uint64_t slot;
+          stays = slotOf(in.dstBuf, in.dstOff + j, slot) && lastWrite[slot] == here;
+        }
+      } else {
+        stays = false;
       }
-      direct[b][i] = stays;
+      direct[b][i] = stays ? uint8_t(1u << unsigned(lies)) : 0;
     }
   }
   return direct;

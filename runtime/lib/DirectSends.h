@@ -7,8 +7,10 @@
 // data crosses memory once instead of twice. That is safe when no step of
 // the sending rank writes the source after the send, and the sender does
 // not end its call before every such message is read (CpuPlatform's
-// drained()). Only executors whose ranks share an address space (LocalWorld)
-// use it. Private to the runtime library.
+// drained()). A receive that sends on what it stores (`rcs`, `rrcs`) can
+// do the same with its destination. LocalWorld's receivers read the sender's
+// memory directly; ProcessGroup's fetch it from the sender's process
+// (CpuPlatform's readPeerMemory). Private to the runtime library.
 //
 //===----------------------------------------------------------------------===//
 #ifndef COLL_RUNTIME_LIB_DIRECTSENDS_H
@@ -23,16 +25,19 @@
 namespace coll {
 namespace detail {
 
-/// Per threadblock, per step, 1 where the step may be a direct send.
+/// Per threadblock, per step, where the step may be a direct send, the bit
+/// (1 << BufferKind) of the buffer the data it sends lies in; else 0.
 using DirectSteps = std::vector<std::vector<uint8_t>>;
 
 /// The direct sends of rank \p rank (section \p rp of a plan with \p info)
 /// running \p rewrite (per threadblock, a rewrite of rp's steps with the
 /// same dependencies, OutOfPlace.h), or rp's own steps when it is null: the
 /// sends (`s`) from Input or Output whose source chunks no step of the rank
-/// writes after them. \p aliased: Input and Output are the in-place alias
-/// of each other (aliasedChunk()), as when an in-place plan runs in place;
-/// else they are apart.
+/// writes after them, and the receives that send on what they store (`rcs`,
+/// `rrcs`) into Input or Output chunks that no later step writes: these
+/// store, then send the address of what they stored. \p aliased: Input and Output are the in-place
+/// alias of each other (aliasedChunk()), as when an in-place plan runs in place; else they are
+/// apart.
 ///
 /// The steps are walked in \p order, stepOrder(rp): a plan orders every
 /// access of a chunk against its writes (or it would race), so a write that

@@ -12,7 +12,10 @@
 #include "ProcessData.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -134,6 +137,100 @@ void JobControl::beat() const {
 bool JobControl::peerGone(uint32_t q) const {
   const ControlBlock &c = *ctl[q];
   return c.closed.load(std::memory_order_acquire) || !processAlive(c.pid, c.startTime);
+}
+
+namespace {
+
+/// The peers' allocations this process has mapped (JobControl::windows):
+/// found in their control blocks' tables, mapped through /proc/<pid>/fd,
+/// and dropped once their owner withdraws them. Shared by the rank's
+/// workers, under a lock; each platform keeps the window it used last.
+class JobWindows : public PeerWindows {
+public:
+  explicit JobWindows(JobControl &jc) : jc(jc), peers(jc.nranks) {}
+
+  bool find(uint32_t q, const char *remote, uint64_t n, PeerWindow &out) override {
+    if (q >= peers.size() || q == jc.rank)
+      return false;
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<Mapped> &mapped = peers[q];
+    // Those withdrawn go (their memory stays until unmapped here).
+    mapped.erase(std::remove_if(mapped.begin(), mapped.end(),
+                                [](const Mapped &m) {
+                                  return m.window.idNow->load(std::memory_order_acquire) !=
+                                         m.window.id;
+                                }),
+                 mapped.end());
+    for (const Mapped &m : mapped)
+      if (m.window.covers(remote, n)) {
+        out = m.window;
+        return true;
+      }
+    const ControlBlock &c = *jc.ctl[q];
+    const uint64_t a = uint64_t(uintptr_t(remote));
+    for (const SharedAllocation &s : c.allocations) {
+      const uint64_t id = s.id.load(std::memory_order_acquire);
+      if (id == 0)
+        continue;
+      const uint64_t base = s.base.load(std::memory_order_relaxed);
+      const uint64_t bytes = s.bytes.load(std::memory_order_relaxed);
+      const int64_t fd = s.fd.load(std::memory_order_relaxed);
+      if (s.id.load(std::memory_order_acquire) != id || a < base || a - base > bytes ||
+          n > bytes - (a - base))
+        continue;
+      if (std::find(unmappable.begin(), unmappable.end(), std::make_pair(q, id)) !=
+          unmappable.end())
+        return false;
+      Mapped m;
+      if (fd < 0 || fd > INT32_MAX || !ShmOps::openPeerFd(c.pid, int(fd), size_t(bytes), m.map)) {
+        // Read with readPeerMemory() instead; no second try.
+        unmappable.emplace_back(q, id);
+        return false;
+      }
+      // The descriptor we opened was the allocation's only if the owner
+      // still publishes it.
+      if (s.id.load(std::memory_order_acquire) != id)
+        return false;
+      m.window.remoteBase = base;
+      m.window.bytes = bytes;
+      m.window.local = m.map.data();
+      m.window.idNow = &s.id;
+      m.window.id = id;
+      out = m.window;
+      mapped.push_back(std::move(m));
+      return true;
+    }
+    return false;
+  }
+
+private:
+  struct Mapped {
+    ShmMapping map;
+    PeerWindow window;
+  };
+  JobControl &jc;
+  std::mutex mutex;
+  std::vector<std::vector<Mapped>> peers;
+  std::vector<std::pair<uint32_t, uint64_t>> unmappable;
+};
+
+} // namespace
+
+PeerWindows &JobControl::peerWindows() {
+  if (!windows)
+    windows = std::make_unique<JobWindows>(*this);
+  return *windows;
+}
+
+bool JobControl::peerReadable(uint32_t q) {
+  if (readable.size() != nranks)
+    readable.assign(nranks, -1);
+  if (readable[q] < 0) {
+    const ControlBlock &c = *ctl[q];
+    readable[q] = q != rank && !otherPidNamespace(c.pidNamespace) &&
+                  canReadPeerMemory(c.pid, c.probeAddress, ~c.nonce);
+  }
+  return readable[q] == 1;
 }
 
 void JobControl::cleanUpPeer(uint32_t q) {

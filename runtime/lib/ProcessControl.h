@@ -30,7 +30,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free &&
               "counters in shared memory must be lock-free (address-free) atomics");
 
 constexpr uint64_t controlMagic = 0x314c54434c4c4f43ull; ///< "COLLCTL1"
-constexpr uint32_t controlVersion = 4;
+constexpr uint32_t controlVersion = 5;
 /// The bytes of a control segment that every layout version shares: its
 /// magic and version.
 constexpr size_t controlPrefixBytes = 16;
@@ -49,6 +49,22 @@ struct PublishedCall {
   CallDescription description;
 };
 
+/// Memory of a rank from ProcessGroup::allocate() that its peers may map
+/// (ShmOps::openPeerFd on the owner's descriptor `fd`): the owner writes
+/// base, bytes and fd while `id` is 0, then publishes `id` (release), and
+/// sets it to 0 again before the memory goes. A reader reads `id`
+/// (acquire), the fields, and `id` again: the same non-zero id, and the
+/// fields are that allocation's (ids are never reused).
+struct SharedAllocation {
+  std::atomic<uint64_t> id{0};
+  std::atomic<uint64_t> base{0};
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<int64_t> fd{-1};
+};
+/// How many allocations of a rank its peers may map at once; the others
+/// are the rank's own (messages from them travel through the slots).
+constexpr size_t maxSharedAllocations = 64;
+
 /// The head of a rank's control segment. Plain fields are written before
 /// `ready` is set (release) and never again; the atomics change later.
 struct ControlBlock {
@@ -63,6 +79,10 @@ struct ControlBlock {
   uint64_t pidNamespace = 0; ///< pidNamespaceId() of the owner.
   /// The one CPU the owner may run on (its affinity when it joined), or -1.
   int32_t cpu = -1;
+  /// The address, in the owner's memory, of a word that holds ~nonce: a
+  /// peer that can read it there (canReadPeerMemory()) can read the
+  /// owner's direct messages.
+  uint64_t probeAddress = 0;
 
   alignas(64) std::atomic<uint32_t> ready{0}; ///< Set once the fields above are.
   /// The instance of the job this segment belongs to: rank 0's nonce (0:
@@ -79,6 +99,7 @@ struct ControlBlock {
   Doorbell bell; ///< Rung when something this rank may wait for changes.
 
   PublishedCall calls[2];
+  SharedAllocation allocations[maxSharedAllocations];
   uint32_t failureOrigin = 0; ///< The rank whose error `failure` is.
   char failure[1536] = {};    ///< Why the rank failed.
 };
@@ -138,8 +159,21 @@ struct JobControl {
   /// Every rank is bound to a CPU of its own (ControlBlock::cpu): a rank
   /// waited for is never on the waiter's CPU, and spins need not yield.
   bool pinnedApart = false;
+  /// ~our nonce, at ControlBlock::probeAddress.
+  uint64_t probeWord = 0;
+  /// Per peer: 1 when this process can read its memory, 0 when not, -1
+  /// not yet tried (peerReadable()).
+  std::vector<int8_t> readable;
+  /// The peers' allocations mapped here, for their direct messages.
+  std::unique_ptr<PeerWindows> windows;
 
   ControlBlock &me() const { return *ctl[rank]; }
+
+  /// Whether this process can read peer \p q's memory (its direct
+  /// messages): tried once, on its probe word.
+  bool peerReadable(uint32_t q);
+  /// The peers' allocations mapped here (made on first use).
+  PeerWindows &peerWindows();
 
   /// Rings every rank's doorbell but ours.
   void ringPeers() const;

@@ -24,7 +24,8 @@ constexpr uint64_t align64(uint64_t n) {
 
 } // namespace
 
-Result<DataLayout> layOutData(const RankPlan &rp, uint32_t r, uint32_t depth, uint64_t pieceBytes) {
+Result<DataLayout> layOutData(const RankPlan &rp, uint32_t r, uint32_t depth, uint64_t pieceBytes,
+                              const std::vector<uint8_t> &directFrom) {
   DataLayout d;
   for (uint32_t b = 0; b < rp.threadblocks.size(); ++b) {
     const Threadblock &tb = rp.threadblocks[b];
@@ -37,6 +38,7 @@ Result<DataLayout> layOutData(const RankPlan &rp, uint32_t r, uint32_t depth, ui
     e.depth = depth;
     e.tb = b;
     e.slotBytes = uint64_t(maxCount) * pieceBytes;
+    e.peerReads = size_t(tb.recvPeer) < directFrom.size() && directFrom[size_t(tb.recvPeer)];
     d.fifos.push_back(e);
   }
   d.tableOffset = align64(sizeof(DataHeader));
@@ -45,7 +47,8 @@ Result<DataLayout> layOutData(const RankPlan &rp, uint32_t r, uint32_t depth, ui
   constexpr uint64_t limit = uint64_t(1) << 40;
   for (FifoEntry &e : d.fifos) {
     e.countersOffset = align64(at);
-    e.slotsOffset = e.countersOffset + 2 * sizeof(PaddedCounter);
+    e.directOffset = e.countersOffset + 2 * sizeof(PaddedCounter);
+    e.slotsOffset = e.peerReads ? align64(e.directOffset + e.depth) : e.directOffset;
     if (e.slotBytes > limit / e.depth)
       return Status::error(cat("the FIFO of rank ", r, " threadblock ", e.tb, " would need ",
                                e.depth, " slots of ", e.slotBytes, " bytes"));
@@ -184,6 +187,8 @@ CallError connectFifos(JobControl &jc, uint64_t seq, const RankPlan &rp, uint32_
     f.tail = &reinterpret_cast<PaddedCounter *>(mbase + found->countersOffset)[0].value;
     f.head = &reinterpret_cast<PaddedCounter *>(mbase + found->countersOffset)[1].value;
     f.receiverBell = &jc.ctl[q]->bell;
+    if (found->peerReads && found->directOffset + found->depth <= found->slotsOffset)
+      f.direct = reinterpret_cast<uint8_t *>(mbase + found->directOffset);
     fifos.hasSend[b] = true;
   }
   char *base = own.base();
@@ -195,6 +200,12 @@ CallError connectFifos(JobControl &jc, uint64_t seq, const RankPlan &rp, uint32_
     f.tail = &reinterpret_cast<PaddedCounter *>(base + e.countersOffset)[0].value;
     f.head = &reinterpret_cast<PaddedCounter *>(base + e.countersOffset)[1].value;
     f.senderBell = &jc.ctl[uint32_t(e.peer)]->bell;
+    if (e.peerReads) {
+      f.direct = reinterpret_cast<uint8_t *>(base + e.directOffset);
+      f.senderPid = jc.ctl[uint32_t(e.peer)]->pid;
+      f.senderRank = uint32_t(e.peer);
+      f.windows = &jc.peerWindows();
+    }
     fifos.hasRecv[e.tb] = true;
   }
   return {};

@@ -58,6 +58,12 @@ struct FifoEntry {
   uint64_t slotBytes = 0;
   uint64_t countersOffset = 0; ///< Two PaddedCounters: tail, head.
   uint64_t slotsOffset = 0;
+  /// 1: the owner reads the sender's memory, and the sender may send
+  /// direct (DirectSends.h), marking such slots in the `depth` bytes at
+  /// directOffset; 0: every message in the slots.
+  uint32_t peerReads = 0;
+  uint32_t pad = 0;
+  uint64_t directOffset = 0;
 };
 
 /// This rank's data segment of one call, laid out.
@@ -69,8 +75,11 @@ struct DataLayout {
 };
 
 /// Lays out rank \p r's data segment: header, FIFO table, progress
-/// counters, then each receiving threadblock's counters and slots.
-Result<DataLayout> layOutData(const RankPlan &rp, uint32_t r, uint32_t depth, uint64_t pieceBytes);
+/// counters, then each receiving threadblock's counters, direct marks and
+/// slots. \p directFrom: per rank, whether r takes direct messages from it
+/// (FifoEntry::peerReads).
+Result<DataLayout> layOutData(const RankPlan &rp, uint32_t r, uint32_t depth, uint64_t pieceBytes,
+                              const std::vector<uint8_t> &directFrom);
 
 /// This rank's data segment of one call. Its name goes as soon as every
 /// rank that sends to it has mapped it (at once when there is none), and at

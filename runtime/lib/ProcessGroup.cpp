@@ -51,6 +51,7 @@
 
 #include "coll/Runtime/ProcessGroup.h"
 
+#include "DirectSends.h"
 #include "ExecCommon.h"
 #include "OutOfPlace.h"
 #include "ProcessControl.h"
@@ -96,6 +97,9 @@ struct CachedCall {
   /// The rank's program for out-of-place calls of an in-place plan
   /// (OutOfPlace.h); empty when it has none.
   OutOfPlaceProgram outOfPlace;
+  /// The rank's direct sends (DirectSends.h) on its own program and on
+  /// outOfPlace; used on the connections whose receivers read us.
+  DirectSteps directInPlace, directOutOfPlace;
 };
 
 struct ProcessGroup::State {
@@ -105,7 +109,13 @@ struct ProcessGroup::State {
   /// Guards allocations and allocationsMade: allocate() and deallocate()
   /// may run on one thread while execute() runs on another.
   std::mutex allocationsMutex;
-  std::map<char *, ShmMapping> allocations;
+  /// Memory from allocate(): its mapping, and its entry in our control
+  /// block's table of allocations the peers may map (-1: none was free).
+  struct Allocation {
+    ShmMapping map;
+    int slot = -1;
+  };
+  std::map<char *, Allocation> allocations;
   uint64_t allocationsMade = 0;
   std::atomic<bool> inCall{false}; ///< An execute() runs.
   const char *phase = "";          ///< What the running execute() does, for errors.
@@ -183,6 +193,9 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
 ProcessGroup::~ProcessGroup() {
   State &st = *state;
   st.cached.clear();
+  for (auto &[p, a] : st.allocations)
+    if (a.slot >= 0)
+      st.control.me().allocations[a.slot].id.store(0, std::memory_order_release);
   st.allocations.clear();
   JobControl &jc = st.control;
   if (!jc.own.mapped())
@@ -209,21 +222,35 @@ void *ProcessGroup::allocate(size_t bytes, std::string *error) {
     id = ++st.allocationsMade;
   }
   std::string name = allocName(st.control.job, st.control.rank, id);
-  ShmMapping m;
+  State::Allocation a;
   ShmOpenResult r;
   unlinkSegment(name);
-  // Nobody else opens it: the name goes at once (before the memory is
+  // Nobody opens it by name: the name goes at once (before the memory is
   // reserved, which may take a while), and the memory with the last
-  // mapping.
-  Status s = ShmOps::create(name, bytes, m, r, /*keepName=*/false);
+  // mapping. The descriptor stays open, for the peers to map the memory
+  // through it (their direct reads of our messages).
+  Status s = ShmOps::create(name, bytes, a.map, r, /*keepName=*/false, {}, 0, /*keepFd=*/true);
   if (!s || r != ShmOpenResult::Mapped) {
     if (error)
       *error = s ? cat("shared memory ", name, " exists") : s.message();
     return nullptr;
   }
-  char *p = m.data();
+  char *p = a.map.data();
   std::lock_guard<std::mutex> lock(st.allocationsMutex);
-  st.allocations.emplace(p, std::move(m));
+  // Published in a free entry of our table, the id last.
+  ControlBlock &me = st.control.me();
+  for (size_t i = 0; i < maxSharedAllocations; ++i) {
+    SharedAllocation &e = me.allocations[i];
+    if (e.id.load(std::memory_order_relaxed) != 0)
+      continue;
+    e.base.store(uint64_t(uintptr_t(p)), std::memory_order_relaxed);
+    e.bytes.store(bytes, std::memory_order_relaxed);
+    e.fd.store(a.map.fd(), std::memory_order_relaxed);
+    e.id.store(id, std::memory_order_release);
+    a.slot = int(i);
+    break;
+  }
+  st.allocations.emplace(p, std::move(a));
   return p;
 }
 
@@ -234,7 +261,10 @@ void ProcessGroup::deallocate(void *ptr) {
   std::lock_guard<std::mutex> lock(state->allocationsMutex);
   auto it = state->allocations.find(static_cast<char *>(ptr));
   if (it != state->allocations.end()) {
-    gone = std::move(it->second);
+    // Withdrawn from the peers before the memory goes.
+    if (it->second.slot >= 0)
+      state->control.me().allocations[it->second.slot].id.store(0, std::memory_order_release);
+    gone = std::move(it->second.map);
     state->allocations.erase(it);
   }
 }
@@ -317,6 +347,12 @@ PreparedCall prepare(ProcessGroup::State &st, const Plan *plan, const ValidatedP
 CallError checkReuseMemory(ProcessGroup::State &st, const ValidatedPlan &plan,
                            const PreparedCall &call, const CachedCall &cc);
 
+/// The buffers (bits 1 << BufferKind) of \p call, bound in \p binding,
+/// whose direct sends this rank makes (ProcessGroupOptions::directReads,
+/// crossMemoryReads).
+uint8_t directBuffers(ProcessGroup::State &st, const PreparedCall &call,
+                      const HostBinding &binding);
+
 /// Lays out and creates rank \p st's data segment \p own of call \p seq,
 /// after checking the memory the call needs against the cap.
 CallError createData(ProcessGroup::State &st, uint64_t seq, const ValidatedPlan &plan,
@@ -339,6 +375,7 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
                   "the process group failed in an earlier call: " + st.broken.message);
   const uint64_t seq = ++st.seq;
   const uint32_t me = jc.rank, n = jc.nranks;
+  lastDirect = 0;
   // Ends the call. An error that breaks the group (one during the run) is
   // published for the peers, with the rank it comes from (none: it is
   // another rank's); any other outcome counts the call as done.
@@ -447,6 +484,14 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
     cc->layout = call.layout;
     cc->kernels = kernels;
     cc->run.build(jc, rp, cc->layout, cc->kernels, cc->fifos, cc->own);
+    if (jc.options.directReads || jc.options.crossMemoryReads) {
+      const StepOrder order = stepOrder(rp);
+      // An in-place plan works in one buffer: Input and Output alias.
+      cc->directInPlace = directSendSteps(plan.info, me, rp, order, nullptr, plan.info.inplace);
+      if (!cc->outOfPlace.empty())
+        cc->directOutOfPlace =
+            directSendSteps(plan.info, me, rp, order, &cc->outOfPlace.steps, /*aliased=*/false);
+    }
   }
 
   // Run our threadblocks. A rank without any (a plan of one rank, or one in
@@ -454,9 +499,12 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
   CallError stopped; // The early run stopped for a peer that called differently.
   if (!cc->run.empty()) {
     st.phase = "running";
-    if (CallError e = cc->run.run(jc, seq, rp, outOfPlace ? &cc->outOfPlace.steps : nullptr,
-                                  binding.input, binding.output, cc->scratch.data(),
-                                  early ? &jc.me().calls[seq % 2] : nullptr)) {
+    CallError e = cc->run.run(jc, seq, rp, outOfPlace ? &cc->outOfPlace.steps : nullptr,
+                              outOfPlace ? &cc->directOutOfPlace : &cc->directInPlace,
+                              directBuffers(st, call, binding), binding.input, binding.output,
+                              cc->scratch.data(), early ? &jc.me().calls[seq % 2] : nullptr);
+    lastDirect = cc->run.directReceived();
+    if (e) {
       if (!early || e.kind != ErrorKind::Mismatch)
         return endCall({e, true});
       stopped = std::move(e);
@@ -508,7 +556,7 @@ PreparedCall prepare(ProcessGroup::State &st, const Plan *plan, const ValidatedP
   if (!error && args.count > 0) {
     const BufferElements e = planBufferElements(raw.info, args.count);
     const uint64_t es = dataTypeSize(args.type);
-    auto size = [](const ShmMapping &m) { return uint64_t(m.size()); };
+    auto size = [](const ProcessGroup::State::Allocation &a) { return uint64_t(a.map.size()); };
     std::string sendOver, recvOver;
     {
       std::lock_guard<std::mutex> lock(st.allocationsMutex);
@@ -551,12 +599,47 @@ CallError checkReuseMemory(ProcessGroup::State &st, const ValidatedPlan &plan,
   return {};
 }
 
+uint8_t directBuffers(ProcessGroup::State &st, const PreparedCall &call,
+                      const HostBinding &binding) {
+  const ProcessGroupOptions &o = st.control.options;
+  if (o.crossMemoryReads && call.layout.sliceElements * call.elementSize >= o.crossMemoryMinBytes)
+    return 0xff;
+  if (!o.directReads)
+    return 0;
+  // Our peers map what our table lists.
+  auto shared = [&](const char *p, uint64_t bytes) {
+    auto it = st.allocations.upper_bound(const_cast<char *>(p));
+    if (!p || it == st.allocations.begin())
+      return false;
+    --it;
+    const uint64_t offset = uint64_t(uintptr_t(p) - uintptr_t(it->first));
+    return it->second.slot >= 0 && offset <= it->second.map.size() &&
+           bytes <= it->second.map.size() - offset;
+  };
+  std::lock_guard<std::mutex> lock(st.allocationsMutex);
+  uint8_t bits = 0;
+  if (shared(binding.input, call.inputBytes))
+    bits |= 1u << unsigned(BufferKind::Input);
+  if (shared(binding.output, call.outputBytes))
+    bits |= 1u << unsigned(BufferKind::Output);
+  return bits;
+}
+
 CallError createData(ProcessGroup::State &st, uint64_t seq, const ValidatedPlan &plan,
                      const PreparedCall &call, OwnDataSegment &own) {
   const uint32_t me = call.rank;
   const RankPlan &rp = *plan.section(me);
-  Result<DataLayout> d =
-      layOutData(rp, me, plan.info().connectionDepth, call.layout.sliceElements * call.elementSize);
+  // Direct messages from the senders whose memory we can read (each
+  // decides which it sends: directBuffers()), when a piece holds an
+  // address.
+  const uint64_t pieceBytes = call.layout.sliceElements * call.elementSize;
+  JobControl &jc = st.control;
+  std::vector<uint8_t> directFrom(jc.nranks, 0);
+  if ((jc.options.directReads || jc.options.crossMemoryReads) && pieceBytes >= sizeof(char *))
+    for (const Threadblock &tb : rp.threadblocks)
+      if (tb.recvPeer >= 0 && uint32_t(tb.recvPeer) < jc.nranks)
+        directFrom[uint32_t(tb.recvPeer)] = jc.peerReadable(uint32_t(tb.recvPeer));
+  Result<DataLayout> d = layOutData(rp, me, plan.info().connectionDepth, pieceBytes, directFrom);
   if (!d)
     return {ErrorKind::InvalidArgument, cat("rank ", me, ": ", d.message())};
   ErrorKind memoryKind = ErrorKind::SystemError;

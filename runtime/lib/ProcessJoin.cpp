@@ -113,6 +113,8 @@ CallError joinJob(JobControl &jc) {
   me->nonce = makeNonce();
   me->pidNamespace = pidNamespaceId();
   me->cpu = onlyCpu();
+  jc.probeWord = ~me->nonce;
+  me->probeAddress = uint64_t(uintptr_t(&jc.probeWord));
   if (jc.rank == 0)
     me->member.store(me->nonce | 1, std::memory_order_relaxed);
   me->heartbeatNs.store(nowNs(), std::memory_order_relaxed);

@@ -13,6 +13,7 @@
 #include "ProcessRendezvous.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -178,8 +179,9 @@ void RankRun::build(JobControl &jc, const RankPlan &rp, const ChunkLayout &layou
 }
 
 CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
-                       const std::vector<std::vector<Instruction>> *steps, char *input,
-                       char *output, char *scratch, const PublishedCall *watch) {
+                       const std::vector<std::vector<Instruction>> *steps,
+                       const DirectSteps *direct, uint8_t directBuffers, char *input, char *output,
+                       char *scratch, const PublishedCall *watch) {
   const uint32_t me = jc.rank;
   ControlBlock &ctl = jc.me();
   world.failed.store(false, std::memory_order_relaxed);
@@ -190,6 +192,14 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
     const Threadblock &tb = rp.threadblocks[b];
     restartTbRun(*runs[b], tb, steps ? (*steps)[b].data() : tb.steps.data(), numSlices);
     rs.progress[b].value.store(0, std::memory_order_relaxed);
+    CpuPlatform &p = runs[b]->platform;
+    p.directUntil = 0;
+    p.directReceived = 0;
+    p.directBuffers = directBuffers;
+    p.directSteps =
+        p.sendFifo && p.sendFifo->direct && direct && b < direct->size() && !(*direct)[b].empty()
+            ? (*direct)[b].data()
+            : nullptr;
   }
   const size_t nworkers = workers.size();
   // Ranks bound to CPUs of their own, one worker each, never wait for a
@@ -215,6 +225,23 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
               runWorker(tbs, world, pacer, jc.options.timeoutSeconds, /*single=*/false);
           if (!r.ok && !r.aborted)
             fail(pacer.kind == ErrorKind::None ? ErrorKind::Internal : pacer.kind, r.message);
+        } catch (const PeerReadError &e) {
+          // A direct message we could not fetch: its sender died (its
+          // memory went with it), or no longer lets us read.
+          try {
+            if (CallError peer = jc.checkPeers(seq))
+              fail(peer.kind, peer.message);
+            else if (e.error == ESRCH && e.peer < jc.nranks)
+              fail(ErrorKind::Remote,
+                   cat("rank ", me, ": rank ", e.peer, " (pid ", jc.ctl[e.peer]->pid,
+                       ") died during call ", seq, " (", e.what(), ")"));
+            else
+              fail(ErrorKind::SystemError,
+                   cat("rank ", me, ": ", e.what(), " (", where(*tbs.front()), ")"));
+          } catch (...) {
+            first.setKind(world, ErrorKind::SystemError);
+            ctl.bell.ring();
+          }
         } catch (...) {
           // Building the message may throw in turn (out of memory again): no
           // exception may leave a worker thread.
@@ -235,6 +262,13 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
   if (error.message.empty())
     error = {error ? error.kind : ErrorKind::Internal, cat("rank ", me, ": the run was aborted")};
   return error;
+}
+
+uint64_t RankRun::directReceived() const {
+  uint64_t n = 0;
+  for (const std::unique_ptr<TbRun> &t : runs)
+    n += t->platform.directReceived;
+  return n;
 }
 
 } // namespace detail

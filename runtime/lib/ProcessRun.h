@@ -9,6 +9,7 @@
 #ifndef COLL_RUNTIME_LIB_PROCESSRUN_H
 #define COLL_RUNTIME_LIB_PROCESSRUN_H
 
+#include "DirectSends.h"
 #include "ExecCommon.h"
 #include "ProcessControl.h"
 #include "ProcessData.h"
@@ -40,12 +41,18 @@ public:
   /// publication of a call it runs before it has seen the peers'), the run
   /// stops when a peer publishes the call differently (peerDisagrees()).
   /// \p steps: per threadblock, the steps to run instead of \p rp's (an
-  /// OutOfPlaceProgram's), or null.
+  /// OutOfPlaceProgram's), or null. \p direct: per threadblock, the steps
+  /// that may send direct (DirectSends.h, for the program run), used where
+  /// the receiver reads our memory, of the buffers whose bits (1 <<
+  /// BufferKind) \p directBuffers holds; null or empty: none.
   CallError run(JobControl &jc, uint64_t seq, const RankPlan &rp,
-                const std::vector<std::vector<Instruction>> *steps, char *input, char *output,
-                char *scratch, const PublishedCall *watch = nullptr);
+                const std::vector<std::vector<Instruction>> *steps, const DirectSteps *direct,
+                uint8_t directBuffers, char *input, char *output, char *scratch,
+                const PublishedCall *watch = nullptr);
 
   bool empty() const { return runs.empty(); }
+  /// The direct messages this rank read in the last run.
+  uint64_t directReceived() const;
 
 private:
   WorldState world;

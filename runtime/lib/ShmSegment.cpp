@@ -31,6 +31,7 @@ ShmMapping &ShmMapping::operator=(ShmMapping &&o) noexcept {
     reset();
     std::swap(addr, o.addr);
     std::swap(bytes, o.bytes);
+    std::swap(keptFd, o.keptFd);
     dev = o.dev;
     ino = o.ino;
   }
@@ -40,13 +41,16 @@ ShmMapping &ShmMapping::operator=(ShmMapping &&o) noexcept {
 void ShmMapping::reset() {
   if (addr)
     munmap(addr, bytes);
+  if (keptFd >= 0)
+    close(keptFd);
   addr = nullptr;
   bytes = 0;
+  keptFd = -1;
 }
 
 Status ShmOps::create(const std::string &name, size_t bytes, ShmMapping &out, ShmOpenResult &result,
                       bool keepName, const std::function<void(char *)> &writeHeader,
-                      size_t headerBytes) {
+                      size_t headerBytes, bool keepFd) {
   out.reset();
   int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) {
@@ -101,7 +105,8 @@ Status ShmOps::create(const std::string &name, size_t bytes, ShmMapping &out, Sh
   }
   void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   err = errno;
-  close(fd);
+  if (p == MAP_FAILED || !keepFd)
+    close(fd);
   if (p == MAP_FAILED) {
     shm_unlink(name.c_str());
     return Status::error("cannot map shared memory " + name + ": " + errnoText(err));
@@ -110,7 +115,31 @@ Status ShmOps::create(const std::string &name, size_t bytes, ShmMapping &out, Sh
   out.bytes = bytes;
   out.dev = st.st_dev;
   out.ino = st.st_ino;
+  out.keptFd = keepFd ? fd : -1;
   result = ShmOpenResult::Mapped;
+  return Status::success();
+}
+
+Status ShmOps::openPeerFd(int64_t pid, int peerFd, size_t bytes, ShmMapping &out) {
+  out.reset();
+  const std::string path = cat("/proc/", pid, "/fd/", peerFd);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::error("cannot open " + path + ": " + errnoText(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_size) != bytes || bytes == 0) {
+    close(fd);
+    return Status::error(cat(path, " is not a segment of ", bytes, " bytes"));
+  }
+  void *p = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED)
+    return Status::error("cannot map " + path + ": " + errnoText(err));
+  out.addr = p;
+  out.bytes = bytes;
+  out.dev = st.st_dev;
+  out.ino = st.st_ino;
   return Status::success();
 }
 

@@ -44,7 +44,11 @@ public:
   /// The segment's identity when it was mapped.
   dev_t device() const { return dev; }
   ino_t inode() const { return ino; }
-  /// Unmaps the segment.
+  /// The segment's file descriptor, when it was kept open (ShmOps::create's
+  /// keepFd), else -1: another process of the user may map the segment
+  /// through /proc/<pid>/fd/<fd> (ShmOps::openPeerFd).
+  int fd() const { return keptFd; }
+  /// Unmaps the segment, and closes its kept descriptor.
   void reset();
 
 private:
@@ -53,6 +57,7 @@ private:
   size_t bytes = 0;
   dev_t dev = 0;
   ino_t ino = 0;
+  int keptFd = -1;
 };
 
 /// How opening a segment went.
@@ -78,7 +83,12 @@ struct ShmOps {
   /// (acquire) sees the whole header.
   static Status create(const std::string &name, size_t bytes, ShmMapping &out,
                        ShmOpenResult &result, bool keepName = true,
-                       const std::function<void(char *)> &writeHeader = {}, size_t headerBytes = 0);
+                       const std::function<void(char *)> &writeHeader = {}, size_t headerBytes = 0,
+                       bool keepFd = false);
+  /// Maps, read-only, the segment that process \p pid holds open as file
+  /// descriptor \p fd (through /proc/<pid>/fd/<fd>, which needs the same
+  /// permission as reading its memory), when it holds exactly \p bytes.
+  static Status openPeerFd(int64_t pid, int fd, size_t bytes, ShmMapping &out);
   /// Opens \p name and maps all of it when it holds at least \p minBytes.
   static Status open(const std::string &name, size_t minBytes, ShmMapping &out,
                      ShmOpenResult &result);

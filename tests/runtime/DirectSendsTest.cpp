@@ -22,10 +22,24 @@ using coll::detail::DirectSteps;
 
 namespace {
 
-DirectSteps direct(const Plan &p, uint32_t rank, bool aliased = false) {
+/// directSendSteps() as it is: per step, the bit of the buffer the data
+/// lies in.
+DirectSteps directBits(const Plan &p, uint32_t rank, bool aliased = false) {
   const RankPlan &rp = p.ranks[rank];
   return directSendSteps(p.info, rank, rp, coll::detail::stepOrder(rp), nullptr, aliased);
 }
+
+/// directSendSteps() as 1 (direct) or 0.
+DirectSteps direct(const Plan &p, uint32_t rank, bool aliased = false) {
+  DirectSteps d = directBits(p, rank, aliased);
+  for (std::vector<uint8_t> &tb : d)
+    for (uint8_t &v : tb)
+      v = v != 0;
+  return d;
+}
+
+constexpr uint8_t inBit = 1u << unsigned(BufferKind::Input);
+constexpr uint8_t outBit = 1u << unsigned(BufferKind::Output);
 
 TEST(DirectSends, SourcesWrittenAfterTheSendDoNotQualify) {
   Plan p = makePlan("direct", CollectiveKind::AllReduce, 2, 4, 4, 2);
@@ -48,6 +62,8 @@ TEST(DirectSends, SourcesWrittenAfterTheSendDoNotQualify) {
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[0], (std::vector<uint8_t>{0, 1, 1, 0, 0, 1, 0}));
   EXPECT_EQ(d[1], (std::vector<uint8_t>{0, 0, 0}));
+  // Each names the buffer its data lies in.
+  EXPECT_EQ(directBits(p, 0)[0], (std::vector<uint8_t>{0, outBit, inBit, 0, 0, outBit, 0}));
 }
 
 TEST(DirectSends, TheInPlaceAliasJoinsInputAndOutput) {
@@ -99,12 +115,52 @@ TEST(DirectSends, HandPlans) {
             << "rank " << r << " tb " << b << " step " << i;
   }
   // The out-of-place ring copies its input to the output, sends from
-  // there, and writes every chunk again later: no send qualifies.
-  Plan ring = ringAllReduce(3, 2);
-  for (uint32_t r = 0; r < 3; ++r)
-    for (const std::vector<uint8_t> &tb : direct(ring, r))
-      for (uint8_t d : tb)
-        EXPECT_EQ(d, 0) << "rank " << r;
+  // there, and writes every chunk again later: no `s` qualifies. Its
+  // `rrcs` and `rcs` store each chunk for the last time: they send what
+  // they stored where it lies.
+  for (bool inPlace : {false, true}) {
+    Plan ring = ringAllReduce(4, 2, inPlace);
+    for (uint32_t r = 0; r < 4; ++r) {
+      DirectSteps d = direct(ring, r, inPlace);
+      const Threadblock &tb = ring.ranks[r].threadblocks[0];
+      ASSERT_EQ(d.size(), 1u);
+      ASSERT_EQ(d[0].size(), tb.steps.size());
+      for (size_t i = 0; i < tb.steps.size(); ++i)
+        EXPECT_EQ(d[0][i], tb.steps[i].op == Opcode::RecvReduceCopySend ||
+                               tb.steps[i].op == Opcode::RecvCopySend)
+            << "rank " << r << " step " << i << (inPlace ? " in place" : "");
+    }
+  }
+}
+
+TEST(DirectSends, ReceivesSendWhatTheyStoreForTheLastTime) {
+  Plan p = makePlan("store_and_send", CollectiveKind::AllReduce, 2, 4, 4, 2);
+  RankPlan &rp = p.ranks[0];
+  rp.scratchChunks = 1;
+  Threadblock a, b;
+  a.sendPeer = a.recvPeer = 1;
+  add(a, step(Opcode::RecvReduceCopySend, I, 0, O, 0, 1)); // 0: O0, copied over below: not
+  add(a, step(Opcode::RecvReduceCopySend, I, 1, O, 1, 1)); // 1: O1, last write: direct
+  add(a, step(Opcode::RecvCopySend, I, 0, S, 0, 1));       // 2: scratch: not
+  add(a, step(Opcode::RecvCopySend, I, 0, O, 2, 1));       // 3: O2, written again at 4: not
+  add(a, step(Opcode::RecvCopySend, I, 0, O, 2, 1));       // 4: O2's last write: direct
+  add(a, step(Opcode::RecvReduceSend, I, 3, O, 3, 1));     // 5: stores nothing: not
+  add(a, step(Opcode::RecvCopySend, I, 0, O, 3, 1));       // 6: O3, which b writes later: not
+  add(b, step(Opcode::Copy, I, 0, O, 0, 1), {{0, 0}});     // after a's step 0
+  add(b, step(Opcode::Copy, I, 3, O, 3, 1), {{0, 6}});     // after a's step 6
+  rp.threadblocks = {a, b};
+  DirectSteps d = direct(p, 0);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0], (std::vector<uint8_t>{0, 1, 0, 0, 1, 0, 0}));
+  EXPECT_EQ(d[1], (std::vector<uint8_t>{0, 0}));
+  // What they send lies where they store it: Output.
+  EXPECT_EQ(directBits(p, 0)[0], (std::vector<uint8_t>{0, outBit, 0, 0, outBit, 0, 0}));
+  // In place, input chunk 1 is output chunk 1: the later read of I1 does
+  // not matter, but a later write of I1 would.
+  p.info.inplace = true;
+  add(rp.threadblocks[1], step(Opcode::Copy, I, 2, I, 1, 1), {{0, 1}});
+  EXPECT_EQ(direct(p, 0, /*aliased=*/true)[0], (std::vector<uint8_t>{0, 0, 0, 0, 1, 0, 0}));
+  EXPECT_EQ(direct(p, 0, /*aliased=*/false)[0], (std::vector<uint8_t>{0, 1, 0, 0, 1, 0, 0}));
 }
 
 /// A plan where a direct read of a source written after its send would

@@ -127,14 +127,52 @@ INSTANTIATE_TEST_SUITE_P(Plans, CompiledProcessTest,
                            return std::string(info.param.plan);
                          });
 
-// A rank killed (SIGKILL) in the middle of a run: the others fail soon,
-// naming it, and the job's shared memory is gone.
-TEST(ProcessExecutorTest, KilledRankFailsTheOthers) {
+// Direct sends between processes (ProcessGroupOptions::directReads): the
+// ring's `rrcs` and `rcs` send what they store where it lies, and the
+// receivers map the sender's buffers, from allocate() (a fresh allocation
+// per call: the peers' windows follow the table); or, with
+// crossMemoryReads, read ordinary buffers with process_vm_readv. Every
+// rank checks that some call read a message in place.
+TEST(ProcessExecutorTest, DirectReadsOfRegisteredBuffers) {
+  for (int n : {2, 4})
+    runAll(
+        "registered" + std::to_string(n), n,
+        {"--hand-ring", "2", "--cases", "all", "--slice", "64", "--registered", "--expect-direct"});
+}
+
+TEST(ProcessExecutorTest, DirectReadsAcrossProcessMemory) {
+  runAll(
+      "cross-memory", 3,
+      {"--hand-ring", "3", "--cases", "all", "--slice", "64", "--cross-memory", "--expect-direct"});
+}
+
+// Compiled plans whose `s` read the input, with registered buffers and
+// with cross-memory reads, several workers per rank.
+TEST(ProcessExecutorTest, DirectReadsOfCompiledPlans) {
+#ifndef COLL_TEST_PLAN_DIR
+  GTEST_SKIP() << "collc is not built; compiled plans are not available";
+#endif
+  for (const char *how : {"--registered", "--cross-memory"})
+    for (auto [plan, workers] : {std::pair<const char *, const char *>{"alltoall_allpairs_n4", "2"},
+                                 {"ring_allgather_n3", "1"},
+                                 {"ring_reducescatter_inplace_n4", "0"}}) {
+      const int n = plan[std::strlen(plan) - 1] - '0';
+      runAll(std::string("direct-") + plan, n,
+             {"--plan", planFile(plan), "--cases", "all", "--slice", "256", "--workers", workers,
+              how, "--expect-direct"});
+    }
+}
+
+/// A rank killed (SIGKILL) in the middle of a run of the hand ring, whose
+/// ranks run with \p extra: the others fail soon, naming it, and the job's
+/// shared memory is gone.
+void killedRankFailsTheOthers(const std::vector<std::string> &extra) {
   const int n = 4, victim = 2;
   Job job(uniqueJob("kill"));
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> a = {"--hand-ring", "2",         "--count", "1000000",   "--loop",
                                   "100000",      "--timeout", "2",       "--no-check"};
+    a.insert(a.end(), extra.begin(), extra.end());
     if (r == victim) {
       a.push_back("--die-after-ms");
       a.push_back("300");
@@ -158,6 +196,17 @@ TEST(ProcessExecutorTest, KilledRankFailsTheOthers) {
     EXPECT_LT(e.seconds - dead.seconds, 5.0) << job.outputs_();
   }
   EXPECT_EQ(ProcessGroup::listJobSegments(job.name), std::vector<std::string>());
+}
+
+TEST(ProcessExecutorTest, KilledRankFailsTheOthers) {
+  killedRankFailsTheOthers({});
+}
+
+// The same while the ranks read each other's memory: a read of the dead
+// rank's memory fails, and names its death the same way.
+TEST(ProcessExecutorTest, KilledRankFailsTheOthersReadingItsMemory) {
+  killedRankFailsTheOthers({"--cross-memory"});
+  killedRankFailsTheOthers({"--registered"});
 }
 
 // A rank that stops (SIGSTOP) stalls the run: the others time out after

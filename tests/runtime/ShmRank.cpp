@@ -13,6 +13,7 @@
 //                    [--capi] [--no-check] [--hand-idle]
 //                    [--delay-ms MS] [--overlap] [--fail-alloc-above BYTES]
 //                    [--recreate K] [--validated]
+//                    [--registered] [--cross-memory] [--no-direct] [--expect-direct]
 //
 // --die-after-ms, --stop-after-ms, --exit-after-ms and --abort-after-ms
 // end this process with SIGKILL, stop it with SIGSTOP, end it with
@@ -26,7 +27,12 @@
 // C++ allocation larger than BYTES throw std::bad_alloc from the first
 // call on. --recreate K joins, runs the calls and leaves the job K times in
 // a row, under the same job name. --validated validates the plan once
-// (ValidatedPlan) and calls execute() with it.
+// (ValidatedPlan) and calls execute() with it. --registered runs each call
+// on copies of its buffers in memory from ProcessGroup::allocate() (made
+// and freed around the call), which peers map; --cross-memory sets
+// ProcessGroupOptions::crossMemoryReads for pieces of any size;
+// --no-direct clears directReads; --expect-direct fails (status 1) unless
+// some call read a message where its sender left it.
 // Exit status: 0 every element right, 1 a wrong element, 2 bad usage, 3 an
 // execute() error, 4 a create() error. Errors are printed as
 // "error: <kind>: <message>".
@@ -114,6 +120,8 @@ struct Args {
   size_t failAllocAbove = 0;
   uint64_t recreate = 1;
   bool validated = false;
+  bool registered = false;
+  bool expectDirect = false;
 };
 
 /// The hand-written ring between ranks 0 and 1 in a plan of \p n ranks:
@@ -340,6 +348,15 @@ int main(int argc, char **argv) {
       a.failAllocAbove = std::strtoull(next(), nullptr, 10);
     else if (s == "--recreate")
       a.recreate = std::strtoull(next(), nullptr, 10);
+    else if (s == "--registered")
+      a.registered = true;
+    else if (s == "--cross-memory") {
+      a.options.crossMemoryReads = true;
+      a.options.crossMemoryMinBytes = 0;
+    } else if (s == "--no-direct")
+      a.options.directReads = false;
+    else if (s == "--expect-direct")
+      a.expectDirect = true;
     else
       return usage(("unknown argument " + s).c_str());
   }
@@ -404,6 +421,7 @@ int main(int argc, char **argv) {
   // Without checks the buffers are made once, and the loop spends its time
   // in execute().
   std::vector<WorldBuffers> buffers(cases.size());
+  uint64_t directMessages = 0;
   for (uint64_t round = 0; round < a.recreate && status == 0; ++round) {
     ErrorKind kind = ErrorKind::None;
     auto group = ProcessGroup::create(a.job, a.rank, a.nranks, a.options, &kind);
@@ -437,8 +455,43 @@ int main(int argc, char **argv) {
         uint64_t count =
             uint64_t(int64_t(c.count) + (a.mismatchAt < 0 || mismatch ? a.countOffset : 0));
         beforeFirstCall(a);
-        Status s = validated ? g.execute(*validated, b.send[me], b.recv[me], count, c.type, c.op)
-                             : g.execute(plan, b.send[me], b.recv[me], count, c.type, c.op);
+        // --registered: the call runs on copies in allocate()'s memory.
+        struct Region {
+          std::vector<char> *mine;
+          char *own = nullptr;
+        } regions[] = {{&b.in[me]}, {&b.out[me]}, {&b.both[me]}};
+        const void *send = b.send[me];
+        void *recv = b.recv[me];
+        if (a.registered) {
+          for (Region &r : regions) {
+            if (r.mine->empty())
+              continue;
+            std::string why;
+            r.own = static_cast<char *>(g.allocate(r.mine->size(), &why));
+            if (!r.own) {
+              std::fprintf(stderr, "error: allocate: %s\n", why.c_str());
+              return 3;
+            }
+            std::memcpy(r.own, r.mine->data(), r.mine->size());
+            const char *base = r.mine->data();
+            auto moved = [&](const void *p) -> char * {
+              const char *q = static_cast<const char *>(p);
+              return q && q >= base && q < base + r.mine->size() ? r.own + (q - base) : nullptr;
+            };
+            if (char *p = moved(send))
+              send = p;
+            if (char *p = moved(recv))
+              recv = p;
+          }
+        }
+        Status s = validated ? g.execute(*validated, send, recv, count, c.type, c.op)
+                             : g.execute(plan, send, recv, count, c.type, c.op);
+        directMessages += g.lastDirectMessages();
+        for (Region &r : regions)
+          if (r.own) {
+            std::memcpy(r.mine->data(), r.own, r.mine->size());
+            g.deallocate(r.own);
+          }
         startTimer();
         if (mismatch) {
           // Every rank fails this call, naming the mismatch, and goes on.
@@ -468,7 +521,13 @@ int main(int argc, char **argv) {
         }
       }
   }
+  if (status == 0 && a.expectDirect && directMessages == 0 && !a.handIdle) {
+    std::fprintf(stderr, "rank %u: no call read a message where its sender left it\n", me);
+    status = 1;
+  }
   if (status == 0)
-    std::printf("rank %u: %zu calls right\n", me, size_t(a.recreate * a.loop) * cases.size());
+    std::printf("rank %u: %zu calls right, %llu direct messages\n", me,
+                size_t(a.recreate * a.loop) * cases.size(),
+                static_cast<unsigned long long>(directMessages));
   return status;
 }

@@ -259,6 +259,7 @@ private:
 
   struct RankMemory {
     char *in = nullptr, *out = nullptr, *both = nullptr;
+    uint64_t inBytes = 0, outBytes = 0, bothBytes = 0;
     std::vector<char> original; ///< Test input for the largest count.
   };
 
@@ -329,6 +330,9 @@ std::string Sweep::prepare() {
     m.in = arena.take(inBytes);
     m.out = arena.take(outBytes);
     m.both = arena.take(bothBytes);
+    m.inBytes = inBytes;
+    m.outBytes = outBytes;
+    m.bothBytes = bothBytes;
     m.original.resize(inBytes);
     // Element e of a rank's test input does not depend on the count.
     fillTestInput(opts.type, opts.op, nranks, r, most.input, m.original.data());
@@ -457,16 +461,45 @@ int Sweep::runProcesses() {
     auto group = ProcessGroup::create(job, int(r), int(nranks), po);
     if (!group)
       return group.message();
+    // -R 1: the calls run on memory from allocate(), a copy of the rank's
+    // part of the arena, which its checked runs copy in and out.
+    const RankMemory &m = ranks[r];
+    struct Region {
+      char *arena;
+      uint64_t bytes;
+      char *own = nullptr;
+    } regions[] = {{m.in, m.inBytes}, {m.out, m.outBytes}, {m.both, m.bothBytes}};
+    if (opts.registered)
+      for (Region &g : regions) {
+        std::string why;
+        if (g.bytes && !(g.own = static_cast<char *>((*group)->allocate(g.bytes, &why))))
+          return "cannot allocate registered buffers: " + why;
+      }
+    auto registered = [&](const void *ptr) -> char * {
+      char *q = static_cast<char *>(const_cast<void *>(ptr));
+      for (const Region &g : regions)
+        if (g.own && q >= g.arena && q < g.arena + g.bytes)
+          return g.own + (q - g.arena);
+      return q;
+    };
     for (size_t i = 0; i < steps.size(); ++i) {
       const Step &step = steps[i];
       RankPointers p = pointers(step, r);
+      const void *send = registered(p.send);
+      void *recv = registered(p.recv);
       auto call = [&] {
-        return (*group)->execute(*step.plan, p.send, p.recv, step.count, opts.type, opts.op);
+        return (*group)->execute(*step.plan, send, recv, step.count, opts.type, opts.op);
       };
       if (opts.check) {
         resetRank(step, r);
+        for (const Region &g : regions)
+          if (g.own)
+            std::memcpy(g.own, g.arena, g.bytes);
         if (Status s = call(); !s)
           return s.message();
+        for (const Region &g : regions)
+          if (g.own)
+            std::memcpy(g.arena, g.own, g.bytes);
         if (!barrier->wait() || !barrier->wait())
           return stopped;
       }

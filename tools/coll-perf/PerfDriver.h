@@ -37,6 +37,10 @@ struct PerfOptions {
   /// use, when there are at least as many CPUs as ranks (as mpirun binds
   /// to cores); none: leave them to the scheduler.
   bool bind = true;
+  /// -R 1: with processes, the buffers come from ProcessGroup::allocate()
+  /// (registered: peers map them and read them where they lie), as
+  /// nccl-tests' -R registers its buffers.
+  bool registered = false;
   bool csv = false;
   tools::RunSettings run; ///< --slice, --timeout.
 };

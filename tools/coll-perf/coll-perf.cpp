@@ -4,7 +4,8 @@
 // coll-perf --coll allreduce [--nranks N] ...
 //           [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1]
 //           [-d f32] [-o sum] [-r root] [--placement out-of-place|in-place|both]
-//           [--slice elements] [--no-direct] [--timeout seconds] [--csv]
+//           [--slice elements] [--no-direct] [--cross-memory] [-R 0|1]
+//           [--timeout seconds] [--csv]
 //           [-D name=value]
 //           [--collc path] [--stdlib dir]
 //
@@ -87,8 +88,13 @@ void usage(FILE *out) {
       "  -r ROOT                root of a rooted collective (--coll: -D root=ROOT)\n"
       "  --placement out-of-place|in-place|both   (both, where there is an in-place form)\n"
       "  --slice ELEMENTS       elements of a chunk per pass of the program\n"
-      "  --no-direct            ranks as threads: every message through the FIFO slots\n"
+      "  --no-direct            every message through the FIFO slots (no direct sends\n"
+      "                         between threads, no reads of another rank's process)\n"
       "                         (by default a send whose source stays put is read in place)\n"
+      "  --cross-memory         processes: also read buffers the runtime did not allocate\n"
+      "                         in the sender's process (process_vm_readv)\n"
+      "  -R 0|1                 processes: buffers from ProcessGroup::allocate(), which\n"
+      "                         peers map and read in place (registered) (0)\n"
       "  --timeout SECONDS      a run that stops moving fails after this long\n"
       "  --csv                  CSV rows instead of a table\n"
       "  -D NAME=VALUE          a parameter of the program, for collc\n"
@@ -149,6 +155,10 @@ int parseArgs(int argc, char **argv, Options &o) {
       p.run.directSends = false;
       continue;
     }
+    if (a == "--cross-memory") {
+      p.run.crossMemoryReads = true;
+      continue;
+    }
     if (a.size() > 2 && a.compare(0, 2, "-D") == 0) { // -Dname=value
       if (!define(a.substr(2)))
         return fail("-D takes name=value");
@@ -168,6 +178,7 @@ int parseArgs(int argc, char **argv, Options &o) {
                                          "-n",          "--iters",
                                          "-w",          "--warmup_iters",
                                          "-c",          "--check",
+                                         "-R",          "--local_register",
                                          "-d",          "--datatype",
                                          "-o",          "--op",
                                          "-r",          "--root",
@@ -212,6 +223,10 @@ int parseArgs(int argc, char **argv, Options &o) {
       if (v != "0" && v != "1")
         return fail("-c takes 0 or 1");
       p.check = v == "1";
+    } else if (a == "-R" || a == "--local_register") {
+      if (v != "0" && v != "1")
+        return fail("-R takes 0 or 1");
+      p.registered = v == "1";
     } else if (a == "-d" || a == "--datatype") {
       if (!parseDataType(v.c_str(), p.type))
         return fail("unknown data type '" + v + "' (i8 u8 i32 u32 i64 u64 f16 bf16 f32 f64)");

@@ -66,6 +66,8 @@ ProcessGroupOptions RunSettings::processGroupOptions() const {
   po.workers = workers;
   po.timeoutSeconds = timeoutSeconds;
   po.memoryLimitBytes = memoryLimitBytes;
+  po.directReads = directSends;
+  po.crossMemoryReads = directSends && crossMemoryReads;
   return po;
 }
 

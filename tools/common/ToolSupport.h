@@ -42,7 +42,10 @@ struct RunSettings {
   uint32_t workers = ExecOptions().workersPerRank;
   double timeoutSeconds = ExecOptions().timeoutSeconds;
   uint64_t memoryLimitBytes = ExecOptions().memoryLimitBytes; ///< 0: the default cap.
-  bool directSends = ExecOptions().directSends;               ///< Ranks as threads only.
+  /// Direct sends (ExecOptions::directSends, ProcessGroupOptions::directReads).
+  bool directSends = ExecOptions().directSends;
+  /// ProcessGroupOptions::crossMemoryReads.
+  bool crossMemoryReads = ProcessGroupOptions().crossMemoryReads;
 
   /// LocalWorld's options in \p mode.
   ExecOptions execOptions(ExecMode mode) const;

@@ -73,10 +73,16 @@ public:
   }
   __device__ char *slotPiece(char *slot, uint32_t j) const { return slot + j * k.pieceStride; }
   /// Messages always travel in the slots on a GPU (no direct sends).
-  __device__ const char *recvPiece(char *slot, uint32_t j) const { return slotPiece(slot, j); }
+  __device__ const char *recvPiece(char *slot, uint32_t j, uint64_t) const {
+    return slotPiece(slot, j);
+  }
+  __device__ void recvCopy(char *dst, char *slot, uint32_t j, uint64_t n) {
+    copy(dst, slotPiece(slot, j), n);
+  }
   __device__ void sendPiece(char *slot, uint32_t j, const char *src, uint64_t n) {
     copy(slotPiece(slot, j), src, n);
   }
+  __device__ bool sendsResult() const { return false; }
 
   // Waits. Thread 0 polls; the others meet it at the barrier.
 

@@ -27,12 +27,20 @@
 ///     MemPiece piece(BufferKind buf, uint32_t chunk, uint64_t slice);
 ///     // Piece j of a message slot (pieces sit at a fixed stride).
 ///     char *slotPiece(char *slot, uint32_t j);
-///     // Piece j of a received message: the slot's, or where the data lies
-///     // when the sender left it there (a direct send, DirectSends.h).
-///     const char *recvPiece(char *slot, uint32_t j);
+///     // The n elements of piece j of a received message, in this rank's
+///     // memory: the slot's, where the data lies when the sender left it
+///     // there (a direct send, DirectSends.h), or the slot again after the
+///     // platform fetched them from the sender's memory into it.
+///     const char *recvPiece(char *slot, uint32_t j, uint64_t n);
+///     // dst = the n elements of piece j of a received message (one copy,
+///     // from wherever they are).
+///     void recvCopy(char *dst, char *slot, uint32_t j, uint64_t n);
 ///     // Puts n elements from src into piece j of an outgoing slot: a copy,
 ///     // or, for a direct send, where they lie.
 ///     void sendPiece(char *slot, uint32_t j, const char *src, uint64_t n);
+///     // Whether the step that runs sends its result where it lies (a
+///     // direct `rcs` or `rrcs`): it writes dst alone, then sends dst.
+///     bool sendsResult();
 ///     // Waits. Each returns Ready, WouldBlock, TimedOut or Aborted.
 ///     WaitResult checkAbort();                     // before each step
 ///     WaitResult waitDependency(uint32_t tb, uint32_t step, uint64_t slice);
@@ -245,7 +253,7 @@ private:
   COLL_HOST_DEVICE void handleRecv(const Instruction &in, char *inSlot, char *) {
     for (uint32_t j = 0; j < in.count; ++j) {
       MemPiece d = dst(in, j);
-      p.copy(d.ptr, p.recvPiece(inSlot, j), d.length);
+      p.recvCopy(d.ptr, inSlot, j, d.length);
     }
   }
 
@@ -253,7 +261,8 @@ private:
   COLL_HOST_DEVICE void handleRecvReduceCopy(const Instruction &in, char *inSlot, char *) {
     for (uint32_t j = 0; j < in.count; ++j) {
       MemPiece s = src(in, j), d = dst(in, j);
-      p.reduce(d.ptr, p.recvPiece(inSlot, j), s.ptr, minLength(s, d));
+      const uint64_t n = minLength(s, d);
+      p.reduce(d.ptr, p.recvPiece(inSlot, j, n), s.ptr, n);
     }
   }
 
@@ -273,11 +282,18 @@ private:
     }
   }
 
-  /// rcs: dst = recv; send recv. One pass over the incoming slot.
+  /// rcs: dst = recv; send recv. One pass over the incoming slot, or,
+  /// when the result is sent where it lies, a copy into dst alone.
   COLL_HOST_DEVICE void handleRecvCopySend(const Instruction &in, char *inSlot, char *out) {
+    const bool inPlace = p.sendsResult();
     for (uint32_t j = 0; j < in.count; ++j) {
       MemPiece d = dst(in, j);
-      p.copy2(d.ptr, p.slotPiece(out, j), p.recvPiece(inSlot, j), d.length);
+      if (inPlace) {
+        p.recvCopy(d.ptr, inSlot, j, d.length);
+        p.sendPiece(out, j, d.ptr, d.length);
+      } else {
+        p.copy2(d.ptr, p.slotPiece(out, j), p.recvPiece(inSlot, j, d.length), d.length);
+      }
     }
   }
 
@@ -285,15 +301,23 @@ private:
   COLL_HOST_DEVICE void handleRecvReduceSend(const Instruction &in, char *inSlot, char *out) {
     for (uint32_t j = 0; j < in.count; ++j) {
       MemPiece s = src(in, j);
-      p.reduce(p.slotPiece(out, j), p.recvPiece(inSlot, j), s.ptr, s.length);
+      p.reduce(p.slotPiece(out, j), p.recvPiece(inSlot, j, s.length), s.ptr, s.length);
     }
   }
 
-  /// rrcs: dst = recv (op) src; send dst. One pass, two destinations.
+  /// rrcs: dst = recv (op) src; send dst. One pass, two destinations, or,
+  /// when the result is sent where it lies, one.
   COLL_HOST_DEVICE void handleRecvReduceCopySend(const Instruction &in, char *inSlot, char *out) {
+    const bool inPlace = p.sendsResult();
     for (uint32_t j = 0; j < in.count; ++j) {
       MemPiece s = src(in, j), d = dst(in, j);
-      p.reduce2(d.ptr, p.slotPiece(out, j), p.recvPiece(inSlot, j), s.ptr, minLength(s, d));
+      const uint64_t n = minLength(s, d);
+      if (inPlace) {
+        p.reduce(d.ptr, p.recvPiece(inSlot, j, n), s.ptr, n);
+        p.sendPiece(out, j, d.ptr, n);
+      } else {
+        p.reduce2(d.ptr, p.slotPiece(out, j), p.recvPiece(inSlot, j, n), s.ptr, n);
+      }
     }
   }
 

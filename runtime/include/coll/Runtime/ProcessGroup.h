@@ -86,6 +86,21 @@ struct ProcessGroupOptions {
   /// recently, at least 1: a call like one of them sets nothing up. Every
   /// rank must keep as many.
   uint32_t keptCalls = 8;
+  /// Direct sends (docs/runtime.md, "Direct sends"): a send whose data
+  /// stays as it is until the call ends leaves it where it lies, and the
+  /// receiver reads it there instead of through a message slot, when the
+  /// data lies in memory from allocate() (the receiver maps it: no copy
+  /// but the one the step makes) and the two processes may read each
+  /// other's memory (tried when a call first needs it).
+  bool directReads = true;
+  /// Direct sends from memory that allocate() did not make (an ordinary
+  /// buffer, as a PyTorch tensor's): the receiver fetches each piece with
+  /// one cross-memory-attach copy (process_vm_readv), in calls whose pieces
+  /// (a chunk's slice) hold at least crossMemoryMinBytes. Off by default:
+  /// on a 2-core virtual machine the kernel's copy ran at 60% of memcpy's
+  /// speed, and lost to the slots (docs/performance.md).
+  bool crossMemoryReads = false;
+  uint64_t crossMemoryMinBytes = 32768;
 };
 
 /// This process's rank of a job whose ranks are processes on one host.
@@ -126,7 +141,9 @@ public:
                  DataType type, RedOp op, ErrorKind *errorKind = nullptr);
 
   /// Memory in a shared-memory segment of this rank, for buffers (page
-  /// aligned, zeroed, reserved: no SIGBUS when /dev/shm is short); null
+  /// aligned, zeroed, reserved: no SIGBUS when /dev/shm is short), which
+  /// the peers may map to read what this rank sends from it where it lies
+  /// (ProcessGroupOptions::directReads; registered memory); null
   /// with \p bytes == 0 or when it cannot be had, and then \p error, when
   /// given, says why (how many bytes, for which segment, where). Free it
   /// with deallocate(); what is left is unmapped when the group is
@@ -145,6 +162,10 @@ public:
   ErrorKind lastErrorKind() const { return lastKind; }
   /// The message of the last execute()'s error ("" after a success).
   const std::string &lastErrorMessage() const { return lastMessage; }
+  /// How many messages this rank read where their sender left them in the
+  /// last execute() (ProcessGroupOptions::directReads, crossMemoryReads),
+  /// rather than through a message slot.
+  uint64_t lastDirectMessages() const { return lastDirect; }
 
   /// The shared-memory names (without the leading '/') of job \p jobName
   /// that exist now, sorted; empty where shared memory is not a directory
@@ -170,6 +191,7 @@ private:
   std::unique_ptr<State> state;
   ErrorKind lastKind = ErrorKind::None;
   std::string lastMessage;
+  uint64_t lastDirect = 0;
 };
 
 } // namespace coll
