@@ -88,14 +88,24 @@ inline void restartTbRun(TbRun &t, const Threadblock &tb, const Instruction *ste
   t.status = ExecStatus();
 }
 
-/// A prepared call (PreparedCall.h) resolved to host memory: the private
-/// copy of the input, and the buffers the plan sees as Input and Output.
-struct HostBinding {
+/// Memory for the private copies of a rank's input, kept from call to
+/// call: a fresh allocation of megabytes per call costs a page fault per
+/// page on every call (the allocator hands large blocks back to the
+/// system), several times the copy itself (docs/performance.md).
+struct KeptCopy {
   /// Frees what ::operator new gave.
   struct FreeCopy {
     void operator()(char *p) const { ::operator delete(p); }
   };
-  std::unique_ptr<char, FreeCopy> copy;
+  std::unique_ptr<char, FreeCopy> memory;
+  uint64_t bytes = 0;
+};
+
+/// A prepared call (PreparedCall.h) resolved to host memory: the private
+/// copy of the input, and the buffers the plan sees as Input and Output.
+struct HostBinding {
+  KeptCopy own;         ///< The copy's memory, when no KeptCopy was given.
+  char *copy = nullptr; ///< The private copy of the input, or null.
   char *input = nullptr;
   char *output = nullptr;
   std::vector<char> scratch;
@@ -103,29 +113,39 @@ struct HostBinding {
 
 /// The staging copies of \p c that go before the run (bound in \p b).
 inline void stageHost(const PreparedCall &c, const HostBinding &b) {
-  char *copy = b.copy.get();
+  char *copy = b.copy;
   for (const StagingCopy &s : c.before)
     std::memcpy(resolve(s.to, c.args.sendbuf, c.args.recvbuf, copy),
                 resolve(s.from, c.args.sendbuf, c.args.recvbuf, copy), size_t(s.bytes));
 }
 
-/// Binds \p c in host memory: allocates the private copy, makes the staging
-/// copies that go before the run (unless \p stage is false: the caller
-/// makes them with stageHost() before the rank's run) and resolves Input
-/// and Output. An error when the copy's memory is not there.
-inline Status bindHost(const PreparedCall &c, HostBinding &b, bool stage = true) {
+/// Binds \p c in host memory: allocates the private copy (in \p kept,
+/// which keeps it for the next calls, when given; it grows to the largest
+/// copy), makes the staging copies that go before the run (unless \p stage
+/// is false: the caller makes them with stageHost() before the rank's run)
+/// and resolves Input and Output. An error when the copy's memory is not
+/// there.
+inline Status bindHost(const PreparedCall &c, HostBinding &b, bool stage = true,
+                       KeptCopy *kept = nullptr) {
   if (c.copyBytes) {
-    // Plain ::operator new, uninitialised: it goes through every
-    // replacement of it (a test's allocation limit), as a call's other
-    // allocations do; new[] need not (AddressSanitizer has its own).
-    try {
-      b.copy.reset(static_cast<char *>(::operator new(size_t(c.copyBytes))));
-    } catch (const std::bad_alloc &) {
-      return Status::error(cat("rank ", c.rank, ": cannot allocate ", c.copyBytes,
-                               " bytes for a copy of its input: out of memory"));
+    KeptCopy &k = kept ? *kept : b.own;
+    if (k.bytes < c.copyBytes) {
+      // Plain ::operator new, uninitialised: it goes through every
+      // replacement of it (a test's allocation limit), as a call's other
+      // allocations do; new[] need not (AddressSanitizer has its own).
+      k.memory.reset();
+      k.bytes = 0;
+      try {
+        k.memory.reset(static_cast<char *>(::operator new(size_t(c.copyBytes))));
+      } catch (const std::bad_alloc &) {
+        return Status::error(cat("rank ", c.rank, ": cannot allocate ", c.copyBytes,
+                                 " bytes for a copy of its input: out of memory"));
+      }
+      k.bytes = c.copyBytes;
     }
+    b.copy = k.memory.get();
   }
-  char *copy = b.copy.get();
+  char *copy = b.copy;
   if (stage)
     stageHost(c, b);
   b.input = resolve(c.input, c.args.sendbuf, c.args.recvbuf, copy);
@@ -137,7 +157,7 @@ inline Status bindHost(const PreparedCall &c, HostBinding &b, bool stage = true)
 /// that go after it, then Avg's division.
 inline void finishHost(const PreparedCall &c, const HostBinding &b, uint32_t nranks,
                        const HostKernels &kernels) {
-  char *copy = b.copy.get();
+  char *copy = b.copy;
   for (const StagingCopy &s : c.after)
     std::memcpy(resolve(s.to, c.args.sendbuf, c.args.recvbuf, copy),
                 resolve(s.from, c.args.sendbuf, c.args.recvbuf, copy), size_t(s.bytes));

@@ -119,6 +119,8 @@ struct ProcessGroup::State {
   uint64_t allocationsMade = 0;
   std::atomic<bool> inCall{false}; ///< An execute() runs.
   const char *phase = "";          ///< What the running execute() does, for errors.
+  /// The memory of this rank's private input copies (ExecCommon.h).
+  KeptCopy copy;
   /// The data sides kept for reuse, the most recently used first
   /// (destroyed before `control`).
   std::vector<std::unique_ptr<CachedCall>> cached;
@@ -462,7 +464,7 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
 
   // Bind our buffers (LocalWorld's rules).
   HostBinding binding;
-  if (Status s = bindHost(call, binding); !s)
+  if (Status s = bindHost(call, binding, true, &st.copy); !s)
     return endCall({{ErrorKind::SystemError, s.message()}, true});
   if (call.empty()) {
     finishHost(call, binding, n, kernels);

@@ -192,6 +192,8 @@ struct LocalRun {
   /// its out-of-place program; empty where it has none.
   std::vector<DirectSteps> directInPlace, directOutOfPlace;
   bool directSends = true; ///< ExecOptions::directSends.
+  /// Per rank, the memory of its private input copies (ExecCommon.h).
+  std::vector<KeptCopy> copies;
 
   bool serves(const ValidatedPlan &vp, uint64_t c, DataType t, RedOp o,
               const ExecOptions &options) const {
@@ -466,7 +468,9 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
     try {
       if (options.faultInjection)
         options.faultInjection(FaultSite::Bind, r);
-      if (Status s = bindHost(calls[r], b, !workersStage); !s)
+      if (run->copies.size() != nranks)
+        run->copies.resize(nranks);
+      if (Status s = bindHost(calls[r], b, !workersStage, &run->copies[r]); !s)
         return s;
     } catch (...) {
       auto [what, k] = currentException();
