@@ -8,6 +8,10 @@ reports), and bus bandwidth with nccl-tests' factors.
 
     python3 bench/torch/bench.py --spawn 2 -b 4K -e 64M
     python3 bench/torch/bench.py --spawn 4 --ops all_reduce --csv
+    python3 bench/torch/bench.py --spawn 2 --registered
+
+--registered gives collc tensors in its registered memory
+(collc_torch.empty), which peers read where it lies; Gloo's stay ordinary.
 
 (or under torchrun, without --spawn: rank 0 prints the table).
 """
@@ -32,25 +36,37 @@ def parse_size(text):
     return int(text[:-1]) * mult[text[-1]] if text[-1] in mult else int(text)
 
 
-def make_op(name, nbytes, n, rank, group):
+def make_op(name, nbytes, n, rank, group, registered=False):
     """A callable running op `name` on a message of nbytes (nccl-tests' size:
-    the larger per-rank buffer) and its bus bandwidth factor."""
+    the larger per-rank buffer) and its bus bandwidth factor; with
+    registered, on tensors from collc_torch.empty."""
     count = max(1, nbytes // 4)
+
+    def ones(k):
+        if not registered:
+            return torch.ones(k)
+        t = collc_torch.empty(k, group=group)
+        t.fill_(1)
+        return t
+
+    def empty(k):
+        return collc_torch.empty(k, group=group) if registered else torch.empty(k)
+
     if name == "all_reduce":
-        t = torch.ones(count)
+        t = ones(count)
         return (lambda: dist.all_reduce(t, group=group)), 2 * (n - 1) / n
     if name == "broadcast":
-        t = torch.ones(count)
+        t = ones(count)
         return (lambda: dist.broadcast(t, src=0, group=group)), 1.0
     if name == "all_gather":
         # The list form: Gloo has no all_gather_into_tensor.
         per = max(1, count // n)
-        outs = [torch.empty(per) for _ in range(n)]
-        inp = torch.ones(per)
+        outs = [empty(per) for _ in range(n)]
+        inp = ones(per)
         return (lambda: dist.all_gather(outs, inp, group=group)), (n - 1) / n
     if name == "all_to_all_single":
         per = max(1, count // n)
-        inp, out = torch.ones(per * n), torch.empty(per * n)
+        inp, out = ones(per * n), empty(per * n)
         return (lambda: dist.all_to_all_single(out, inp, group=group)), (n - 1) / n
     raise ValueError(name)
 
@@ -94,6 +110,8 @@ def parse_args():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--ops", default="all_reduce,all_gather,broadcast,all_to_all_single")
     p.add_argument("--csv", action="store_true")
+    p.add_argument("--registered", action="store_true",
+                   help="collc's tensors in its registered memory (collc_torch.empty)")
     p.add_argument("--spawn", type=int, default=0, help="ranks to start (torch.multiprocessing)")
     p.add_argument("--port", type=int, default=0,
                    help="the store's port (default: a free one)")
@@ -113,7 +131,8 @@ def run(args):
         if args.csv:
             print("op,nranks,size_bytes,collc_us,gloo_us,collc_busbw_GBps,gloo_busbw_GBps,speedup")
         else:
-            print("# %d ranks, f32, median of %d repetitions of %d calls" % (n, args.reps, args.n))
+            print("# %d ranks, f32, median of %d repetitions of %d calls%s" % (
+                n, args.reps, args.n, "; collc on registered tensors" if args.registered else ""))
             print("%-18s %10s %12s %12s %10s %10s %8s" % (
                 "op", "size", "collc us", "gloo us", "collc GB/s", "gloo GB/s", "speedup"))
     for op in args.ops.split(","):
@@ -122,7 +141,8 @@ def run(args):
             times = {"collc": [], "gloo": []}
             for _ in range(args.reps):
                 for name, group in (("collc", collc), ("gloo", gloo)):
-                    fn, _ = make_op(op, size, n, rank, group)
+                    fn, _ = make_op(op, size, n, rank, group,
+                                    registered=args.registered and name == "collc")
                     times[name].append(time_op(fn, iters, args.w, group))
             _, factor = make_op(op, 4 * n, n, rank, collc)
             c, g = statistics.median(times["collc"]), statistics.median(times["gloo"])

@@ -29,7 +29,8 @@ if int(torch.__version__.split(".")[0]) >= 2 and not os.environ.get("COLLC_TORCH
 
 from . import _C  # noqa: E402
 
-__all__ = ["use_selection_table", "use_program", "plan_for", "paths"]
+__all__ = ["use_selection_table", "use_program", "plan_for", "paths", "empty",
+           "last_direct_messages"]
 
 _ANY = (1 << 64) - 1
 
@@ -95,3 +96,39 @@ def plan_for(collective, nranks, nbytes, root=0):
 def paths():
     """The compiler, standard library and plan cache this process uses."""
     return _C.paths()
+
+
+def _backend(group):
+    """Our backend object of ``group`` (None: the default group)."""
+    if group is None:
+        group = dist.distributed_c10d._get_default_group()
+    # PyTorch 2.x wraps backends in a ProcessGroup; 1.x hands ours out.
+    if hasattr(group, "_get_backend"):
+        group = group._get_backend(torch.device("cpu"))
+    return group
+
+
+def empty(shape, dtype=torch.float32, group=None):
+    """An uninitialised CPU tensor of ``shape`` and ``dtype`` in ``group``'s
+    registered memory (the default group's when None).
+
+    What this rank sends from such a tensor, its peers read where it lies
+    instead of through a message slot (one copy instead of two): use it for
+    buffers that collectives run on many times, as NCCL's registered
+    buffers. The tensor (and its views) keeps the group's memory alive;
+    ``group`` must use the collc backend."""
+    if isinstance(shape, int):
+        shape = (shape,)
+    shape = tuple(int(d) for d in shape)
+    numel = 1
+    for d in shape:
+        numel *= d
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    raw = _C.alloc(_backend(group), max(numel * itemsize, 1))
+    return raw[:numel * itemsize].view(dtype).view(shape)
+
+
+def last_direct_messages(group=None):
+    """How many messages this rank read where their sender left them (in
+    registered memory, see ``empty``) in ``group``'s last collective."""
+    return _C.last_direct_messages(_backend(group))

@@ -182,6 +182,16 @@ void GroupEngine::workerLoop() {
   }
 }
 
+void *GroupEngine::allocate(size_t bytes, std::string *error) {
+  std::lock_guard<std::mutex> lock(allocMu);
+  return group->allocate(bytes, error);
+}
+
+void GroupEngine::deallocate(void *ptr) {
+  std::lock_guard<std::mutex> lock(allocMu);
+  group->deallocate(ptr);
+}
+
 Status GroupEngine::run(const std::string &collective, uint32_t root, const void *sendbuf,
                         void *recvbuf, uint64_t count, DataType type, RedOp op) {
   const CollectiveInfo *builtin = findCollective(collective);

@@ -84,11 +84,21 @@ public:
   int rank() const { return myRank; }
   int size() const { return mySize; }
 
+  /// \p bytes of the group's registered memory (ProcessGroup::allocate():
+  /// the peers read what this rank sends from it where it lies), or null
+  /// with the reason in \p error. Any thread.
+  void *allocate(size_t bytes, std::string *error);
+  /// Frees what allocate() returned. Any thread.
+  void deallocate(void *ptr);
+  /// ProcessGroup::lastDirectMessages() of the last call.
+  uint64_t lastDirectMessages() const { return group->lastDirectMessages(); }
+
 private:
   GroupEngine(std::unique_ptr<ProcessGroup> group, int rank, int size);
   void workerLoop();
   std::unique_ptr<ProcessGroup> group;
   int myRank, mySize;
+  std::mutex allocMu; ///< allocate() and deallocate() one at a time.
   std::mutex mu;
   std::condition_variable workerCv; ///< The worker waits for tasks.
   std::condition_variable idleCv;   ///< The destructor waits for the running task.

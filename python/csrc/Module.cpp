@@ -65,6 +65,24 @@ PYBIND11_MODULE(_C, m) {
                         py::arg("checksum") = coll::formatChecksum((*plan)->checksum()));
       },
       py::arg("collective"), py::arg("nranks"), py::arg("nbytes"), py::arg("root") = 0);
+  m.def(
+      "alloc",
+      [](const c10::intrusive_ptr<coll::torchext::TorchBackendBase> &pg, int64_t bytes) {
+        auto *collc = dynamic_cast<ProcessGroupCollc *>(pg.get());
+        if (!collc)
+          throw std::runtime_error("collc: registered memory comes from a group of the collc "
+                                   "backend, not " +
+                                   std::string(pg->getBackendName()));
+        return collc->registeredBytes(bytes);
+      },
+      py::arg("group"), py::arg("bytes"));
+  m.def(
+      "last_direct_messages",
+      [](const c10::intrusive_ptr<coll::torchext::TorchBackendBase> &pg) -> uint64_t {
+        auto *collc = dynamic_cast<ProcessGroupCollc *>(pg.get());
+        return collc ? collc->lastDirectMessages() : 0;
+      },
+      py::arg("group"));
   m.def("paths", [] {
     const auto &p = PlanLibrary::instance().paths();
     return py::dict(py::arg("collc") = p.collc, py::arg("stdlib") = p.stdlib,

@@ -398,10 +398,30 @@ ProcessGroupCollc::~ProcessGroupCollc() {
   }
 }
 
+at::Tensor ProcessGroupCollc::registeredBytes(int64_t bytes) {
+  if (bytes <= 0)
+    throw std::runtime_error("collc: a registered tensor needs at least 1 byte");
+  std::string why;
+  void *p = engine->allocate(size_t(bytes), &why);
+  if (!p)
+    throw std::runtime_error("collc: cannot allocate " + std::to_string(bytes) +
+                             " bytes of registered memory: " + why);
+  std::shared_ptr<GroupEngine> keep = engine;
+  return at::from_blob(
+      p, {bytes}, [keep](void *q) { keep->deallocate(q); }, at::TensorOptions(at::kByte));
+}
+
 at::Tensor ProcessGroupCollc::scratch(int64_t numel, const at::Tensor &like) {
   const int64_t bytes = numel * int64_t(like.element_size());
-  if (!scratchBytes.defined() || scratchBytes.numel() < bytes)
-    scratchBytes = at::empty({std::max<int64_t>(bytes, 64)}, at::TensorOptions(at::kByte));
+  if (!scratchBytes.defined() || scratchBytes.numel() < bytes) {
+    const int64_t want = std::max<int64_t>(bytes, 64);
+    scratchBytes = at::Tensor();
+    try {
+      scratchBytes = registeredBytes(want);
+    } catch (const std::runtime_error &) {
+      scratchBytes = at::empty({want}, at::TensorOptions(at::kByte));
+    }
+  }
   return scratchBytes.narrow(0, 0, bytes).view(like.scalar_type());
 }
 

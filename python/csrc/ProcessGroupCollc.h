@@ -97,6 +97,14 @@ public:
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return issued; }
 
+  /// A tensor of \p bytes bytes (uint8) in the group's registered memory
+  /// (GroupEngine::allocate()): what this rank sends from it, its peers
+  /// read where it lies. It keeps the group's engine alive while it lives.
+  /// Throws std::runtime_error when the memory is not there.
+  at::Tensor registeredBytes(int64_t bytes);
+  /// ProcessGroup::lastDirectMessages() of the group's last call.
+  uint64_t lastDirectMessages() const { return engine->lastDirectMessages(); }
+
 private:
   /// Queues \p body as an operation of type \p type whose result is
   /// \p outputs (the future's value).
@@ -116,7 +124,9 @@ private:
   Status gatherList(const at::Tensor &in, std::vector<at::Tensor> &outs);
   /// \p numel elements of \p like's type in memory kept from call to call
   /// (no allocation, no page faults), for a task's staging: tasks run one
-  /// at a time, and none keeps it beyond its end.
+  /// at a time, and none keeps it beyond its end. Registered memory where
+  /// it can be had (the gathered buffer of the list forms is sent on from
+  /// there).
   at::Tensor scratch(int64_t numel, const at::Tensor &like);
   at::Tensor scratchBytes;
   std::atomic<uint64_t> issued{0}; ///< Operations enqueued.
