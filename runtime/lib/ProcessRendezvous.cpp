@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -19,13 +20,29 @@
 namespace coll {
 namespace detail {
 
+namespace {
+
+/// The bytes of a CallDescription before its plan name: what every call
+/// compares. The name and the error message matter only when the calls
+/// differ or one failed, and are 9 of its 10 cache lines.
+constexpr size_t descriptionHead = offsetof(CallDescription, planName);
+
+} // namespace
+
 void publishCall(JobControl &jc, uint64_t seq, const CallDescription &description,
                  uint64_t reuses) {
   ControlBlock &me = jc.me();
   PublishedCall &mine = me.calls[seq % 2];
   mine.seq = seq;
   mine.reuses = reuses;
-  mine.description = description;
+  // Only what changed: the peers read these lines at the end of each call,
+  // and each line written is one more the peers miss.
+  CallDescription &d = mine.description;
+  std::memcpy(static_cast<void *>(&d), &description, descriptionHead);
+  if (std::memcmp(d.planName, description.planName, sizeof d.planName) != 0)
+    std::memcpy(d.planName, description.planName, sizeof d.planName);
+  if (description.errorKind != 0)
+    std::memcpy(d.error, description.error, sizeof d.error);
   // Release: a peer that sees callSeq >= seq sees the description and our
   // data segment's header.
   me.callSeq.store(seq, std::memory_order_release);
@@ -145,8 +162,11 @@ CallFailure awaitCalls(JobControl &jc, uint64_t seq, std::vector<CallDescription
   if (CallError e = jc.failedPeer())
     return {e, true};
 
+  // The heads first; the names and messages only where agree() will read
+  // them (an error, or a difference).
   calls.resize(n);
   sameReuse = true;
+  bool alike = true;
   const uint64_t ours = me.calls[seq % 2].reuses;
   for (uint32_t q = 0; q < n; ++q) {
     const PublishedCall &c = jc.ctl[q]->calls[seq % 2];
@@ -155,8 +175,12 @@ CallFailure awaitCalls(JobControl &jc, uint64_t seq, std::vector<CallDescription
       return {{ErrorKind::Internal,
                cat("rank ", q, " published call ", c.seq, " where call ", seq, " was expected")},
               true};
-    calls[q] = c.description;
+    std::memcpy(static_cast<void *>(&calls[q]), &c.description, descriptionHead);
+    alike &= calls[q].errorKind == 0 && std::memcmp(&calls[q], &calls[0], descriptionHead) == 0;
   }
+  if (!alike)
+    for (uint32_t q = 0; q < n; ++q)
+      calls[q] = jc.ctl[q]->calls[seq % 2].description;
   return {};
 }
 
