@@ -17,7 +17,7 @@ COLL_PACKAGES=(
   antlr4 libantlr4-runtime-dev
   llvm-16-dev llvm-16-tools libzstd-dev zlib1g-dev
   googletest libgtest-dev libgmock-dev
-  openmpi-bin libopenmpi-dev libgloo-dev
+  openmpi-bin libopenmpi-dev libgloo-dev libucx-dev
   python3-torch libtorch-dev python3-dev pybind11-dev
 )
 
