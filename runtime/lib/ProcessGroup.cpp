@@ -252,6 +252,9 @@ void *ProcessGroup::allocate(size_t bytes, std::string *error) {
     a.slot = int(i);
     break;
   }
+  // Not in the table: the peers never map it, and the descriptor goes.
+  if (a.slot < 0)
+    a.map.closeFd();
   st.allocations.emplace(p, std::move(a));
   return p;
 }

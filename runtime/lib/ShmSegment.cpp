@@ -38,6 +38,12 @@ ShmMapping &ShmMapping::operator=(ShmMapping &&o) noexcept {
   return *this;
 }
 
+void ShmMapping::closeFd() {
+  if (keptFd >= 0)
+    close(keptFd);
+  keptFd = -1;
+}
+
 void ShmMapping::reset() {
   if (addr)
     munmap(addr, bytes);

@@ -48,6 +48,8 @@ public:
   /// keepFd), else -1: another process of the user may map the segment
   /// through /proc/<pid>/fd/<fd> (ShmOps::openPeerFd).
   int fd() const { return keptFd; }
+  /// Closes the kept descriptor (the mapping stays).
+  void closeFd();
   /// Unmaps the segment, and closes its kept descriptor.
   void reset();
 

@@ -19,6 +19,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
@@ -450,6 +451,42 @@ TEST(ProcessExecutorTest, OneRankInProcess) {
 // allocate() and deallocate() on one thread while execute() checks its
 // buffers against the allocations on another (the pattern of a program that
 // allocates while a communication thread runs calls).
+/// The file descriptors this process holds open.
+size_t openFds() {
+  size_t n = 0;
+  if (DIR *d = opendir("/proc/self/fd")) {
+    while (readdir(d))
+      ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+// Memory from allocate() keeps its descriptor open while the peers may map
+// it (at most 64 allocations at a time); the others, and every freed one,
+// hold none.
+TEST(ProcessExecutorTest, AllocationsHoldDescriptorsOnlyWhileListed) {
+  auto g = ProcessGroup::create(uniqueJob("alloc-fds"), 0, 1);
+  ASSERT_TRUE(g.ok()) << g.message();
+  const size_t before = openFds();
+  std::vector<char *> blocks;
+  for (int i = 0; i < 100; ++i) {
+    std::string why;
+    char *p = static_cast<char *>((*g)->allocate(4096 + size_t(i), &why));
+    ASSERT_NE(p, nullptr) << why;
+    std::memset(p, i, 4096);
+    blocks.push_back(p);
+  }
+  const size_t during = openFds();
+  EXPECT_GE(during, before + 64);
+  EXPECT_LT(during, before + 70);
+  for (size_t i = 0; i < blocks.size(); ++i)
+    EXPECT_EQ(blocks[i][4095], char(i));
+  for (char *p : blocks)
+    (*g)->deallocate(p);
+  EXPECT_LE(openFds(), before + 1);
+}
+
 TEST(ProcessExecutorTest, AllocateWhileExecuting) {
   const std::string name = uniqueJob("alloc-exec");
   auto g = ProcessGroup::create(name, 0, 1);
