@@ -91,6 +91,9 @@ public:
   /// false when there is none (the bytes lie in memory its peers cannot
   /// map).
   virtual bool find(uint32_t peer, const char *remote, uint64_t n, PeerWindow &out) = 0;
+  /// Unmaps the windows whose memory their owners freed: between runs
+  /// only, when no platform holds one.
+  virtual void collect() = 0;
 };
 
 /// One connection: `depth` message slots in the receiver's memory. The

@@ -154,13 +154,16 @@ public:
       return false;
     std::lock_guard<std::mutex> lock(mutex);
     std::vector<Mapped> &mapped = peers[q];
-    // Those withdrawn go (their memory stays until unmapped here).
-    mapped.erase(std::remove_if(mapped.begin(), mapped.end(),
-                                [](const Mapped &m) {
-                                  return m.window.idNow->load(std::memory_order_acquire) !=
-                                         m.window.id;
-                                }),
-                 mapped.end());
+    // Those withdrawn are retired: another worker of this run may still
+    // hold one it checked a moment ago, so they are unmapped between calls
+    // (collect()).
+    for (auto it = mapped.begin(); it != mapped.end();)
+      if (it->window.idNow->load(std::memory_order_acquire) != it->window.id) {
+        retired.push_back(std::move(*it));
+        it = mapped.erase(it);
+      } else {
+        ++it;
+      }
     for (const Mapped &m : mapped)
       if (m.window.covers(remote, n)) {
         out = m.window;
@@ -203,6 +206,11 @@ public:
     return false;
   }
 
+  void collect() override {
+    std::lock_guard<std::mutex> lock(mutex);
+    retired.clear();
+  }
+
 private:
   struct Mapped {
     ShmMapping map;
@@ -211,6 +219,7 @@ private:
   JobControl &jc;
   std::mutex mutex;
   std::vector<std::vector<Mapped>> peers;
+  std::vector<Mapped> retired;
   std::vector<std::pair<uint32_t, uint64_t>> unmappable;
 };
 

@@ -381,6 +381,9 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
   const uint64_t seq = ++st.seq;
   const uint32_t me = jc.rank, n = jc.nranks;
   lastDirect = 0;
+  // No run is in progress: the peers' freed memory can be unmapped here.
+  if (jc.windows)
+    jc.windows->collect();
   // Ends the call. An error that breaks the group (one during the run) is
   // published for the peers, with the rank it comes from (none: it is
   // another rank's); any other outcome counts the call as done.
