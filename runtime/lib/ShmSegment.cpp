@@ -126,6 +126,20 @@ Status ShmOps::create(const std::string &name, size_t bytes, ShmMapping &out, Sh
   return Status::success();
 }
 
+Status ShmOps::mapAndClose(int fd, const struct stat &st, size_t bytes, int prot,
+                           const std::string &what, ShmMapping &out) {
+  void *p = mmap(nullptr, bytes, prot, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED)
+    return Status::error("cannot map " + what + ": " + errnoText(err));
+  out.addr = p;
+  out.bytes = bytes;
+  out.dev = st.st_dev;
+  out.ino = st.st_ino;
+  return Status::success();
+}
+
 Status ShmOps::openPeerFd(int64_t pid, int peerFd, size_t bytes, ShmMapping &out) {
   out.reset();
   const std::string path = cat("/proc/", pid, "/fd/", peerFd);
@@ -137,16 +151,7 @@ Status ShmOps::openPeerFd(int64_t pid, int peerFd, size_t bytes, ShmMapping &out
     close(fd);
     return Status::error(cat(path, " is not a segment of ", bytes, " bytes"));
   }
-  void *p = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-  int err = errno;
-  close(fd);
-  if (p == MAP_FAILED)
-    return Status::error("cannot map " + path + ": " + errnoText(err));
-  out.addr = p;
-  out.bytes = bytes;
-  out.dev = st.st_dev;
-  out.ino = st.st_ino;
-  return Status::success();
+  return mapAndClose(fd, st, bytes, PROT_READ, path, out);
 }
 
 Status ShmOps::open(const std::string &name, size_t minBytes, ShmMapping &out,
@@ -171,18 +176,11 @@ Status ShmOps::open(const std::string &name, size_t minBytes, ShmMapping &out,
     result = ShmOpenResult::TooSmall;
     return Status::success();
   }
-  size_t bytes = size_t(st.st_size);
-  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int err = errno;
-  close(fd);
-  if (p == MAP_FAILED)
-    return Status::error("cannot map shared memory " + name + ": " + errnoText(err));
-  out.addr = p;
-  out.bytes = bytes;
-  out.dev = st.st_dev;
-  out.ino = st.st_ino;
-  result = ShmOpenResult::Mapped;
-  return Status::success();
+  Status s =
+      mapAndClose(fd, st, size_t(st.st_size), PROT_READ | PROT_WRITE, "shared memory " + name, out);
+  if (s)
+    result = ShmOpenResult::Mapped;
+  return s;
 }
 
 bool ShmOps::unlinkIfStale(

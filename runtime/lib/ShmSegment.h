@@ -104,6 +104,12 @@ struct ShmOps {
   static bool
   unlinkIfStale(const std::string &name,
                 const std::function<bool(const ShmMapping &, const struct stat &)> &stale);
+
+private:
+  /// Maps \p bytes of open descriptor \p fd (of \p st; \p what names it in
+  /// errors) with \p prot into \p out, and closes the descriptor.
+  static Status mapAndClose(int fd, const struct stat &st, size_t bytes, int prot,
+                            const std::string &what, ShmMapping &out);
 };
 
 /// shm_unlink(\p name); a missing name is not an error.
