@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <arpa/inet.h>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -221,9 +222,18 @@ struct Side {
     // other's memory, before either closes or unmaps.
     ucp_request_param_t fp{};
     wait(ucp_worker_flush_nbx(worker, &fp));
+    // The peer's flush may need our worker to answer it: progress it until
+    // the peer says it is done too.
     char c = 0;
     sendAll(boot, &c, 1);
-    recvAll(boot, &c, 1);
+    for (;;) {
+      ssize_t k = ::recv(boot, &c, 1, MSG_DONTWAIT);
+      if (k == 1)
+        break;
+      if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        die("bootstrap peer went away");
+      ucp_worker_progress(worker);
+    }
     ucp_rkey_destroy(peerKey);
     // Best effort: the peer may have closed its end first.
     ucp_request_param_t rp{};
