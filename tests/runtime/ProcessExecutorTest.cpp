@@ -98,6 +98,18 @@ TEST_P(CompiledProcessTest, AllCases) {
          {"--plan", planFile(c.plan), "--cases", "all", "--slice", "256", "--workers", c.workers});
 }
 
+// The same on buffers from allocate(), which the peers map and read in
+// place wherever a plan's send qualifies.
+TEST_P(CompiledProcessTest, AllCasesOnRegisteredBuffers) {
+#ifndef COLL_TEST_PLAN_DIR
+  GTEST_SKIP() << "collc is not built; compiled plans are not available";
+#endif
+  const CompiledCase &c = GetParam();
+  runAll(std::string("reg") + std::to_string(c.nranks), c.nranks,
+         {"--plan", planFile(c.plan), "--cases", "all", "--slice", "256", "--workers", c.workers,
+          "--registered"});
+}
+
 // The same with compiled plans: a reduction, a gather of blocks, and
 // threadblocks on workers of their own.
 TEST(ProcessExecutorTest, RepeatedCallsOfCompiledPlans) {
