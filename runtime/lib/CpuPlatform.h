@@ -62,6 +62,12 @@ struct alignas(64) Doorbell {
   }
 };
 
+/// Whether the \p n bytes at address \p a lie within the \p bytes at
+/// \p base (no overflow for any values).
+inline bool rangeHolds(uint64_t base, uint64_t bytes, uint64_t a, uint64_t n) {
+  return a >= base && a - base <= bytes && n <= bytes - (a - base);
+}
+
 /// A part of a sender's memory (an allocation of its process) mapped into
 /// the receiver's, valid while the sender's id for it stays `id`.
 struct PeerWindow {
@@ -73,8 +79,7 @@ struct PeerWindow {
 
   /// Whether \p n bytes at \p remote lie in the window, and it is valid.
   bool covers(const char *remote, uint64_t n) const {
-    const uint64_t a = uint64_t(uintptr_t(remote));
-    return local && a >= remoteBase && a - remoteBase <= bytes && n <= bytes - (a - remoteBase) &&
+    return local && rangeHolds(remoteBase, bytes, uint64_t(uintptr_t(remote)), n) &&
            idNow->load(std::memory_order_acquire) == id;
   }
   const char *at(const char *remote) const {
@@ -364,30 +369,21 @@ public:
     char *piece = slotPiece(slot, j);
     if (!recvDirect)
       return piece;
-    const char *where;
-    std::memcpy(&where, piece, sizeof where);
-    if (!recvFifo->senderPid)
+    if (!recvFifo->senderPid) {
+      const char *where;
+      std::memcpy(&where, piece, sizeof where);
       return where;
-    // In the sender's process: where we have it mapped, else fetched into
-    // the slot, where the data would have been.
-    const uint64_t bytes = n * kernels->elementSize;
-    if (const char *mapped = peerMapped(where, bytes))
-      return mapped;
-    readPeerMemory(recvFifo->senderPid, recvFifo->senderRank, piece, where, bytes);
-    return piece;
+    }
+    // In the sender's process: fetched into the slot, where the data would
+    // have been, unless we have it mapped.
+    return fromSender(piece, n, piece);
   }
   void recvCopy(char *dst, char *slot, uint32_t j, uint64_t n) {
-    if (recvDirect && recvFifo->senderPid) {
-      const char *where;
-      std::memcpy(&where, slotPiece(slot, j), sizeof where);
-      const uint64_t bytes = n * kernels->elementSize;
-      if (const char *mapped = peerMapped(where, bytes))
-        copy(dst, mapped, n);
-      else
-        readPeerMemory(recvFifo->senderPid, recvFifo->senderRank, dst, where, bytes);
-      return;
-    }
-    copy(dst, recvPiece(slot, j, n), n);
+    // From the sender's process: fetched straight into dst (copy() then
+    // has nothing to do), unless we have it mapped.
+    const char *src = recvDirect && recvFifo->senderPid ? fromSender(slotPiece(slot, j), n, dst)
+                                                        : recvPiece(slot, j, n);
+    copy(dst, src, n);
   }
   bool sendsResult() const { return sendDirect; }
   void sendPiece(char *slot, uint32_t j, const char *src, uint64_t n) {
@@ -400,6 +396,19 @@ public:
   /// sources may change once the call ends.
   bool drained() const {
     return directUntil == 0 || sendFifo->head->load(std::memory_order_acquire) >= directUntil;
+  }
+
+  /// The \p n elements of the direct message piece \p piece (an address
+  /// in the sender's process) where this process can read them: where it
+  /// has the sender's memory mapped, else fetched into \p into.
+  const char *fromSender(const char *piece, uint64_t n, char *into) const {
+    const char *where;
+    std::memcpy(&where, piece, sizeof where);
+    const uint64_t bytes = n * kernels->elementSize;
+    if (const char *mapped = peerMapped(where, bytes))
+      return mapped;
+    readPeerMemory(recvFifo->senderPid, recvFifo->senderRank, into, where, bytes);
+    return into;
   }
 
   /// Where the \p n bytes at \p remote in the sender's process are mapped

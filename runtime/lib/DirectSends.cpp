@@ -99,5 +99,15 @@ DirectSteps directSendSteps(const PlanInfo &info, uint32_t rank, const RankPlan 
   return direct;
 }
 
+RankDirectSends rankDirectSends(const PlanInfo &info, uint32_t rank, const RankPlan &rp,
+                                const OutOfPlaceProgram &outOfPlace) {
+  const StepOrder order = stepOrder(rp);
+  RankDirectSends d;
+  d.inPlace = directSendSteps(info, rank, rp, order, nullptr, info.inplace);
+  if (!outOfPlace.empty())
+    d.outOfPlace = directSendSteps(info, rank, rp, order, &outOfPlace.steps, /*aliased=*/false);
+  return d;
+}
+
 } // namespace detail
 } // namespace coll

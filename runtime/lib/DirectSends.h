@@ -16,6 +16,7 @@
 #ifndef COLL_RUNTIME_LIB_DIRECTSENDS_H
 #define COLL_RUNTIME_LIB_DIRECTSENDS_H
 
+#include "OutOfPlace.h"
 #include "StepOrder.h"
 #include "coll/Runtime/Plan.h"
 
@@ -46,6 +47,23 @@ using DirectSteps = std::vector<std::vector<uint8_t>>;
 DirectSteps directSendSteps(const PlanInfo &info, uint32_t rank, const RankPlan &rp,
                             const StepOrder &order,
                             const std::vector<std::vector<Instruction>> *rewrite, bool aliased);
+
+/// A rank's direct sends on each program it may run.
+struct RankDirectSends {
+  /// On its own steps (Input and Output the alias of each other in an
+  /// in-place plan, which works in one buffer).
+  DirectSteps inPlace;
+  /// On its out-of-place program (OutOfPlace.h), Input and Output apart;
+  /// empty without one.
+  DirectSteps outOfPlace;
+  /// Those of a run of the out-of-place program, or of the rank's own.
+  const DirectSteps &of(bool outOfPlaceRun) const { return outOfPlaceRun ? outOfPlace : inPlace; }
+};
+
+/// directSendSteps() of rank \p rank (section \p rp) on its own steps and
+/// on \p outOfPlace, its out-of-place program, ordered once.
+RankDirectSends rankDirectSends(const PlanInfo &info, uint32_t rank, const RankPlan &rp,
+                                const OutOfPlaceProgram &outOfPlace);
 
 } // namespace detail
 } // namespace coll

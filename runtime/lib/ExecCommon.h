@@ -13,6 +13,7 @@
 #define COLL_RUNTIME_LIB_EXECCOMMON_H
 
 #include "CpuPlatform.h"
+#include "DirectSends.h"
 #include "MemoryDemand.h"
 #include "WorkerPool.h"
 #include "coll/Runtime/Communicator.h"
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -100,6 +102,21 @@ struct KeptCopy {
   std::unique_ptr<char, FreeCopy> memory;
   uint64_t bytes = 0;
 };
+
+/// Arms \p t's direct sends for a call: its threadblock's steps of
+/// \p direct send direct, from the buffers whose bits (1 << BufferKind)
+/// \p buffers holds; none where its send connection takes no direct
+/// message, or \p direct has no steps for it.
+inline void armDirectSends(TbRun &t, const DirectSteps &direct, uint8_t buffers) {
+  CpuPlatform &p = t.platform;
+  p.directUntil = 0;
+  p.directReceived = 0;
+  p.directBuffers = buffers;
+  p.directSteps =
+      p.sendFifo && p.sendFifo->direct && t.index < direct.size() && !direct[t.index].empty()
+          ? direct[t.index].data()
+          : nullptr;
+}
 
 /// A prepared call (PreparedCall.h) resolved to host memory: the private
 /// copy of the input, and the buffers the plan sees as Input and Output.
@@ -189,6 +206,15 @@ inline Status addRankDemand(MemoryDemand &d, const Plan &plan, uint32_t r,
   return Status::success();
 }
 
+/// The allocation of \p allocations (keyed by start address, ordered)
+/// that starts last at or before \p p, or end(): the only one that may
+/// hold \p p.
+template <class Map>
+typename Map::const_iterator allocationAtOrBefore(const Map &allocations, const void *p) {
+  auto it = allocations.upper_bound(static_cast<char *>(const_cast<void *>(p)));
+  return it == allocations.begin() ? allocations.end() : std::prev(it);
+}
+
 /// "" when \p bytes from \p buf fit in the allocation of \p allocations
 /// (keyed by start address, ordered) that holds \p buf, or when no
 /// allocation holds it; otherwise an error naming the buffer (\p which:
@@ -198,12 +224,11 @@ template <class Map, class SizeOf>
 std::string allocationOverrun(const char *which, const void *buf, uint64_t bytes,
                               const Map &allocations, SizeOf sizeOf) {
   const char *p = static_cast<const char *>(buf);
-  if (!p || bytes == 0 || allocations.empty())
+  if (!p || bytes == 0)
     return "";
-  auto it = allocations.upper_bound(const_cast<char *>(p));
-  if (it == allocations.begin())
+  auto it = allocationAtOrBefore(allocations, p);
+  if (it == allocations.end())
     return "";
-  --it;
   const uint64_t size = sizeOf(it->second);
   const uint64_t offset =
       uint64_t(reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(it->first));

@@ -178,8 +178,7 @@ public:
       const uint64_t base = s.base.load(std::memory_order_relaxed);
       const uint64_t bytes = s.bytes.load(std::memory_order_relaxed);
       const int64_t fd = s.fd.load(std::memory_order_relaxed);
-      if (s.id.load(std::memory_order_acquire) != id || a < base || a - base > bytes ||
-          n > bytes - (a - base))
+      if (s.id.load(std::memory_order_acquire) != id || !rangeHolds(base, bytes, a, n))
         continue;
       if (std::find(unmappable.begin(), unmappable.end(), std::make_pair(q, id)) !=
           unmappable.end())

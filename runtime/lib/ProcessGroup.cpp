@@ -99,7 +99,7 @@ struct CachedCall {
   OutOfPlaceProgram outOfPlace;
   /// The rank's direct sends (DirectSends.h) on its own program and on
   /// outOfPlace; used on the connections whose receivers read us.
-  DirectSteps directInPlace, directOutOfPlace;
+  RankDirectSends direct;
 };
 
 struct ProcessGroup::State {
@@ -115,6 +115,11 @@ struct ProcessGroup::State {
     ShmMapping map;
     int slot = -1;
   };
+  /// Withdraws \p a from the peers (before its memory goes).
+  void withdraw(const Allocation &a) {
+    if (a.slot >= 0)
+      control.me().allocations[a.slot].id.store(0, std::memory_order_release);
+  }
   std::map<char *, Allocation> allocations;
   uint64_t allocationsMade = 0;
   std::atomic<bool> inCall{false}; ///< An execute() runs.
@@ -195,9 +200,8 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
 ProcessGroup::~ProcessGroup() {
   State &st = *state;
   st.cached.clear();
-  for (auto &[p, a] : st.allocations)
-    if (a.slot >= 0)
-      st.control.me().allocations[a.slot].id.store(0, std::memory_order_release);
+  for (const auto &[p, a] : st.allocations)
+    st.withdraw(a);
   st.allocations.clear();
   JobControl &jc = st.control;
   if (!jc.own.mapped())
@@ -266,9 +270,7 @@ void ProcessGroup::deallocate(void *ptr) {
   std::lock_guard<std::mutex> lock(state->allocationsMutex);
   auto it = state->allocations.find(static_cast<char *>(ptr));
   if (it != state->allocations.end()) {
-    // Withdrawn from the peers before the memory goes.
-    if (it->second.slot >= 0)
-      state->control.me().allocations[it->second.slot].id.store(0, std::memory_order_release);
+    state->withdraw(it->second);
     gone = std::move(it->second.map);
     state->allocations.erase(it);
   }
@@ -492,14 +494,8 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
     cc->layout = call.layout;
     cc->kernels = kernels;
     cc->run.build(jc, rp, cc->layout, cc->kernels, cc->fifos, cc->own);
-    if (jc.options.directReads || jc.options.crossMemoryReads) {
-      const StepOrder order = stepOrder(rp);
-      // An in-place plan works in one buffer: Input and Output alias.
-      cc->directInPlace = directSendSteps(plan.info, me, rp, order, nullptr, plan.info.inplace);
-      if (!cc->outOfPlace.empty())
-        cc->directOutOfPlace =
-            directSendSteps(plan.info, me, rp, order, &cc->outOfPlace.steps, /*aliased=*/false);
-    }
+    if (jc.options.directReads || jc.options.crossMemoryReads)
+      cc->direct = rankDirectSends(plan.info, me, rp, cc->outOfPlace);
   }
 
   // Run our threadblocks. A rank without any (a plan of one rank, or one in
@@ -507,10 +503,10 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
   CallError stopped; // The early run stopped for a peer that called differently.
   if (!cc->run.empty()) {
     st.phase = "running";
-    CallError e = cc->run.run(jc, seq, rp, outOfPlace ? &cc->outOfPlace.steps : nullptr,
-                              outOfPlace ? &cc->directOutOfPlace : &cc->directInPlace,
-                              directBuffers(st, call, binding), binding.input, binding.output,
-                              cc->scratch.data(), early ? &jc.me().calls[seq % 2] : nullptr);
+    CallError e =
+        cc->run.run(jc, seq, rp, outOfPlace ? &cc->outOfPlace.steps : nullptr,
+                    cc->direct.of(outOfPlace), directBuffers(st, call, binding), binding.input,
+                    binding.output, cc->scratch.data(), early ? &jc.me().calls[seq % 2] : nullptr);
     lastDirect = cc->run.directReceived();
     if (e) {
       if (!early || e.kind != ErrorKind::Mismatch)
@@ -616,13 +612,10 @@ uint8_t directBuffers(ProcessGroup::State &st, const PreparedCall &call,
     return 0;
   // Our peers map what our table lists.
   auto shared = [&](const char *p, uint64_t bytes) {
-    auto it = st.allocations.upper_bound(const_cast<char *>(p));
-    if (!p || it == st.allocations.begin())
-      return false;
-    --it;
-    const uint64_t offset = uint64_t(uintptr_t(p) - uintptr_t(it->first));
-    return it->second.slot >= 0 && offset <= it->second.map.size() &&
-           bytes <= it->second.map.size() - offset;
+    auto it = allocationAtOrBefore(st.allocations, p);
+    return p && it != st.allocations.end() && it->second.slot >= 0 &&
+           rangeHolds(uint64_t(uintptr_t(it->first)), it->second.map.size(), uint64_t(uintptr_t(p)),
+                      bytes);
   };
   std::lock_guard<std::mutex> lock(st.allocationsMutex);
   uint8_t bits = 0;

@@ -180,7 +180,7 @@ void RankRun::build(JobControl &jc, const RankPlan &rp, const ChunkLayout &layou
 
 CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
                        const std::vector<std::vector<Instruction>> *steps,
-                       const DirectSteps *direct, uint8_t directBuffers, char *input, char *output,
+                       const DirectSteps &direct, uint8_t directBuffers, char *input, char *output,
                        char *scratch, const PublishedCall *watch) {
   const uint32_t me = jc.rank;
   ControlBlock &ctl = jc.me();
@@ -192,14 +192,7 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
     const Threadblock &tb = rp.threadblocks[b];
     restartTbRun(*runs[b], tb, steps ? (*steps)[b].data() : tb.steps.data(), numSlices);
     rs.progress[b].value.store(0, std::memory_order_relaxed);
-    CpuPlatform &p = runs[b]->platform;
-    p.directUntil = 0;
-    p.directReceived = 0;
-    p.directBuffers = directBuffers;
-    p.directSteps =
-        p.sendFifo && p.sendFifo->direct && direct && b < direct->size() && !(*direct)[b].empty()
-            ? (*direct)[b].data()
-            : nullptr;
+    armDirectSends(*runs[b], direct, directBuffers);
   }
   const size_t nworkers = workers.size();
   // Ranks bound to CPUs of their own, one worker each, never wait for a

@@ -44,9 +44,9 @@ public:
   /// OutOfPlaceProgram's), or null. \p direct: per threadblock, the steps
   /// that may send direct (DirectSends.h, for the program run), used where
   /// the receiver reads our memory, of the buffers whose bits (1 <<
-  /// BufferKind) \p directBuffers holds; null or empty: none.
+  /// BufferKind) \p directBuffers holds (armDirectSends()).
   CallError run(JobControl &jc, uint64_t seq, const RankPlan &rp,
-                const std::vector<std::vector<Instruction>> *steps, const DirectSteps *direct,
+                const std::vector<std::vector<Instruction>> *steps, const DirectSteps &direct,
                 uint8_t directBuffers, char *input, char *output, char *scratch,
                 const PublishedCall *watch = nullptr);
 

@@ -190,7 +190,7 @@ struct LocalRun {
   std::vector<OutOfPlaceProgram> outOfPlace;
   /// Per rank, its direct sends (DirectSends.h) on its own program and on
   /// its out-of-place program; empty where it has none.
-  std::vector<DirectSteps> directInPlace, directOutOfPlace;
+  std::vector<RankDirectSends> direct;
   bool directSends = true; ///< ExecOptions::directSends.
   /// Per rank, the memory of its private input copies (ExecCommon.h).
   std::vector<KeptCopy> copies;
@@ -271,19 +271,10 @@ Status buildLocalRun(const Plan &plan, LocalRun &run) {
   for (uint32_t r = 0; r < nranks; ++r)
     run.outOfPlace[r] = outOfPlaceProgram(info, plan.ranks[r]);
   // Direct sends put an address in a slot's piece: pieces must hold one.
-  run.directInPlace.resize(nranks);
-  run.directOutOfPlace.resize(nranks);
-  if (run.directSends && pieceBytes >= sizeof(char *)) {
-    for (uint32_t r = 0; r < nranks; ++r) {
-      const RankPlan &rp = plan.ranks[r];
-      const StepOrder order = stepOrder(rp);
-      // An in-place plan works in one buffer: Input and Output alias.
-      run.directInPlace[r] = directSendSteps(info, r, rp, order, nullptr, info.inplace);
-      if (!run.outOfPlace[r].empty())
-        run.directOutOfPlace[r] =
-            directSendSteps(info, r, rp, order, &run.outOfPlace[r].steps, /*aliased=*/false);
-    }
-  }
+  run.direct.resize(nranks);
+  if (run.directSends && pieceBytes >= sizeof(char *))
+    for (uint32_t r = 0; r < nranks; ++r)
+      run.direct[r] = rankDirectSends(info, r, plan.ranks[r], run.outOfPlace[r]);
   // Threads mode gives each rank workersPerRank threads (0: one per
   // threadblock), threadblock b on worker b % workers.
   size_t first = 0;
@@ -329,13 +320,8 @@ void resetLocalRun(const Plan &plan, const std::vector<HostBinding> &bindings,
                  run.layout.numSlices);
     t->platform.sent = 0;
     t->platform.received = 0;
-    t->platform.directUntil = 0;
-    const DirectSteps &direct =
-        outOfPlace[t->rank] ? run.directOutOfPlace[t->rank] : run.directInPlace[t->rank];
-    t->platform.directSteps = t->platform.sendFifo && t->platform.sendFifo->direct &&
-                                      t->index < direct.size() && !direct[t->index].empty()
-                                  ? direct[t->index].data()
-                                  : nullptr;
+    // Ranks in one process read any of each other's buffers.
+    armDirectSends(*t, run.direct[t->rank].of(outOfPlace[t->rank]), 0xff);
     t->platform.events.clear();
   }
 }
