@@ -40,6 +40,9 @@ struct alignas(64) PaddedCounter {
   std::atomic<uint64_t> value{0};
 };
 
+/// Adds 1 to eventfd \p fd (wakes its reader).
+void wakeEventFd(int fd);
+
 /// A rank's doorbell: a futex word that whoever publishes something the
 /// rank's workers may wait for bumps, and a count of the workers asleep on
 /// it, so that a publisher pays for a wake-up system call only when somebody
@@ -48,6 +51,10 @@ struct alignas(64) PaddedCounter {
 struct alignas(64) Doorbell {
   std::atomic<uint32_t> seq{0};      ///< Bumped after each publication.
   std::atomic<uint32_t> sleepers{0}; ///< Workers in futexWait() on seq.
+  /// 0, or an eventfd plus one that its sleeper waits on instead of the
+  /// futex (NetEngine's thread, which also waits for the network). Only
+  /// for a doorbell of this process's own memory.
+  int32_t wakeFd = 0;
 
   /// Tells the rank's workers that something changed. Call after the
   /// release store that published it. seq_cst on both: either the sleeper
@@ -57,8 +64,12 @@ struct alignas(64) Doorbell {
   /// is ProcessGroup.cpp's pacer).
   void ring() {
     seq.fetch_add(1, std::memory_order_seq_cst);
-    if (sleepers.load(std::memory_order_seq_cst) != 0)
-      futexWakeAll(&seq);
+    if (sleepers.load(std::memory_order_seq_cst) != 0) {
+      if (wakeFd)
+        wakeEventFd(wakeFd - 1);
+      else
+        futexWakeAll(&seq);
+    }
   }
 };
 
@@ -128,6 +139,11 @@ struct Fifo {
   /// Where the sender's buffers are mapped here, or null: every direct
   /// message is then read with readPeerMemory().
   PeerWindows *windows = nullptr;
+  /// Per slot, the bytes of the message in it (the extent its pieces
+  /// were written to), written before the tail that publishes it; null
+  /// where nobody needs it (set for a connection that crosses the network,
+  /// which sends only those bytes).
+  uint64_t *lengths = nullptr;
 
   char *slot(uint64_t message) const { return memory + (message % depth) * slotBytes; }
 };
@@ -387,10 +403,21 @@ public:
   }
   bool sendsResult() const { return sendDirect; }
   void sendPiece(char *slot, uint32_t j, const char *src, uint64_t n) {
-    if (sendDirect)
+    if (sendDirect) {
       std::memcpy(slotPiece(slot, j), &src, sizeof src);
-    else
+      noteSlotWrite(slotPiece(slot, j), sizeof src);
+    } else {
       copy(slotPiece(slot, j), src, n);
+      noteSlotWrite(slotPiece(slot, j), n * kernels->elementSize);
+    }
+  }
+  /// Where the FIFO records message lengths: the message being written
+  /// reaches at least to \p bytes past \p p, when \p p lies in its slot.
+  void noteSlotWrite(const char *p, uint64_t bytes) {
+    if (sendFifo && sendFifo->lengths && p >= sendSlot && p < sendSlot + sendFifo->slotBytes) {
+      const uint64_t end = uint64_t(p - sendSlot) + bytes;
+      slotUsed = end > slotUsed ? end : slotUsed;
+    }
   }
   /// Whether every direct message this threadblock sent has been read: its
   /// sources may change once the call ends.
@@ -456,8 +483,11 @@ public:
     // reads of the slot are complete before we overwrite it.
     WaitResult r = waitFor(
         [&] { return sent - sendFifo->head->load(std::memory_order_acquire) < sendFifo->depth; });
-    if (r == WaitResult::Ready)
+    if (r == WaitResult::Ready) {
       slot = sendFifo->slot(sent);
+      sendSlot = slot;
+      slotUsed = 0;
+    }
     return r;
   }
 
@@ -475,6 +505,9 @@ public:
     // so do the writes of the source that came before the send.
     if (sendFifo->direct)
       sendFifo->direct[sent % sendFifo->depth] = sendDirect;
+    if (sendFifo->lengths)
+      sendFifo->lengths[sent % sendFifo->depth] =
+          slotUsed < sendFifo->slotBytes ? slotUsed : sendFifo->slotBytes;
     sendFifo->tail->store(++sent, std::memory_order_release);
     if (sendDirect)
       directUntil = sent;
@@ -501,12 +534,15 @@ public:
   void copy2(char *dst0, char *dst1, const char *src, uint64_t n) {
     std::memcpy(dst0, src, n * kernels->elementSize);
     std::memcpy(dst1, src, n * kernels->elementSize);
+    noteSlotWrite(dst1, n * kernels->elementSize);
   }
   void reduce(char *dst, const char *in, const char *local, uint64_t n) {
     kernels->reduce(dst, in, local, n);
+    noteSlotWrite(dst, n * kernels->elementSize);
   }
   void reduce2(char *dst0, char *dst1, const char *in, const char *local, uint64_t n) {
     kernels->reduce2(dst0, dst1, in, local, n);
+    noteSlotWrite(dst1, n * kernels->elementSize);
   }
 
   // Observation.
@@ -547,6 +583,8 @@ private:
   double stepStartUs = 0;
   bool sendDirect = false;   ///< The current step sends direct.
   bool recvDirect = false;   ///< The message being read is direct.
+  char *sendSlot = nullptr;  ///< The slot being written.
+  uint64_t slotUsed = 0;     ///< Its bytes written so far (Fifo::lengths).
   mutable PeerWindow window; ///< The sender's memory last read (peerMapped()).
 };
 

@@ -18,6 +18,7 @@
 
 #if defined(__linux__)
 #include <sys/uio.h>
+#include <unistd.h>
 #endif
 
 namespace coll {
@@ -69,6 +70,17 @@ void readPeerMemory(int64_t pid, uint32_t peer, char *dst, const char *src, uint
     throw PeerReadError(peer, error,
                         cat("cannot read ", bytes, " bytes of a message from rank ", peer, " (pid ",
                             pid, ") at offset ", done, ": ", std::strerror(error)));
+}
+
+void wakeEventFd(int fd) {
+#if defined(__linux__)
+  uint64_t one = 1;
+  // Fails only when the counter is about to overflow: it is awake anyway.
+  ssize_t n = write(fd, &one, sizeof one);
+  (void)n;
+#else
+  (void)fd;
+#endif
 }
 
 bool canReadPeerMemory(int64_t pid, uint64_t address, uint64_t expected) {

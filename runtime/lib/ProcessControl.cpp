@@ -126,8 +126,21 @@ bool validJobName(const std::string &job) {
 
 void JobControl::ringPeers() const {
   for (uint32_t q = 0; q < nranks; ++q)
-    if (q != rank && ctl[q])
+    if (q != rank && ctl[q] && !isRemote(q))
       ctl[q]->bell.ring();
+  if (net)
+    net->controlChanged();
+}
+
+bool JobControl::peerAlive(uint32_t q) const {
+  if (isRemote(q))
+    return !(net && net->lost(q));
+  const ControlBlock &c = *ctl[q];
+  return processAlive(c.pid, c.startTime);
+}
+
+std::string JobControl::pidOf(uint32_t q) const {
+  return isRemote(q) ? cat("pid ", ctl[q]->pid, " on another host") : cat("pid ", ctl[q]->pid);
 }
 
 void JobControl::beat() const {
@@ -136,7 +149,7 @@ void JobControl::beat() const {
 
 bool JobControl::peerGone(uint32_t q) const {
   const ControlBlock &c = *ctl[q];
-  return c.closed.load(std::memory_order_acquire) || !processAlive(c.pid, c.startTime);
+  return c.closed.load(std::memory_order_acquire) || !peerAlive(q);
 }
 
 namespace {
@@ -235,14 +248,15 @@ bool JobControl::peerReadable(uint32_t q) {
     readable.assign(nranks, -1);
   if (readable[q] < 0) {
     const ControlBlock &c = *ctl[q];
-    readable[q] = q != rank && !otherPidNamespace(c.pidNamespace) &&
+    readable[q] = q != rank && !isRemote(q) && !otherPidNamespace(c.pidNamespace) &&
                   canReadPeerMemory(c.pid, c.probeAddress, ~c.nonce);
   }
   return readable[q] == 1;
 }
 
 void JobControl::cleanUpPeer(uint32_t q) {
-  if (q == rank || cleaned[q].exchange(true, std::memory_order_relaxed))
+  // A remote rank's names are on its host, for its neighbours there.
+  if (q == rank || isRemote(q) || cleaned[q].exchange(true, std::memory_order_relaxed))
     return;
   const ControlBlock &c = *ctl[q];
   std::string name = controlName(job, q);
@@ -269,7 +283,7 @@ void JobControl::cleanUpPeer(uint32_t q) {
 
 void JobControl::cleanUpDeadPeers() {
   for (uint32_t q = 0; q < nranks; ++q)
-    if (q != rank && ctl[q] && !cleaned[q].load(std::memory_order_relaxed) &&
+    if (q != rank && ctl[q] && !isRemote(q) && !cleaned[q].load(std::memory_order_relaxed) &&
         !processAlive(ctl[q]->pid, ctl[q]->startTime))
       cleanUpPeer(q);
 }
@@ -330,14 +344,31 @@ CallError JobControl::checkPeers(uint64_t seq) {
     if (c.closed.load(std::memory_order_acquire) &&
         c.doneSeq.load(std::memory_order_acquire) < seq) {
       found = {ErrorKind::Remote,
-               cat("rank ", q, " (pid ", c.pid, ") left the job during call ", seq)};
+               cat("rank ", q, " (", pidOf(q), ") left the job during call ", seq)};
       return found;
     }
-    if (!processAlive(c.pid, c.startTime)) {
+    if (!peerAlive(q)) {
+      // A rank publishes its failure before it exits: read `failed` again
+      // after seeing it gone, or a rank that failed and left meanwhile
+      // looks like the culprit.
+      if (c.failed.load(std::memory_order_acquire)) {
+        failedRank = int(q);
+        continue;
+      }
       cleanUpPeer(q);
-      found = {ErrorKind::Remote, cat("rank ", q, " (pid ", c.pid, ") died during call ", seq)};
+      std::string why;
+      if (isRemote(q) && net && net->lost(q, &why))
+        found = {ErrorKind::Remote,
+                 cat("rank ", q, " (", pidOf(q), ") was lost during call ", seq, ": ", why)};
+      else
+        found = {ErrorKind::Remote, cat("rank ", q, " (pid ", c.pid, ") died during call ", seq)};
       return found;
     }
+  }
+  if (net && failedRank < 0) {
+    std::string f = net->linkFailure();
+    if (!f.empty())
+      return {ErrorKind::SystemError, f};
   }
   if (failedRank >= 0)
     found = failedPeer();
@@ -349,10 +380,13 @@ std::string JobControl::describePeer(uint32_t q) const {
   double ago = double(nowNs() - c.heartbeatNs.load(std::memory_order_relaxed)) / 1e9;
   char beat[32];
   std::snprintf(beat, sizeof beat, "%.3g", ago < 0 ? 0.0 : ago);
-  return cat("rank ", q, " (pid ", c.pid, ") is ",
-             processAlive(c.pid, c.startTime) ? "alive" : "dead", ", has published call ",
-             c.callSeq.load(std::memory_order_acquire), " and finished call ",
-             c.doneSeq.load(std::memory_order_acquire), ", last heartbeat ", beat, " s ago");
+  return cat("rank ", q, " (", pidOf(q), ") is ",
+             peerAlive(q)  ? "alive"
+             : isRemote(q) ? "lost"
+                           : "dead",
+             ", has published call ", c.callSeq.load(std::memory_order_acquire),
+             " and finished call ", c.doneSeq.load(std::memory_order_acquire), ", last heartbeat ",
+             beat, " s ago");
 }
 
 } // namespace detail

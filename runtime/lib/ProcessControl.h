@@ -11,6 +11,7 @@
 #define COLL_RUNTIME_LIB_PROCESSCONTROL_H
 
 #include "CpuPlatform.h"
+#include "NetEngine.h"
 #include "ShmSegment.h"
 #include "coll/Runtime/PreparedCall.h"
 #include "coll/Runtime/ProcessGroup.h"
@@ -166,8 +167,23 @@ struct JobControl {
   std::vector<int8_t> readable;
   /// The peers' allocations mapped here, for their direct messages.
   std::unique_ptr<PeerWindows> windows;
+  /// Per rank, 1 where it is on another host (a job that spans hosts,
+  /// ProcessGroup::create() with a store); empty: every rank is on ours.
+  std::vector<uint8_t> remote;
+  /// The copies of the remote ranks' control blocks (NetEngine.h), by rank.
+  std::vector<std::unique_ptr<ControlBlock>> mirrors;
+  /// The network side, when a rank is remote. Last: it goes first, while
+  /// the control blocks it reads and writes are still there.
+  std::unique_ptr<NetEngine> net;
 
   ControlBlock &me() const { return *ctl[rank]; }
+  /// Whether rank \p q is on another host.
+  bool isRemote(uint32_t q) const { return q < remote.size() && remote[q]; }
+  /// Whether rank \p q's process lives: its pid here, or for a remote
+  /// rank, its connection and heartbeats (NetEngine::lost()).
+  bool peerAlive(uint32_t q) const;
+  /// "pid P" of rank \p q, with "on another host" for a remote rank.
+  std::string pidOf(uint32_t q) const;
 
   /// Whether this process can read peer \p q's memory (its direct
   /// messages): tried once, on its probe word.

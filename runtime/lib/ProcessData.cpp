@@ -25,12 +25,13 @@ constexpr uint64_t align64(uint64_t n) {
 } // namespace
 
 Result<DataLayout> layOutData(const RankPlan &rp, uint32_t r, uint32_t depth, uint64_t pieceBytes,
-                              const std::vector<uint8_t> &directFrom) {
+                              const std::vector<uint8_t> &directFrom,
+                              const std::vector<uint8_t> &remote) {
   DataLayout d;
   for (uint32_t b = 0; b < rp.threadblocks.size(); ++b) {
     const Threadblock &tb = rp.threadblocks[b];
     uint32_t maxCount = tb.recvPeer >= 0 ? maxMessageChunks(tb, /*recv=*/true) : 0;
-    if (maxCount == 0)
+    if (maxCount == 0 || (size_t(tb.recvPeer) < remote.size() && remote[size_t(tb.recvPeer)]))
       continue;
     FifoEntry e;
     e.peer = tb.recvPeer;
@@ -131,6 +132,11 @@ Status OwnDataSegment::create(const ControlBlock &owner, uint64_t seq, const Ran
   return Status::success();
 }
 
+CallFifos::~CallFifos() {
+  if (engine)
+    engine->detach(links);
+}
+
 CallError connectFifos(JobControl &jc, uint64_t seq, const RankPlan &rp, uint32_t depth,
                        uint64_t pieceBytes, const OwnDataSegment &own, CallFifos &fifos) {
   const uint32_t me = jc.rank;
@@ -146,6 +152,15 @@ CallError connectFifos(JobControl &jc, uint64_t seq, const RankPlan &rp, uint32_
     if (maxSend == 0)
       continue;
     const uint32_t q = uint32_t(tb.sendPeer);
+    if (jc.isRemote(q)) {
+      auto link = std::make_shared<NetLink>(true, q, netTagBase(seq, me, tb.channel), depth,
+                                            uint64_t(maxSend) * pieceBytes);
+      fifos.send[b] = link->fifo();
+      fifos.send[b].receiverBell = &jc.net->bell();
+      fifos.links.push_back(std::move(link));
+      fifos.hasSend[b] = true;
+      continue;
+    }
     if (!fifos.peerData[q].mapped()) {
       ShmOpenResult r = ShmOpenResult::Absent;
       std::string name = dataName(jc.job, q, seq);
@@ -190,6 +205,23 @@ CallError connectFifos(JobControl &jc, uint64_t seq, const RankPlan &rp, uint32_
     if (found->peerReads && found->directOffset + found->depth <= found->slotsOffset)
       f.direct = reinterpret_cast<uint8_t *>(mbase + found->directOffset);
     fifos.hasSend[b] = true;
+  }
+  for (uint32_t b = 0; b < rp.threadblocks.size(); ++b) {
+    const Threadblock &tb = rp.threadblocks[b];
+    uint32_t maxRecv = tb.recvPeer >= 0 ? maxMessageChunks(tb, /*recv=*/true) : 0;
+    if (maxRecv == 0 || !jc.isRemote(uint32_t(tb.recvPeer)))
+      continue;
+    auto link = std::make_shared<NetLink>(false, uint32_t(tb.recvPeer),
+                                          netTagBase(seq, uint32_t(tb.recvPeer), tb.channel), depth,
+                                          uint64_t(maxRecv) * pieceBytes);
+    fifos.recv[b] = link->fifo();
+    fifos.recv[b].senderBell = &jc.net->bell();
+    fifos.links.push_back(std::move(link));
+    fifos.hasRecv[b] = true;
+  }
+  if (!fifos.links.empty()) {
+    fifos.engine = jc.net.get();
+    jc.net->attach(fifos.links);
   }
   char *base = own.base();
   for (const FifoEntry &e : own.layout().fifos) {

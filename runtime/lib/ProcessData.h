@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -77,9 +78,11 @@ struct DataLayout {
 /// Lays out rank \p r's data segment: header, FIFO table, progress
 /// counters, then each receiving threadblock's counters, direct marks and
 /// slots. \p directFrom: per rank, whether r takes direct messages from it
-/// (FifoEntry::peerReads).
+/// (FifoEntry::peerReads). The connections from ranks that \p remote marks
+/// (on other hosts) have no FIFO here: theirs are NetLinks.
 Result<DataLayout> layOutData(const RankPlan &rp, uint32_t r, uint32_t depth, uint64_t pieceBytes,
-                              const std::vector<uint8_t> &directFrom);
+                              const std::vector<uint8_t> &directFrom,
+                              const std::vector<uint8_t> &remote = {});
 
 /// This rank's data segment of one call. Its name goes as soon as every
 /// rank that sends to it has mapped it (at once when there is none), and at
@@ -120,9 +123,19 @@ private:
 /// its receivers' data segments (mapped here), and those it receives on, in
 /// its own.
 struct CallFifos {
+  CallFifos() = default;
+  CallFifos(const CallFifos &) = delete;
+  CallFifos &operator=(const CallFifos &) = delete;
+  /// Hands the links back to the engine, which lets them go once UCX is
+  /// done with their memory.
+  ~CallFifos();
+
   std::vector<ShmMapping> peerData; ///< By rank; mapped for the ranks we send to.
   std::vector<Fifo> send, recv;     ///< By threadblock.
   std::vector<bool> hasSend, hasRecv;
+  /// The connections with ranks on other hosts, served by `engine`.
+  std::vector<std::shared_ptr<NetLink>> links;
+  NetEngine *engine = nullptr;
 
   Fifo *sendFifo(uint32_t tb) { return hasSend[tb] ? &send[tb] : nullptr; }
   Fifo *recvFifo(uint32_t tb) { return hasRecv[tb] ? &recv[tb] : nullptr; }
@@ -131,7 +144,8 @@ struct CallFifos {
 /// Maps the data segments of call \p seq of the ranks that \p rp (this
 /// rank's section) sends to and finds its FIFOs there (of \p depth slots
 /// of at least \p pieceBytes per chunk), and those it receives on in
-/// \p own. Every error breaks the group.
+/// \p own; a connection with a rank on another host gets a NetLink, which
+/// the engine serves from then on. Every error breaks the group.
 CallError connectFifos(JobControl &jc, uint64_t seq, const RankPlan &rp, uint32_t depth,
                        uint64_t pieceBytes, const OwnDataSegment &own, CallFifos &fifos);
 

@@ -149,6 +149,27 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
                                                            int nranks,
                                                            const ProcessGroupOptions &options,
                                                            ErrorKind *errorKind) {
+  return createGroup(jobName, rank, nranks, nullptr, options, errorKind);
+}
+
+Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jobName, int rank,
+                                                           int nranks, KeyValueStore &store,
+                                                           const ProcessGroupOptions &options,
+                                                           ErrorKind *errorKind) {
+  return createGroup(jobName, rank, nranks, &store, options, errorKind);
+}
+
+bool ProcessGroup::isRemote(int q) const {
+  return q >= 0 && state->control.isRemote(uint32_t(q));
+}
+
+bool ProcessGroup::networkAvailable() {
+  return netAvailable();
+}
+
+Result<std::unique_ptr<ProcessGroup>>
+ProcessGroup::createGroup(const std::string &jobName, int rank, int nranks, KeyValueStore *store,
+                          const ProcessGroupOptions &options, ErrorKind *errorKind) {
   auto fail = [&](ErrorKind kind, std::string msg) -> Result<std::unique_ptr<ProcessGroup>> {
     if (errorKind)
       *errorKind = kind;
@@ -192,7 +213,7 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::create(const std::string &jo
   jc.peers.resize(jc.nranks);
   jc.ctl.assign(jc.nranks, nullptr);
   jc.cleaned.reset(new std::atomic<bool>[jc.nranks]());
-  if (CallError e = joinJob(jc))
+  if (CallError e = store ? joinJobThroughStore(jc, *store) : joinJob(jc))
     return fail(e.kind, e.message);
   return group;
 }
@@ -208,6 +229,9 @@ ProcessGroup::~ProcessGroup() {
     return;
   jc.me().closed.store(1, std::memory_order_release);
   jc.ringPeers();
+  // The remote peers learn it from an update: sent before the group goes.
+  if (jc.net)
+    jc.net->flush(1.0);
   jc.cleanUpDeadPeers();
   ShmOps::unlinkIfStale(controlName(jc.job, jc.rank),
                         [&](const ShmMapping &, const struct stat &sb) {
@@ -399,6 +423,8 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
       st.broken = f.error;
       jc.cleanUpDeadPeers();
     } else {
+      // Remote peers learn it with our next update (a heartbeat at the
+      // latest); they only read it once we are gone.
       jc.me().doneSeq.store(seq, std::memory_order_release);
     }
     return finish(f.error.kind, f.error.message);
@@ -640,7 +666,8 @@ CallError createData(ProcessGroup::State &st, uint64_t seq, const ValidatedPlan 
     for (const Threadblock &tb : rp.threadblocks)
       if (tb.recvPeer >= 0 && uint32_t(tb.recvPeer) < jc.nranks)
         directFrom[uint32_t(tb.recvPeer)] = jc.peerReadable(uint32_t(tb.recvPeer));
-  Result<DataLayout> d = layOutData(rp, me, plan.info().connectionDepth, pieceBytes, directFrom);
+  Result<DataLayout> d =
+      layOutData(rp, me, plan.info().connectionDepth, pieceBytes, directFrom, jc.remote);
   if (!d)
     return {ErrorKind::InvalidArgument, cat("rank ", me, ": ", d.message())};
   ErrorKind memoryKind = ErrorKind::SystemError;

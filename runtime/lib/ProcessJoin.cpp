@@ -16,6 +16,7 @@
 #include "ProcessJoin.h"
 
 #include "ExecCommon.h"
+#include "NetEngine.h"
 
 #include <algorithm>
 #include <chrono>
@@ -45,12 +46,12 @@ int32_t onlyCpu() {
 
 } // namespace
 
-CallError joinJob(JobControl &jc) {
-  const int rank = int(jc.rank), nranks = int(jc.nranks);
+/// Claims the control segment of \p jc's rank (replacing a stale one of
+/// its name) and writes its block, ready.
+static CallError claimControl(JobControl &jc, Clock::time_point deadline) {
+  const int rank = int(jc.rank);
   const std::string &jobName = jc.job;
-  const ProcessGroupOptions &options = jc.options;
   auto fail = [](ErrorKind kind, std::string msg) { return CallError{kind, std::move(msg)}; };
-  const Clock::time_point deadline = Clock::now() + seconds(options.setupTimeoutSeconds);
   const std::string ownName = controlName(jobName, jc.rank);
 
   // Our own segment. A segment of our name is stale when its owner is dead
@@ -120,6 +121,19 @@ CallError joinJob(JobControl &jc) {
   me->heartbeatNs.store(nowNs(), std::memory_order_relaxed);
   // Release: peers that see `ready` see every field above.
   me->ready.store(1, std::memory_order_release);
+  return {};
+}
+
+CallError joinJob(JobControl &jc) {
+  const int rank = int(jc.rank), nranks = int(jc.nranks);
+  const std::string &jobName = jc.job;
+  const ProcessGroupOptions &options = jc.options;
+  auto fail = [](ErrorKind kind, std::string msg) { return CallError{kind, std::move(msg)}; };
+  const Clock::time_point deadline = Clock::now() + seconds(options.setupTimeoutSeconds);
+  const std::string ownName = controlName(jobName, jc.rank);
+  if (CallError e = claimControl(jc, deadline))
+    return e;
+  ControlBlock *me = jc.ctl[jc.rank];
 
   // Join the instance of the job that rank 0 names (see the file comment).
   uint32_t sleepUs = 50;
@@ -343,6 +357,224 @@ CallError joinJob(JobControl &jc) {
   for (const std::string &n : ProcessGroup::listJobSegments(jobName)) {
     std::string prefix = cat("coll-", jobName, ".", rank, ".");
     if (n.compare(0, prefix.size(), prefix) == 0)
+      unlinkSegment("/" + n);
+  }
+#endif
+  return {};
+}
+
+namespace {
+
+/// What a rank of a job that spans hosts publishes in the store.
+struct StoreRecord {
+  std::string host;    ///< hostIdentity().
+  std::string address; ///< Its NetEngine's, or empty.
+  uint64_t nonce = 0;
+  int64_t pid = 0;
+  uint32_t nranks = 0;
+};
+
+/// Fields separated by '\n', the address (binary) last.
+std::string encode(const StoreRecord &r) {
+  return cat("coll-join-1\n", r.nranks, "\n", r.nonce, "\n", r.pid, "\n", r.host.size(), "\n",
+             r.host, r.address.size(), "\n", r.address);
+}
+
+bool decode(const std::string &text, StoreRecord &r) {
+  size_t at = 0;
+  auto field = [&](std::string &out) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos)
+      return false;
+    out = text.substr(at, nl - at);
+    at = nl + 1;
+    return true;
+  };
+  auto number = [&](uint64_t &out) {
+    std::string f;
+    if (!field(f) || f.empty() || f.size() > 20)
+      return false;
+    char *end = nullptr;
+    out = std::strtoull(f.c_str(), &end, 10);
+    return end && *end == 0;
+  };
+  auto bytes = [&](std::string &out) {
+    uint64_t n = 0;
+    if (!number(n) || n > text.size() - at)
+      return false;
+    out = text.substr(at, size_t(n));
+    at += size_t(n);
+    return true;
+  };
+  std::string magic;
+  uint64_t nranks = 0, nonce = 0, pid = 0;
+  if (!field(magic) || magic != "coll-join-1" || !number(nranks) || !number(nonce) ||
+      !number(pid) || !bytes(r.host) || !bytes(r.address) || at != text.size())
+    return false;
+  r.nranks = uint32_t(nranks);
+  r.nonce = nonce;
+  r.pid = int64_t(pid);
+  return nranks <= PlanLimits::maxRanks;
+}
+
+} // namespace
+
+CallError joinJobThroughStore(JobControl &jc, KeyValueStore &store) {
+  const uint32_t rank = jc.rank, nranks = jc.nranks;
+  const std::string &jobName = jc.job;
+  auto fail = [](ErrorKind kind, std::string msg) { return CallError{kind, std::move(msg)}; };
+  const Clock::time_point deadline = Clock::now() + seconds(jc.options.setupTimeoutSeconds);
+  if (CallError e = claimControl(jc, deadline))
+    return e;
+  ControlBlock *me = jc.ctl[rank];
+  const std::string prefix = cat("coll/", jobName, "/");
+
+  // Our network side, when this build has one: whether a peer is on
+  // another host is known only once every rank has published.
+  StoreRecord mine;
+  mine.host = hostIdentity();
+  mine.nonce = me->nonce;
+  mine.pid = me->pid;
+  mine.nranks = nranks;
+  std::string noNet;
+  if (netAvailable() && nranks > 1) {
+    Result<std::unique_ptr<NetEngine>> e = NetEngine::create(jc);
+    if (e) {
+      jc.net = std::move(*e);
+      mine.address = jc.net->address();
+    } else {
+      noNet = e.message();
+    }
+  } else {
+    Result<std::unique_ptr<NetEngine>> e = NetEngine::create(jc);
+    noNet = e ? std::string() : e.message();
+  }
+  if (Status s = store.set(cat(prefix, "rank/", rank), encode(mine)); !s)
+    return fail(ErrorKind::SystemError,
+                cat("rank ", rank, " of job '", jobName, "': the store: ", s.message()));
+  std::vector<StoreRecord> records(nranks);
+  records[rank] = mine;
+  for (uint32_t q = 0; q < nranks; ++q) {
+    if (q == rank)
+      continue;
+    Result<std::string> v = store.get(cat(prefix, "rank/", q));
+    if (!v)
+      return fail(ErrorKind::Timeout,
+                  cat("rank ", q, " of job '", jobName, "' did not join (rank ", rank,
+                      " waited for it in the "
+                      "store: ",
+                      v.message(), ")"));
+    if (!decode(*v, records[q]))
+      return fail(ErrorKind::Mismatch, cat("rank ", q, " of job '", jobName,
+                                           "' published something else than a Collc rank in the "
+                                           "store (another version, or another program)"));
+    if (records[q].nranks != nranks)
+      return fail(ErrorKind::Mismatch,
+                  cat("rank ", q, " of job '", jobName, "' joined a job of ", records[q].nranks,
+                      " ranks, rank ", rank, " one of ", nranks));
+  }
+
+  // Peers on our host: their control segments, which must be the ones
+  // they published. Peers elsewhere: a mirror each, and a connection.
+  jc.remote.assign(nranks, 0);
+  jc.mirrors.resize(nranks);
+  bool anyRemote = false;
+  for (uint32_t q = 0; q < nranks; ++q)
+    if (q != rank && records[q].host != mine.host) {
+      jc.remote[q] = 1;
+      anyRemote = true;
+    }
+  if (anyRemote && !jc.net)
+    for (uint32_t q = 0; q < nranks; ++q)
+      if (jc.remote[q])
+        return fail(ErrorKind::SystemError,
+                    cat("rank ", q, " of job '", jobName, "' is on another host than rank ", rank,
+                        " (", records[q].host, ", not ", mine.host, "), and rank ", rank,
+                        " cannot reach it: ", noNet));
+  for (uint32_t q = 0; q < nranks; ++q) {
+    if (q == rank)
+      continue;
+    if (jc.remote[q]) {
+      if (records[q].address.empty())
+        return fail(ErrorKind::SystemError,
+                    cat("rank ", q, " of job '", jobName, "' is on another host than rank ", rank,
+                        " and has no network transport (it was built without UCX, or UCX "
+                        "failed there)"));
+      auto m = std::make_unique<ControlBlock>();
+      m->magic = controlMagic;
+      m->version = controlVersion;
+      m->nranks = nranks;
+      m->rank = q;
+      m->pid = records[q].pid;
+      m->nonce = records[q].nonce;
+      m->heartbeatNs.store(nowNs(), std::memory_order_relaxed);
+      m->member.store(records[0].nonce | 1, std::memory_order_relaxed);
+      m->joined.store(1, std::memory_order_relaxed);
+      m->ready.store(1, std::memory_order_release);
+      if (Status s = jc.net->connect(q, records[q].address, m.get()); !s)
+        return fail(ErrorKind::SystemError, s.message());
+      jc.ctl[q] = m.get();
+      jc.mirrors[q] = std::move(m);
+      continue;
+    }
+    const std::string name = controlName(jobName, q);
+    uint32_t sleepUs = 50;
+    for (;;) {
+      ShmOpenResult r;
+      if (Status s = ShmOps::open(name, controlPrefixBytes, jc.peers[q], r); !s)
+        return fail(ErrorKind::SystemError, s.message());
+      if (r == ShmOpenResult::Mapped) {
+        ControlBlock *b = reinterpret_cast<ControlBlock *>(jc.peers[q].data());
+        if (b->magic == controlMagic && otherVersion(b->version))
+          return fail(ErrorKind::Mismatch, otherLayout(name, b->version));
+        if (jc.peers[q].size() >= sizeof(ControlBlock) && b->magic == controlMagic &&
+            b->ready.load(std::memory_order_acquire) && b->nonce == records[q].nonce) {
+          if (b->nranks != nranks || b->rank != q)
+            return fail(ErrorKind::Mismatch,
+                        cat("rank ", q, " of job '", jobName, "' has a control segment of rank ",
+                            b->rank, " of ", b->nranks));
+          jc.ctl[q] = b;
+          break;
+        }
+      }
+      jc.peers[q].reset();
+      if (!processAlive(records[q].pid, 0))
+        return fail(ErrorKind::Remote, cat("rank ", q, " (pid ", records[q].pid, ") of job '",
+                                           jobName, "' died while joining"));
+      if (Clock::now() > deadline)
+        return fail(ErrorKind::Timeout,
+                    cat("rank ", q, " of job '", jobName, "' published itself in the store but ",
+                        "rank ", rank, " did not find its shared memory ", name, " within ",
+                        formatSeconds(jc.options.setupTimeoutSeconds),
+                        " s (ranks of one host must share /dev/shm; COLL_HOST tells hosts apart)"));
+      jc.beat();
+      std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
+      sleepUs = std::min<uint32_t>(sleepUs * 2, 10000);
+    }
+  }
+  if (anyRemote)
+    jc.net->start();
+  else
+    jc.net.reset();
+
+  // Every rank has found every other: then none leaves while a peer still
+  // looks for it.
+  if (Status s = store.set(cat(prefix, "joined/", rank), "1"); !s)
+    return fail(ErrorKind::SystemError,
+                cat("rank ", rank, " of job '", jobName, "': the store: ", s.message()));
+  for (uint32_t q = 0; q < nranks; ++q)
+    if (q != rank)
+      if (Result<std::string> v = store.get(cat(prefix, "joined/", q)); !v)
+        return fail(ErrorKind::Timeout, cat("rank ", q, " of job '", jobName,
+                                            "' did not finish joining (", v.message(), ")"));
+  me->member.store(records[0].nonce | 1, std::memory_order_release);
+  me->joined.store(1, std::memory_order_release);
+  jc.pinnedApart = false;
+#ifdef __linux__
+  // Data segments of our rank that an earlier job of this name left.
+  for (const std::string &n : ProcessGroup::listJobSegments(jobName)) {
+    std::string stale = cat("coll-", jobName, ".", rank, ".");
+    if (n.compare(0, stale.size(), stale) == 0)
       unlinkSegment("/" + n);
   }
 #endif

@@ -9,6 +9,7 @@
 #define COLL_RUNTIME_LIB_PROCESSJOIN_H
 
 #include "ProcessControl.h"
+#include "coll/Runtime/KeyValueStore.h"
 
 namespace coll {
 namespace detail {
@@ -20,6 +21,13 @@ namespace detail {
 /// that an earlier job of the name left. \p jc holds the job, the rank, the
 /// number of ranks and the options, and room for nranks peers.
 CallError joinJob(JobControl &jc);
+
+/// joinJob() for a job whose ranks may span hosts: the ranks meet through
+/// \p store (keys "coll/<job>/..."): each publishes its host, its nonce and
+/// its network address, maps the control segments of the peers on its
+/// host and connects to the others (NetEngine.h), whose control blocks it
+/// mirrors. Returns once every rank has found every other.
+CallError joinJobThroughStore(JobControl &jc, KeyValueStore &store);
 
 } // namespace detail
 } // namespace coll

@@ -35,7 +35,15 @@ public:
         watch(watch) {
     reset();
     nextCheck = Clock::now() + seconds(jc.options.livenessIntervalSeconds);
+    if (jc.net)
+      jc.net->pollerEnter();
   }
+  ~ShmPacer() {
+    if (jc.net)
+      jc.net->pollerLeave();
+  }
+  ShmPacer(const ShmPacer &) = delete;
+  ShmPacer &operator=(const ShmPacer &) = delete;
 
   void beginRound() {
     // seq_cst, before the pass over the threadblocks: a publication the
@@ -50,6 +58,10 @@ public:
   }
 
   PaceResult pause(std::string &why) {
+    // Connections across hosts move when a worker drives the network: a
+    // message sent or received is progress for the next pass.
+    if (jc.net && jc.net->poll())
+      return PaceResult::Continue;
     ++rounds;
     if (rounds <= spinRounds) {
       cpuRelax();
@@ -97,10 +109,16 @@ public:
     // pass saw closes the window in which a ring could be missed.
     Clock::time_point until = std::min(nextCheck, deadline);
     int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
+    // The network is the engine's thread's while we sleep (it rings the
+    // bell for what arrives).
+    if (jc.net)
+      jc.net->pollerLeave();
     bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
     if (bell.seq.load(std::memory_order_seq_cst) == seen)
       futexWait(&bell.seq, seen, std::max<int64_t>(ns, 1000));
     bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (jc.net)
+      jc.net->pollerEnter();
     return PaceResult::Continue;
   }
 

@@ -5,6 +5,7 @@
 //                   [--iters n] [--slice elements] [--workers n]
 //                   [--timeout seconds] [--mem-limit bytes|none] [--trace out.json]
 //                   [--max-processes n]
+//                   [--bootstrap tcp://host:port --rank r [--nranks n] [--job name]]
 //
 // Loads a plan, gives every rank an input whose values are distinct per
 // (rank, element) and exact under any order of reduction, runs it on
@@ -19,6 +20,15 @@
 // It refuses a plan of more ranks than --max-processes (default 256)
 // before it starts any process: a plan for 65,536 ranks is no reason to
 // fork 65,536 processes.
+//
+// --bootstrap runs one rank of a job whose ranks may be on several hosts:
+// start coll-run once per rank, each with its --rank, the same plan and
+// options, and the same tcp://host:port, where rank 0 serves the store the
+// ranks meet through (ProcessGroup::create() with a store). Ranks on one
+// host share memory; ranks on different hosts (or network namespaces)
+// talk over UCX. Each rank checks its own output (every rank's input is
+// known everywhere); rank 0 prints the row, with the slowest rank's time
+// and every rank's wrong elements.
 //
 // --ranks-as gpu (when built with CUDA) runs every rank on one GPU
 // (DeviceWorld): the buffers are copied to the device and back, the check
@@ -67,6 +77,7 @@ namespace {
 
 int usage() {
   std::cerr << "usage: coll-run plan.bin [--ranks-as threads|single|processes|gpu] [--size 64M]\n"
+               "                [--bootstrap tcp://host:port --rank r [--nranks n] [--job name]]\n"
                "                [--dtype f32]"
                " [--op sum] [--check | --no-check] [--inplace] [--iters n]\n"
                "                [--slice elements] [--workers n] [--timeout seconds]\n"
@@ -94,6 +105,7 @@ struct Options {
   RunSettings run; ///< Slice, workers, timeout, memory cap.
   std::string tracePath;
   uint64_t maxProcesses = 256; ///< --ranks-as processes: at most this many.
+  Bootstrap boot;              ///< --bootstrap, --rank, --nranks, --job.
 };
 
 /// Parses the command line; returns 0 to go on, else the exit status.
@@ -159,6 +171,22 @@ int parseArgs(int argc, char **argv, Options &o) {
     } else if (a == "--max-processes") {
       if (!value(v) || !parseUnsigned(v, o.maxProcesses) || o.maxProcesses == 0)
         return fail("--max-processes takes a positive number of processes");
+    } else if (a == "--bootstrap") {
+      if (!value(v) || !o.boot.parse(v))
+        return fail("--bootstrap takes tcp://host:port");
+    } else if (a == "--rank") {
+      uint64_t r = 0;
+      if (!value(v) || !parseUnsigned(v, r) || r > PlanLimits::maxRanks)
+        return fail("--rank takes a rank number");
+      o.boot.rank = int(r);
+    } else if (a == "--nranks") {
+      uint64_t n = 0;
+      if (!value(v) || !parseUnsigned(v, n) || n == 0 || n > PlanLimits::maxRanks)
+        return fail("--nranks takes a positive number of ranks");
+      o.boot.nranks = int64_t(n);
+    } else if (a == "--job") {
+      if (!value(o.boot.job) || o.boot.job.empty())
+        return fail("--job takes a job name");
     } else if (a == "--trace") {
       if (!value(o.tracePath))
         return fail("--trace takes a file name");
@@ -175,7 +203,124 @@ int parseArgs(int argc, char **argv, Options &o) {
     return usage();
   if (o.processes && !o.tracePath.empty())
     return fail("--trace needs --ranks-as threads, single or gpu");
+  if (o.boot.given() != (o.boot.rank >= 0))
+    return fail("--bootstrap and --rank go together");
+  if (!o.boot.given() && (o.boot.nranks >= 0 || !o.boot.job.empty()))
+    return fail("--nranks and --job need --bootstrap");
+  if (o.boot.given() && (o.processes || o.gpu || !o.tracePath.empty()))
+    return fail("--bootstrap runs one rank in this process: no --ranks-as processes or gpu, no "
+                "--trace");
   return 0;
+}
+
+/// --bootstrap: this process is rank o.boot.rank of a job whose ranks meet
+/// through the store; returns the exit status.
+int runBootstrapped(const ValidatedPlan &plan, Options &o) {
+  const PlanInfo &info = plan.info();
+  const uint32_t nranks = info.nranks;
+  const int rank = o.boot.rank;
+  if (o.boot.nranks >= 0 && uint64_t(o.boot.nranks) != nranks)
+    return fail("--nranks " + std::to_string(o.boot.nranks) + ", but the plan has " +
+                std::to_string(nranks) + " ranks");
+  if (uint32_t(rank) >= nranks)
+    return fail("--rank " + std::to_string(rank) + " is out of range: the plan has " +
+                std::to_string(nranks) + " ranks");
+  const ProcessGroupOptions po = o.run.processGroupOptions();
+  if (std::string err = o.boot.connect(po.setupTimeoutSeconds); !err.empty())
+    return fail("rank " + std::to_string(rank) + ": " + err);
+  auto group = ProcessGroup::create(o.boot.jobName(), rank, int(nranks), *o.boot.store, po);
+  if (!group)
+    return fail(group.message());
+
+  // Every rank's input (the reference needs them all); our buffers.
+  const size_t es = dataTypeSize(o.type);
+  const uint64_t count = countForBytes(plan, o.type, o.size);
+  const BufferElements elems = planBufferElements(info, count);
+  std::vector<std::vector<char>> inputs(nranks);
+  std::vector<const void *> originals(nranks);
+  for (uint32_t r = 0; r < nranks; ++r) {
+    inputs[r].resize(elems.input * es);
+    fillTestInput(o.type, o.op, nranks, r, elems.input, inputs[r].data());
+    originals[r] = inputs[r].data();
+  }
+  std::vector<char> in, out, both;
+  const void *send = nullptr;
+  void *recv = nullptr;
+  if (o.inplace) {
+    both.resize(std::max(elems.input, elems.output) * es + 64);
+    RankPointers p = inPlacePointers(info.collective, uint32_t(rank), count * es, both.data());
+    send = p.send;
+    recv = p.recv;
+  } else {
+    in.resize(elems.input * es);
+    out.resize(elems.output * es);
+    send = in.data();
+    recv = out.data();
+  }
+  std::memcpy(const_cast<void *>(send), inputs[size_t(rank)].data(), inputs[size_t(rank)].size());
+  if (Status s = (*group)->execute(plan, send, recv, count, o.type, o.op); !s)
+    return fail(s.message());
+  uint64_t wrong = 0;
+  if (o.check) {
+    std::vector<const void *> outputs(nranks, nullptr);
+    outputs[size_t(rank)] = recv;
+    Result<CheckOutcome> outcome =
+        checkOutputs(plan.plan(), count, o.type, o.op, originals, outputs, rank);
+    if (!outcome)
+      return fail(outcome.message());
+    if (outcome->wrong)
+      std::cerr << "coll-run: " << outcome->firstMismatch << "\n";
+    wrong = outcome->wrong;
+  }
+  auto start = std::chrono::steady_clock::now();
+  for (uint64_t i = 0; i < o.iters; ++i)
+    if (Status s = (*group)->execute(plan, send, recv, count, o.type, o.op); !s)
+      return fail(s.message());
+  double timeUs =
+      o.iters ? std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                        .count() /
+                    double(o.iters)
+              : 0;
+
+  // Rank 0 reports for all: the slowest time, every wrong element.
+  const std::string key = "coll-run/" + o.boot.jobName() + "/result/";
+  char mine[64];
+  std::snprintf(mine, sizeof mine, "%.3f %" PRIu64, timeUs, wrong);
+  if (Status s = o.boot.store->set(key + std::to_string(rank), mine); !s)
+    return fail(s.message());
+  if (rank != 0)
+    return wrong ? 1 : 0;
+  uint64_t allWrong = 0;
+  double slowest = 0;
+  uint32_t remote = 0;
+  for (uint32_t r = 0; r < nranks; ++r) {
+    Result<std::string> v = o.boot.store->get(key + std::to_string(r));
+    if (!v)
+      return fail("rank " + std::to_string(r) + " did not report: " + v.message());
+    double t = 0;
+    unsigned long long w = 0;
+    if (std::sscanf(v->c_str(), "%lf %llu", &t, &w) != 2)
+      return fail("rank " + std::to_string(r) + " reported '" + *v + "'");
+    slowest = std::max(slowest, t);
+    allWrong += w;
+    remote += (*group)->isRemote(int(r));
+  }
+  const uint64_t bytes = count * es * sizeFactor(info);
+  std::printf("# plan %s: %s, %u ranks, %u chunks per rank unit, %s plan, protocol %s, depth %u\n",
+              info.name.c_str(), collectiveName(info.collective), nranks, plan.chunksPerUnit(),
+              info.inplace ? "in-place" : "out-of-place", protocolName(info.protocol),
+              info.connectionDepth);
+  std::printf("# ranks as processes met through %s:%u (%u of %u ranks on other hosts than rank "
+              "0), slice %" PRIu64 " elements, %s call, %" PRIu64 " timed runs\n",
+              o.boot.host.c_str(), unsigned(o.boot.port), remote, nranks, o.run.sliceElements,
+              o.inplace ? "in-place" : "out-of-place", o.iters);
+  std::printf("# %12s %12s %8s %6s %12s %12s %8s\n", "size(B)", "count", "type", "redop",
+              "time(us)", "algbw(GB/s)", "#wrong");
+  std::printf("  %12" PRIu64 " %12" PRIu64 " %8s %6s %12.1f %12.3f %8s\n", bytes, count,
+              dataTypeName(o.type), redOpName(o.op), slowest,
+              slowest > 0 ? double(bytes) / slowest / 1e3 : 0.0,
+              o.check ? std::to_string(allWrong).c_str() : "n/a");
+  return allWrong ? 1 : 0;
 }
 
 /// The processes mode: forks a process per rank that runs the checked call
@@ -236,6 +381,8 @@ int main(int argc, char **argv) {
   Result<ValidatedPlan> plan = ValidatedPlan::load(o.planPath);
   if (!plan)
     return fail(plan.message());
+  if (o.boot.given())
+    return runBootstrapped(*plan, o);
   const PlanInfo &info = plan->info();
   const uint32_t nranks = info.nranks;
   if (o.processes && nranks > o.maxProcesses)

@@ -119,6 +119,39 @@ char *SharedArena::take(uint64_t n) {
 // Ranks as processes
 //===----------------------------------------------------------------------===//
 
+bool Bootstrap::parse(const std::string &url) {
+  const std::string scheme = "tcp://";
+  if (url.compare(0, scheme.size(), scheme) != 0)
+    return false;
+  std::string rest = url.substr(scheme.size());
+  size_t colon = rest.rfind(':');
+  uint64_t p = 0;
+  if (colon == std::string::npos || colon == 0 || !parseUnsigned(rest.substr(colon + 1), p) ||
+      p == 0 || p > 65535)
+    return false;
+  host = rest.substr(0, colon);
+  port = uint16_t(p);
+  return true;
+}
+
+std::string Bootstrap::connect(double timeoutSeconds) {
+  if (rank == 0) {
+    auto s = TcpStoreServer::start("0.0.0.0", port);
+    if (!s)
+      return "rank 0 cannot serve the store on port " + std::to_string(port) + ": " + s.message();
+    server = std::move(*s);
+  }
+  auto c = TcpStore::connect(host, port, timeoutSeconds);
+  if (!c)
+    return c.message();
+  store = std::move(*c);
+  return "";
+}
+
+std::string Bootstrap::jobName() const {
+  return job.empty() ? "tcp" + std::to_string(port) : job;
+}
+
 std::string uniqueJobName(const std::string &prefix) {
   return prefix + "-" + std::to_string(getpid()) + "-" +
          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -240,7 +273,7 @@ bool SharedBarrier::wait(const std::function<bool()> &stillOk) {
 
 Result<CheckOutcome> checkOutputs(const Plan &plan, uint64_t count, DataType type, RedOp op,
                                   const std::vector<const void *> &inputs,
-                                  const std::vector<const void *> &outputs) {
+                                  const std::vector<const void *> &outputs, int onlyRank) {
   const uint32_t nranks = plan.info.nranks;
   const size_t es = dataTypeSize(type);
   const uint64_t outputElements = planBufferElements(plan.info, count).output;
@@ -254,6 +287,8 @@ Result<CheckOutcome> checkOutputs(const Plan &plan, uint64_t count, DataType typ
     return s;
   CheckOutcome out;
   for (uint32_t r = 0; r < nranks; ++r) {
+    if (onlyRank >= 0 && r != uint32_t(onlyRank))
+      continue;
     uint64_t first = 0;
     uint64_t n = countMismatchesIn(type, outputs[r], want[r].data(),
                                    definedOutputElements(plan, r, count), &first);

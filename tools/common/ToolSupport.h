@@ -15,10 +15,12 @@
 #include "coll/Runtime/PreparedCall.h"
 #include "coll/Runtime/ProcessGroup.h"
 #include "coll/Runtime/Status.h"
+#include "coll/Runtime/TcpStore.h"
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -107,6 +109,28 @@ private:
 /// \p prefix, the pid and the time.
 std::string uniqueJobName(const std::string &prefix);
 
+/// `--bootstrap tcp://host:port --rank r`: a rank of a job that may span
+/// hosts, meeting its peers through a TcpStore at host:port, which rank 0
+/// serves (on every interface).
+struct Bootstrap {
+  std::string host;
+  uint16_t port = 0;
+  int rank = -1;
+  int64_t nranks = -1; ///< --nranks, or -1 (the plan's).
+  std::string job;     ///< --job, or "" (one made from the port).
+  std::unique_ptr<TcpStoreServer> server;
+  std::unique_ptr<TcpStore> store;
+
+  bool given() const { return !host.empty(); }
+  /// Parses "tcp://host:port" into host and port; false when malformed.
+  bool parse(const std::string &url);
+  /// Rank 0 starts the server; every rank connects (waiting up to
+  /// \p timeoutSeconds). Returns "" or the error.
+  std::string connect(double timeoutSeconds);
+  /// The job name every rank uses.
+  std::string jobName() const;
+};
+
 /// One process per rank, forked by this one, each reporting its outcome in
 /// a SharedArena.
 class RankProcesses {
@@ -168,10 +192,11 @@ struct CheckOutcome {
 
 /// Compares every defined element of every rank's output in \p outputs
 /// (sized by planBufferElements()) with the reference result of \p plan on
-/// \p inputs (the inputs the call was given).
+/// \p inputs (the inputs the call was given); with \p onlyRank, that
+/// rank's only (the others' outputs may be null).
 Result<CheckOutcome> checkOutputs(const Plan &plan, uint64_t count, DataType type, RedOp op,
                                   const std::vector<const void *> &inputs,
-                                  const std::vector<const void *> &outputs);
+                                  const std::vector<const void *> &outputs, int onlyRank = -1);
 
 } // namespace coll::tools
 

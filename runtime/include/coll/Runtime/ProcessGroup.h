@@ -48,6 +48,7 @@
 
 #include "coll/Runtime/Communicator.h"
 #include "coll/Runtime/DataType.h"
+#include "coll/Runtime/KeyValueStore.h"
 #include "coll/Runtime/Plan.h"
 #include "coll/Runtime/PreparedCall.h"
 #include "coll/Runtime/Status.h"
@@ -119,6 +120,23 @@ public:
          const ProcessGroupOptions &options = ProcessGroupOptions(),
          ErrorKind *errorKind = nullptr);
 
+  /// Joins job \p jobName as rank \p rank of \p nranks whose ranks may
+  /// span hosts, meeting through \p store (used during the call only; a
+  /// job name once per store). Ranks on this host work over shared memory
+  /// as above; a connection to a rank on another host (another
+  /// hostIdentity: the COLL_HOST environment variable, else the host name,
+  /// boot and mount and network namespaces) runs over the network (UCX).
+  /// The same plans run across any mix (docs/runtime.md, "Across hosts").
+  static Result<std::unique_ptr<ProcessGroup>>
+  create(const std::string &jobName, int rank, int nranks, KeyValueStore &store,
+         const ProcessGroupOptions &options = ProcessGroupOptions(),
+         ErrorKind *errorKind = nullptr);
+
+  /// Whether rank \p q is on another host than this rank.
+  bool isRemote(int q) const;
+  /// Whether this build can reach ranks on other hosts (it has UCX).
+  static bool networkAvailable();
+
   /// Leaves the job: unlinks this rank's segment, and those of peers that
   /// died.
   ~ProcessGroup();
@@ -183,6 +201,10 @@ public:
 
 private:
   ProcessGroup();
+  static Result<std::unique_ptr<ProcessGroup>> createGroup(const std::string &jobName, int rank,
+                                                           int nranks, KeyValueStore *store,
+                                                           const ProcessGroupOptions &options,
+                                                           ErrorKind *errorKind);
   /// One call at a time, and no exception leaves: \p plan is validated
   /// here, unless \p validated is given instead.
   Status enter(const Plan *plan, const ValidatedPlan *validated, const CallArgs &args,

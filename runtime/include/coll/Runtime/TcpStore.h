@@ -24,6 +24,7 @@
 #ifndef COLL_RUNTIME_TCPSTORE_H
 #define COLL_RUNTIME_TCPSTORE_H
 
+#include "coll/Runtime/KeyValueStore.h"
 #include "coll/Runtime/Status.h"
 
 #include <cstdint>
@@ -62,22 +63,22 @@ private:
 
 /// A client: one connection to the server; calls from one thread at a
 /// time.
-class TcpStore {
+class TcpStore final : public KeyValueStore {
 public:
   /// Connects to the server at \p host:\p port, retrying until
   /// \p timeoutSeconds have passed (the server may start later). Every
   /// later call waits at most \p timeoutSeconds too.
   static Result<std::unique_ptr<TcpStore>> connect(const std::string &host, uint16_t port,
                                                    double timeoutSeconds);
-  ~TcpStore();
+  ~TcpStore() override;
   TcpStore(const TcpStore &) = delete;
   TcpStore &operator=(const TcpStore &) = delete;
 
   /// Sets \p key to \p value (replacing it), and wakes the gets waiting
   /// for it.
-  Status set(const std::string &key, const std::string &value);
+  Status set(const std::string &key, const std::string &value) override;
   /// The value of \p key, once some client has set it.
-  Result<std::string> get(const std::string &key);
+  Result<std::string> get(const std::string &key) override;
   /// Adds \p delta to the counter at \p key (0 when unset; a counter is a
   /// value in decimal, such as set(key, "12") makes) and returns the sum:
   /// for barriers. An error when the key holds something else.

@@ -1,0 +1,733 @@
+//===- NetEngine.cpp - A process rank's connections across hosts ----------===//
+//
+// NetEngine over UCX (NetEngine.h); without UCX, create() says so.
+//
+//===----------------------------------------------------------------------===//
+
+#include "NetEngine.h"
+
+#include "ExecCommon.h"
+#include "ProcessControl.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+
+#ifdef COLL_HAVE_UCX
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <ucp/api/ucp.h>
+#endif
+
+namespace coll {
+namespace detail {
+
+namespace {
+
+constexpr uint64_t controlTag = uint64_t(1) << 63;
+constexpr uint64_t messageBits = 20;
+constexpr uint64_t messageMask = (uint64_t(1) << messageBits) - 1;
+
+std::string readLink(const char *path) {
+  char buf[256];
+  ssize_t n = readlink(path, buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+} // namespace
+
+uint64_t netTagBase(uint64_t side, uint32_t sender, uint32_t channel) {
+  // [62..41] data side, [40..25] sender, [24..20] channel, [19..0]
+  // message. Message numbers wrap, which is harmless: UCX matches the
+  // messages of one tag from one sender in the order they were sent.
+  return ((side & ((uint64_t(1) << 22) - 1)) << 41) | (uint64_t(sender & 0xffff) << 25) |
+         (uint64_t(channel & 31) << 20);
+}
+
+NetLink::NetLink(bool sending, uint32_t peer, uint64_t tagBase, uint32_t depth, uint64_t slotBytes)
+    : sending(sending), peer(peer), tagBase(tagBase), storage(depth, slotBytes),
+      lengths(new uint64_t[depth]()), slots(new Slot[depth]()) {
+  // Never direct: the peer cannot read this process's memory.
+  storage.fifo.direct = nullptr;
+  if (sending)
+    storage.fifo.lengths = lengths.get();
+}
+
+std::string hostIdentity() {
+  if (const char *h = std::getenv("COLL_HOST"); h && *h)
+    return h;
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  std::string boot;
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::getline(in, boot);
+  return cat(name, "/", boot, "/", readLink("/proc/self/ns/mnt"), "/",
+             readLink("/proc/self/ns/net"));
+}
+
+#ifndef COLL_HAVE_UCX
+
+bool netAvailable() {
+  return false;
+}
+
+Result<std::unique_ptr<NetEngine>> NetEngine::create(JobControl &) {
+  return Status::error("this build of Collc has no network transport (it was built without UCX: "
+                       "install libucx-dev and rebuild)");
+}
+
+#else
+
+bool netAvailable() {
+  return true;
+}
+
+namespace {
+
+/// What a rank sends its remote peers of its control block.
+struct ControlUpdate {
+  uint64_t magic = 0;
+  uint32_t rank = 0;
+  uint32_t flags = 0; ///< failedFlag, closedFlag.
+  uint64_t update = 0;
+  uint64_t callSeq = 0;
+  uint64_t doneSeq = 0;
+  PublishedCall call; ///< The publication of call callSeq.
+  uint32_t failureOrigin = 0;
+  uint32_t failureBytes = 0;
+  char failure[sizeof(ControlBlock::failure)] = {};
+};
+constexpr uint64_t updateMagic = 0x31445055434c4f43ull; ///< "COLCUPD1"
+constexpr uint32_t failedFlag = 1, closedFlag = 2;
+constexpr size_t updateHead = offsetof(ControlUpdate, failure);
+
+using Slot = NetLink::Slot;
+
+void sendDone(void *, ucs_status_t status, void *user) {
+  auto *c = static_cast<Slot *>(user);
+  c->status = status;
+  c->done = status == UCS_OK ? 1 : 2;
+}
+
+void recvDone(void *, ucs_status_t status, const ucp_tag_recv_info_t *info, void *user) {
+  auto *c = static_cast<Slot *>(user);
+  c->status = status;
+  if (status == UCS_OK)
+    c->length = info->length;
+  c->done = status == UCS_OK ? 1 : 2;
+}
+
+class UcxEngine;
+
+/// What the error handler of a peer's endpoint needs.
+struct PeerContext {
+  UcxEngine *engine = nullptr;
+  uint32_t rank = 0;
+};
+
+void endpointFailed(void *arg, ucp_ep_h, ucs_status_t status);
+
+/// Request parameters with a completion callback into \p slot, never
+/// completed in place (one path for every completion).
+ucp_request_param_t withCallback(Slot &slot, bool send) {
+  ucp_request_param_t rp{};
+  rp.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  if (send)
+    rp.cb.send = sendDone;
+  else
+    rp.cb.recv = recvDone;
+  rp.user_data = &slot;
+  return rp;
+}
+
+class UcxEngine final : public NetEngine {
+public:
+  explicit UcxEngine(JobControl &jc) : jc(jc) {}
+  ~UcxEngine() override;
+
+  Status init();
+  const std::string &address() const override { return own; }
+  Status connect(uint32_t q, const std::string &address, ControlBlock *mirror) override;
+  void start() override;
+  void flush(double seconds) override;
+  void controlChanged() override {
+    dirty.store(true, std::memory_order_release);
+    wakeEventFd(wakeFd);
+  }
+  bool poll() override;
+  void pollerEnter() override;
+  void pollerLeave() override;
+  bool lost(uint32_t q, std::string *why) const override;
+  Doorbell &bell() override { return doorbell; }
+  void attach(const std::vector<std::shared_ptr<NetLink>> &links) override;
+  void detach(const std::vector<std::shared_ptr<NetLink>> &links) override;
+  std::string linkFailure() const override {
+    std::lock_guard<std::mutex> lock(mutex);
+    return failure;
+  }
+
+  void markLost(uint32_t q, const std::string &why);
+
+private:
+  struct Peer {
+    ucp_ep_h ep = nullptr;
+    ControlBlock *mirror = nullptr;
+    PeerContext context;
+    uint64_t applied = 0;          ///< The last update applied.
+    int64_t heardNs = 0;           ///< When the last update came.
+    std::atomic<bool> lost{false}; ///< Set once, with why.
+    std::string why;               ///< Under the engine's mutex.
+  };
+  /// An update in flight, with its memory.
+  struct Outgoing {
+    std::unique_ptr<ControlUpdate> update;
+    Slot slot;
+  };
+
+  void loop();
+  /// One pass over everything (under ucxMutex): true when anything
+  /// happened; \p moved, when given, is set when a link's message did.
+  bool step(bool *moved = nullptr);
+  bool serviceLink(NetLink &l);
+  void sendUpdates();
+  bool reapOutgoing();
+  void postControlReceive();
+  bool applyControl();
+  void linkFailed(const NetLink &l, int32_t status, uint64_t message);
+  bool pending(void *request) const {
+    return request && ucp_request_check_status(request) == UCS_INPROGRESS;
+  }
+
+  JobControl &jc;
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  std::string own;
+  std::vector<std::unique_ptr<Peer>> peers; ///< By rank; null: not remote.
+  std::thread thread;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> dirty{false};
+  Doorbell doorbell;
+  int wakeFd = -1, epollFd = -1;
+  int64_t beatNs = 0, silenceNs = 0;
+  uint64_t updates = 0;
+  int64_t nextBeat = 0;
+  std::atomic<uint32_t> pollers{0};
+  /// Held by whoever drives UCX: the engine's thread, or a worker in poll().
+  std::mutex ucxMutex;
+
+  mutable std::mutex mutex; ///< Guards what follows, and Peer::why.
+  std::vector<std::shared_ptr<NetLink>> toAttach, toDetach;
+  std::string failure;
+  std::atomic<uint64_t> flushAsked{0}, flushDone{0};
+
+  // The engine thread's own.
+  std::vector<std::shared_ptr<NetLink>> links;
+  std::deque<Outgoing> outgoing;
+  std::unique_ptr<ControlUpdate> incoming{new ControlUpdate()};
+  Slot control;
+};
+
+void endpointFailed(void *arg, ucp_ep_h, ucs_status_t status) {
+  auto *p = static_cast<PeerContext *>(arg);
+  p->engine->markLost(p->rank, cat("its connection broke (", ucs_status_string(status), ")"));
+}
+
+Status UcxEngine::init() {
+  ucp_params_t p{};
+  p.field_mask = UCP_PARAM_FIELD_FEATURES;
+  p.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  ucp_config_t *config = nullptr;
+  if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK)
+    return Status::error(cat("UCX: cannot read its configuration: ", ucs_status_string(s)));
+  ucs_status_t s = ucp_init(&p, config, &context);
+  ucp_config_release(config);
+  if (s != UCS_OK)
+    return Status::error(cat("UCX: cannot initialize: ", ucs_status_string(s)));
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  if (s = ucp_worker_create(context, &wp, &worker); s != UCS_OK)
+    return Status::error(cat("UCX: cannot create a worker: ", ucs_status_string(s)));
+  ucp_address_t *addr = nullptr;
+  size_t len = 0;
+  if (s = ucp_worker_get_address(worker, &addr, &len); s != UCS_OK)
+    return Status::error(cat("UCX: the worker has no address: ", ucs_status_string(s)));
+  own.assign(reinterpret_cast<const char *>(addr), len);
+  ucp_worker_release_address(worker, addr);
+  int efd = -1;
+  if (s = ucp_worker_get_efd(worker, &efd); s != UCS_OK)
+    return Status::error(cat("UCX: the worker cannot wake a thread: ", ucs_status_string(s)));
+  wakeFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epollFd = epoll_create1(EPOLL_CLOEXEC);
+  if (wakeFd < 0 || epollFd < 0)
+    return Status::error(cat("cannot create an eventfd or epoll set: ", std::strerror(errno)));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = efd;
+  epoll_ctl(epollFd, EPOLL_CTL_ADD, efd, &ev);
+  ev.data.fd = wakeFd;
+  epoll_ctl(epollFd, EPOLL_CTL_ADD, wakeFd, &ev);
+  doorbell.wakeFd = wakeFd + 1;
+  peers.resize(jc.nranks);
+  const double beat = std::max(jc.options.livenessIntervalSeconds, 0.1);
+  beatNs = int64_t(beat * 1e9);
+  silenceNs = std::max<int64_t>(int64_t(2e9), 20 * beatNs);
+  return Status::success();
+}
+
+UcxEngine::~UcxEngine() {
+  if (thread.joinable()) {
+    stopping.store(true, std::memory_order_release);
+    wakeEventFd(wakeFd);
+    thread.join();
+  }
+  if (worker) {
+    // Cancel the receives, close every endpoint at once (a peer that is
+    // gone would hold a graceful close), then let UCX finish what it holds.
+    if (control.request)
+      ucp_request_cancel(worker, control.request);
+    for (auto &l : links)
+      if (!l->sending)
+        for (uint32_t i = 0; i < l->fifo().depth; ++i)
+          if (l->slots[i].request)
+            ucp_request_cancel(worker, l->slots[i].request);
+    std::vector<void *> closing;
+    for (auto &p : peers)
+      if (p && p->ep) {
+        ucp_request_param_t rp{};
+        rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        void *r = ucp_ep_close_nbx(p->ep, &rp);
+        if (UCS_PTR_IS_PTR(r))
+          closing.push_back(r);
+      }
+    const int64_t until = nowNs() + 2'000'000'000;
+    bool busy = true;
+    while (busy && nowNs() < until) {
+      ucp_worker_progress(worker);
+      busy = pending(control.request);
+      for (void *r : closing)
+        busy |= pending(r);
+      for (auto &l : links)
+        for (uint32_t i = 0; i < l->fifo().depth; ++i)
+          busy |= pending(l->slots[i].request);
+      for (Outgoing &o : outgoing)
+        busy |= pending(o.slot.request);
+    }
+    // Requests still in flight (UCX did not finish them) keep their
+    // memory, and the worker stays: leaked rather than freed under UCX.
+    if (!busy) {
+      for (void *r : closing)
+        ucp_request_free(r);
+      if (control.request)
+        ucp_request_free(control.request);
+      for (auto &l : links)
+        for (uint32_t i = 0; i < l->fifo().depth; ++i)
+          if (l->slots[i].request)
+            ucp_request_free(l->slots[i].request);
+      for (Outgoing &o : outgoing)
+        if (o.slot.request)
+          ucp_request_free(o.slot.request);
+      links.clear();
+      outgoing.clear();
+      ucp_worker_destroy(worker);
+      ucp_cleanup(context);
+    } else {
+      for (auto &l : links)
+        new std::shared_ptr<NetLink>(l); // Never freed: UCX may still write there.
+      (void)incoming.release();
+      for (Outgoing &o : outgoing)
+        (void)o.update.release();
+    }
+  }
+  if (wakeFd >= 0)
+    close(wakeFd);
+  if (epollFd >= 0)
+    close(epollFd);
+}
+
+Status UcxEngine::connect(uint32_t q, const std::string &address, ControlBlock *mirror) {
+  auto p = std::make_unique<Peer>();
+  p->mirror = mirror;
+  p->context.engine = this;
+  p->context.rank = q;
+  p->heardNs = nowNs();
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  ep.address = reinterpret_cast<const ucp_address_t *>(address.data());
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ep.err_handler.cb = endpointFailed;
+  ep.err_handler.arg = &p->context;
+  if (ucs_status_t s = ucp_ep_create(worker, &ep, &p->ep); s != UCS_OK)
+    return Status::error(
+        cat("UCX: cannot connect rank ", jc.rank, " to rank ", q, ": ", ucs_status_string(s)));
+  peers[q] = std::move(p);
+  return Status::success();
+}
+
+void UcxEngine::start() {
+  postControlReceive();
+  thread = std::thread([this] { loop(); });
+}
+
+void UcxEngine::flush(double seconds) {
+  const uint64_t ticket = flushAsked.fetch_add(1, std::memory_order_acq_rel) + 1;
+  controlChanged();
+  const int64_t until = nowNs() + int64_t(seconds * 1e9);
+  while (thread.joinable() && flushDone.load(std::memory_order_acquire) < ticket && nowNs() < until)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+
+bool UcxEngine::lost(uint32_t q, std::string *why) const {
+  if (q >= peers.size() || !peers[q] || !peers[q]->lost.load(std::memory_order_acquire))
+    return false;
+  if (why) {
+    std::lock_guard<std::mutex> lock(mutex);
+    *why = peers[q]->why;
+  }
+  return true;
+}
+
+void UcxEngine::markLost(uint32_t q, const std::string &why) {
+  if (q >= peers.size() || !peers[q])
+    return;
+  Peer &p = *peers[q];
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (p.lost.load(std::memory_order_relaxed))
+      return;
+    p.why = why;
+  }
+  p.lost.store(true, std::memory_order_release);
+  jc.me().bell.ring();
+}
+
+void UcxEngine::linkFailed(const NetLink &l, int32_t status, uint64_t message) {
+  const ucs_status_t s = ucs_status_t(status);
+  if (s == UCS_ERR_CANCELED)
+    return;
+  std::string what =
+      s == UCS_ERR_MESSAGE_TRUNCATED
+          ? cat("message ", message, " from rank ", l.peer, " is longer than its slot (",
+                l.storage.fifo.slotBytes, " bytes): the ranks run different plans")
+          : cat("message ", message, l.sending ? " to" : " from", " rank ", l.peer,
+                " failed: ", ucs_status_string(s));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (failure.empty())
+      failure = cat("rank ", jc.rank, ": ", what);
+  }
+  if (s != UCS_ERR_MESSAGE_TRUNCATED)
+    markLost(l.peer, cat("its connection broke (", ucs_status_string(s), ")"));
+  jc.me().bell.ring();
+}
+
+void UcxEngine::attach(const std::vector<std::shared_ptr<NetLink>> &add) {
+  if (add.empty())
+    return;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    toAttach.insert(toAttach.end(), add.begin(), add.end());
+  }
+  wakeEventFd(wakeFd);
+}
+
+void UcxEngine::detach(const std::vector<std::shared_ptr<NetLink>> &gone) {
+  if (gone.empty())
+    return;
+  for (const auto &l : gone)
+    l->detached.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    toDetach.insert(toDetach.end(), gone.begin(), gone.end());
+  }
+  wakeEventFd(wakeFd);
+}
+
+void UcxEngine::postControlReceive() {
+  control = Slot();
+  ucp_request_param_t rp = withCallback(control, false);
+  void *r =
+      ucp_tag_recv_nbx(worker, incoming.get(), sizeof(ControlUpdate), controlTag, controlTag, &rp);
+  control.request = UCS_PTR_IS_PTR(r) ? r : nullptr;
+}
+
+bool UcxEngine::applyControl() {
+  if (!control.request || !control.done)
+    return false;
+  ucp_request_free(control.request);
+  control.request = nullptr;
+  const ControlUpdate &u = *incoming;
+  if (control.done == 1 && control.length >= updateHead && u.magic == updateMagic &&
+      u.rank < peers.size() && peers[u.rank] && u.failureBytes <= sizeof u.failure &&
+      control.length >= updateHead + u.failureBytes) {
+    Peer &p = *peers[u.rank];
+    p.heardNs = nowNs();
+    ControlBlock &m = *p.mirror;
+    m.heartbeatNs.store(p.heardNs, std::memory_order_relaxed);
+    if (u.update > p.applied) {
+      p.applied = u.update;
+      // In the order the owner wrote them: the publication before callSeq,
+      // the message before `failed`.
+      if (u.callSeq > m.callSeq.load(std::memory_order_relaxed)) {
+        m.calls[u.callSeq % 2] = u.call;
+        m.callSeq.store(u.callSeq, std::memory_order_release);
+      }
+      if (u.doneSeq > m.doneSeq.load(std::memory_order_relaxed))
+        m.doneSeq.store(u.doneSeq, std::memory_order_release);
+      if ((u.flags & failedFlag) && !m.failed.load(std::memory_order_relaxed)) {
+        m.failureOrigin = u.failureOrigin;
+        std::memset(m.failure, 0, sizeof m.failure);
+        std::memcpy(m.failure, u.failure, std::min<size_t>(u.failureBytes, sizeof m.failure - 1));
+        m.failed.store(1, std::memory_order_release);
+      }
+      if (u.flags & closedFlag)
+        m.closed.store(1, std::memory_order_release);
+      jc.me().bell.ring();
+    }
+  }
+  postControlReceive();
+  return true;
+}
+
+void UcxEngine::sendUpdates() {
+  const ControlBlock &me = jc.me();
+  ControlUpdate u;
+  u.magic = updateMagic;
+  u.rank = jc.rank;
+  u.update = ++updates;
+  // The owner's writes read in reverse order: callSeq before its
+  // publication, `failed` before the message.
+  u.callSeq = me.callSeq.load(std::memory_order_acquire);
+  u.call = me.calls[u.callSeq % 2];
+  u.doneSeq = me.doneSeq.load(std::memory_order_acquire);
+  if (me.failed.load(std::memory_order_acquire)) {
+    u.flags |= failedFlag;
+    u.failureOrigin = me.failureOrigin;
+    u.failureBytes = uint32_t(strnlen(me.failure, sizeof me.failure));
+    std::memcpy(u.failure, me.failure, u.failureBytes);
+  }
+  if (me.closed.load(std::memory_order_acquire))
+    u.flags |= closedFlag;
+  const size_t bytes = updateHead + u.failureBytes;
+  for (uint32_t q = 0; q < peers.size(); ++q) {
+    if (!peers[q] || peers[q]->lost.load(std::memory_order_relaxed))
+      continue;
+    outgoing.emplace_back();
+    Outgoing &o = outgoing.back();
+    o.update = std::make_unique<ControlUpdate>();
+    std::memcpy(static_cast<void *>(o.update.get()), &u, bytes);
+    ucp_request_param_t rp = withCallback(o.slot, true);
+    void *r = ucp_tag_send_nbx(peers[q]->ep, o.update.get(), bytes, controlTag | jc.rank, &rp);
+    if (UCS_PTR_IS_ERR(r)) {
+      markLost(q, cat("its connection broke (", ucs_status_string(UCS_PTR_STATUS(r)), ")"));
+      outgoing.pop_back();
+    } else {
+      o.slot.request = r;
+    }
+  }
+}
+
+bool UcxEngine::reapOutgoing() {
+  bool any = false;
+  // Completed updates leave from the front only: a deque keeps the others
+  // where UCX knows them.
+  while (!outgoing.empty() && (!outgoing.front().slot.request || outgoing.front().slot.done)) {
+    if (outgoing.front().slot.request)
+      ucp_request_free(outgoing.front().slot.request);
+    outgoing.pop_front();
+    any = true;
+  }
+  return any;
+}
+
+bool UcxEngine::serviceLink(NetLink &l) {
+  Fifo &f = l.fifo();
+  bool any = false;
+  const bool detached = l.detached.load(std::memory_order_acquire);
+  if (!detached && !peers[l.peer]->lost.load(std::memory_order_relaxed)) {
+    // Hand UCX what the threadblock published (sender), or a receive for
+    // every free slot (receiver).
+    const uint64_t limit = l.sending ? f.tail->load(std::memory_order_acquire)
+                                     : f.head->load(std::memory_order_acquire) + f.depth;
+    while (l.issued < limit) {
+      const uint64_t m = l.issued;
+      Slot &slot = l.slots[m % f.depth];
+      slot = Slot();
+      ucp_request_param_t rp = withCallback(slot, l.sending);
+      const uint64_t tag = l.tagBase | (m & messageMask);
+      void *r =
+          l.sending
+              ? ucp_tag_send_nbx(peers[l.peer]->ep, f.slot(m), l.lengths[m % f.depth], tag, &rp)
+              : ucp_tag_recv_nbx(worker, f.slot(m), f.slotBytes, tag, ~uint64_t(0), &rp);
+      if (UCS_PTR_IS_ERR(r)) {
+        slot.status = UCS_PTR_STATUS(r);
+        slot.done = 2;
+      } else {
+        slot.request = r;
+      }
+      ++l.issued;
+      any = true;
+    }
+  }
+  // Retire what completed, in order: free the sender's slot, or publish
+  // the receiver's message.
+  const uint64_t before = l.completed;
+  while (l.completed < l.issued) {
+    Slot &slot = l.slots[l.completed % f.depth];
+    if (!slot.done)
+      break;
+    if (slot.done == 2 && !detached)
+      linkFailed(l, slot.status, l.completed);
+    if (slot.request)
+      ucp_request_free(slot.request);
+    slot = Slot();
+    ++l.completed;
+  }
+  if (l.completed != before && !detached) {
+    if (l.sending)
+      f.head->store(l.completed, std::memory_order_release);
+    else
+      f.tail->store(l.completed, std::memory_order_release);
+    jc.me().bell.ring();
+    any = true;
+  }
+  return any;
+}
+
+bool UcxEngine::step(bool *moved) {
+  bool busy = false;
+  while (ucp_worker_progress(worker))
+    busy = true;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto &l : toAttach)
+      links.push_back(std::move(l));
+    toAttach.clear();
+    for (auto &l : toDetach)
+      if (!l->sending)
+        for (uint32_t i = 0; i < l->fifo().depth; ++i)
+          if (l->slots[i].request && !l->slots[i].done)
+            ucp_request_cancel(worker, l->slots[i].request);
+    toDetach.clear();
+  }
+  for (size_t i = 0; i < links.size();) {
+    NetLink &l = *links[i];
+    if (serviceLink(l)) {
+      busy = true;
+      if (moved)
+        *moved = true;
+    }
+    // A detached link goes once UCX is done with its memory.
+    if (l.detached.load(std::memory_order_acquire) && l.completed == l.issued) {
+      links[i] = std::move(links.back());
+      links.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  busy |= applyControl();
+  busy |= reapOutgoing();
+  const int64_t now = nowNs();
+  const uint64_t asked = flushAsked.load(std::memory_order_acquire);
+  if (dirty.exchange(false, std::memory_order_acq_rel) || now >= nextBeat) {
+    sendUpdates();
+    nextBeat = now + beatNs;
+    busy = true;
+  }
+  // A flush is done once the updates sent after it was asked for are.
+  if (asked > flushDone.load(std::memory_order_relaxed) && outgoing.empty())
+    flushDone.store(asked, std::memory_order_release);
+  for (uint32_t q = 0; q < peers.size(); ++q)
+    if (peers[q] && !peers[q]->lost.load(std::memory_order_relaxed) &&
+        now - peers[q]->heardNs > silenceNs)
+      markLost(q, cat("it has been silent for ", formatSeconds(double(silenceNs) / 1e9),
+                      " s (no update or heartbeat over the network)"));
+  return busy;
+}
+
+bool UcxEngine::poll() {
+  std::unique_lock<std::mutex> lock(ucxMutex, std::try_to_lock);
+  bool moved = false;
+  if (lock.owns_lock())
+    step(&moved);
+  return moved;
+}
+
+void UcxEngine::pollerEnter() {
+  pollers.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void UcxEngine::pollerLeave() {
+  // The last poller to go hands the network back to the engine's thread.
+  if (pollers.fetch_sub(1, std::memory_order_acq_rel) == 1)
+    wakeEventFd(wakeFd);
+}
+
+void UcxEngine::loop() {
+  for (;;) {
+    bool busy;
+    {
+      std::lock_guard<std::mutex> lock(ucxMutex);
+      busy = step();
+    }
+    if (stopping.load(std::memory_order_acquire))
+      return;
+    if (busy)
+      continue;
+    int waitMs = int(std::clamp<int64_t>((nextBeat - nowNs()) / 1'000'000 + 1, 1, 1000));
+    uint64_t drained;
+    if (pollers.load(std::memory_order_acquire) > 0) {
+      // A run's workers drive the network (poll()): wake for the next beat,
+      // or when told (the last of them leaves, an update to send). The
+      // doorbell stays unregistered: a threadblock's publication costs no
+      // wake-up here.
+      pollfd p{wakeFd, POLLIN, 0};
+      ::poll(&p, 1, waitMs);
+      while (read(wakeFd, &drained, sizeof drained) > 0) {
+      }
+      continue;
+    }
+    // Sleep until the network, a threadblock of ours or the next beat
+    // wakes us.
+    const uint32_t seen = doorbell.seq.load(std::memory_order_seq_cst);
+    doorbell.sleepers.store(1, std::memory_order_seq_cst);
+    if (doorbell.seq.load(std::memory_order_seq_cst) == seen &&
+        !dirty.load(std::memory_order_acquire) && pollers.load(std::memory_order_acquire) == 0) {
+      ucs_status_t armed;
+      {
+        std::lock_guard<std::mutex> lock(ucxMutex);
+        armed = ucp_worker_arm(worker);
+      }
+      if (armed == UCS_OK) {
+        epoll_event ev[4];
+        epoll_wait(epollFd, ev, 4, waitMs);
+      }
+    }
+    doorbell.sleepers.store(0, std::memory_order_seq_cst);
+    while (read(wakeFd, &drained, sizeof drained) > 0) {
+    }
+  }
+}
+
+} // namespace
+
+Result<std::unique_ptr<NetEngine>> NetEngine::create(JobControl &jc) {
+  auto e = std::make_unique<UcxEngine>(jc);
+  if (Status s = e->init(); !s)
+    return s;
+  return std::unique_ptr<NetEngine>(std::move(e));
+}
+
+#endif // COLL_HAVE_UCX
+
+} // namespace detail
+} // namespace coll
