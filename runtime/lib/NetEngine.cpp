@@ -98,7 +98,9 @@ struct ControlUpdate {
   uint64_t update = 0;
   uint64_t callSeq = 0;
   uint64_t doneSeq = 0;
-  PublishedCall call; ///< The publication of call callSeq.
+  /// Both publication slots: a peer that reads call s after the owner
+  /// has published s + 1 finds s in its slot still.
+  PublishedCall calls[2];
   uint32_t failureOrigin = 0;
   uint32_t failureBytes = 0;
   char failure[sizeof(ControlBlock::failure)] = {};
@@ -289,8 +291,9 @@ UcxEngine::~UcxEngine() {
     thread.join();
   }
   if (worker) {
-    // Cancel the receives, close every endpoint at once (a peer that is
-    // gone would hold a graceful close), then let UCX finish what it holds.
+    // Hand UCX what the threadblocks published last, then cancel the
+    // receives.
+    step();
     if (control.request)
       ucp_request_cancel(worker, control.request);
     for (auto &l : links)
@@ -298,17 +301,25 @@ UcxEngine::~UcxEngine() {
         for (uint32_t i = 0; i < l->fifo().depth; ++i)
           if (l->slots[i].request)
             ucp_request_cancel(worker, l->slots[i].request);
+    // What we sent must reach the peers before the connections go (UCX
+    // may still hold a message it has taken): each endpoint is closed in
+    // flush mode, bounded in time, for a peer that is gone never answers;
+    // after a failure (messages may wait for receives their peers
+    // cancelled) the bound is short. Requests still in flight then keep
+    // their memory, and the worker stays: leaked rather than freed under
+    // UCX.
+    bool failed = jc.me().failed.load(std::memory_order_acquire);
+    for (auto &p : peers)
+      failed |= p && p->lost.load(std::memory_order_acquire);
     std::vector<void *> closing;
     for (auto &p : peers)
       if (p && p->ep) {
         ucp_request_param_t rp{};
-        rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
         void *r = ucp_ep_close_nbx(p->ep, &rp);
         if (UCS_PTR_IS_PTR(r))
           closing.push_back(r);
       }
-    const int64_t until = nowNs() + 2'000'000'000;
+    const int64_t until = nowNs() + (failed ? 300'000'000 : 5'000'000'000);
     bool busy = true;
     while (busy && nowNs() < until) {
       ucp_worker_progress(worker);
@@ -321,8 +332,6 @@ UcxEngine::~UcxEngine() {
       for (Outgoing &o : outgoing)
         busy |= pending(o.slot.request);
     }
-    // Requests still in flight (UCX did not finish them) keep their
-    // memory, and the worker stays: leaked rather than freed under UCX.
     if (!busy) {
       for (void *r : closing)
         ucp_request_free(r);
@@ -477,10 +486,13 @@ bool UcxEngine::applyControl() {
       p.applied = u.update;
       // In the order the owner wrote them: the publication before callSeq,
       // the message before `failed`.
-      if (u.callSeq > m.callSeq.load(std::memory_order_relaxed)) {
-        m.calls[u.callSeq % 2] = u.call;
+      // A slot the owner was writing (a call it has not published yet)
+      // may come torn; it is whole in the update that publishes it.
+      for (int i = 0; i < 2; ++i)
+        if (u.calls[i].seq >= m.calls[i].seq)
+          m.calls[i] = u.calls[i];
+      if (u.callSeq > m.callSeq.load(std::memory_order_relaxed))
         m.callSeq.store(u.callSeq, std::memory_order_release);
-      }
       if (u.doneSeq > m.doneSeq.load(std::memory_order_relaxed))
         m.doneSeq.store(u.doneSeq, std::memory_order_release);
       if ((u.flags & failedFlag) && !m.failed.load(std::memory_order_relaxed)) {
@@ -507,7 +519,8 @@ void UcxEngine::sendUpdates() {
   // The owner's writes read in reverse order: callSeq before its
   // publication, `failed` before the message.
   u.callSeq = me.callSeq.load(std::memory_order_acquire);
-  u.call = me.calls[u.callSeq % 2];
+  u.calls[0] = me.calls[0];
+  u.calls[1] = me.calls[1];
   u.doneSeq = me.doneSeq.load(std::memory_order_acquire);
   if (me.failed.load(std::memory_order_acquire)) {
     u.flags |= failedFlag;
@@ -553,7 +566,11 @@ bool UcxEngine::serviceLink(NetLink &l) {
   Fifo &f = l.fifo();
   bool any = false;
   const bool detached = l.detached.load(std::memory_order_acquire);
-  if (!detached && !peers[l.peer]->lost.load(std::memory_order_relaxed)) {
+  // A detached receiving end posts nothing more; a sending end still sends
+  // what its threadblock published (the last messages of the last call),
+  // unless its peer is lost. A receiving end keeps receiving from a lost
+  // peer: what it sent before it went may still be on its way.
+  if (l.sending ? !peers[l.peer]->lost.load(std::memory_order_relaxed) : !detached) {
     // Hand UCX what the threadblock published (sender), or a receive for
     // every free slot (receiver).
     const uint64_t limit = l.sending ? f.tail->load(std::memory_order_acquire)

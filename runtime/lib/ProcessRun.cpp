@@ -39,8 +39,11 @@ public:
       jc.net->pollerEnter();
   }
   ~ShmPacer() {
-    if (jc.net)
+    // Hand UCX the messages our threadblocks published last, at once.
+    if (jc.net) {
+      jc.net->poll();
       jc.net->pollerLeave();
+    }
   }
   ShmPacer(const ShmPacer &) = delete;
   ShmPacer &operator=(const ShmPacer &) = delete;

@@ -14,6 +14,7 @@
 //                    [--delay-ms MS] [--overlap] [--fail-alloc-above BYTES]
 //                    [--recreate K] [--validated]
 //                    [--registered] [--cross-memory] [--no-direct] [--expect-direct]
+//                    [--store HOST:PORT [--host NAME]]
 //
 // --die-after-ms, --stop-after-ms, --exit-after-ms and --abort-after-ms
 // end this process with SIGKILL, stop it with SIGSTOP, end it with
@@ -33,6 +34,9 @@
 // ProcessGroupOptions::crossMemoryReads for pieces of any size;
 // --no-direct clears directReads; --expect-direct fails (status 1) unless
 // some call read a message where its sender left it.
+// --store joins through the TcpStore at HOST:PORT (ProcessGroup::create()
+// with a store: a job whose ranks may span hosts), --host sets COLL_HOST
+// first: ranks of different names talk over the network.
 // Exit status: 0 every element right, 1 a wrong element, 2 bad usage, 3 an
 // execute() error, 4 a create() error. Errors are printed as
 // "error: <kind>: <message>".
@@ -43,6 +47,7 @@
 #include "TestHelpers.h"
 #include "coll/Runtime/PlanIO.h"
 #include "coll/Runtime/ProcessGroup.h"
+#include "coll/Runtime/TcpStore.h"
 #include "coll/coll.h"
 
 #include <atomic>
@@ -122,6 +127,8 @@ struct Args {
   bool validated = false;
   bool registered = false;
   bool expectDirect = false;
+  std::string storeHost; ///< --store: join through the store there.
+  uint16_t storePort = 0;
 };
 
 /// The hand-written ring between ranks 0 and 1 in a plan of \p n ranks:
@@ -357,6 +364,15 @@ int main(int argc, char **argv) {
       a.options.directReads = false;
     else if (s == "--expect-direct")
       a.expectDirect = true;
+    else if (s == "--store") {
+      std::string where = next();
+      size_t colon = where.rfind(':');
+      if (colon == std::string::npos)
+        return usage("--store takes HOST:PORT");
+      a.storeHost = where.substr(0, colon);
+      a.storePort = uint16_t(std::atoi(where.c_str() + colon + 1));
+    } else if (s == "--host")
+      setenv("COLL_HOST", next(), 1);
     else
       return usage(("unknown argument " + s).c_str());
   }
@@ -424,7 +440,17 @@ int main(int argc, char **argv) {
   uint64_t directMessages = 0;
   for (uint64_t round = 0; round < a.recreate && status == 0; ++round) {
     ErrorKind kind = ErrorKind::None;
-    auto group = ProcessGroup::create(a.job, a.rank, a.nranks, a.options, &kind);
+    std::unique_ptr<TcpStore> store;
+    if (!a.storeHost.empty()) {
+      auto c = TcpStore::connect(a.storeHost, a.storePort, a.options.setupTimeoutSeconds);
+      if (!c) {
+        std::fprintf(stderr, "error: store: %s\n", c.message().c_str());
+        return 4;
+      }
+      store = std::move(*c);
+    }
+    auto group = store ? ProcessGroup::create(a.job, a.rank, a.nranks, *store, a.options, &kind)
+                       : ProcessGroup::create(a.job, a.rank, a.nranks, a.options, &kind);
     if (!group) {
       std::fprintf(stderr, "error: %s: %s (round %llu)\n", errorKindName(kind),
                    group.message().c_str(), static_cast<unsigned long long>(round));
