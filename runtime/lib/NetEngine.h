@@ -129,9 +129,9 @@ public:
 };
 
 /// This host as ranks on other hosts tell it apart: the environment's
-/// COLL_HOST when set, else the host name, the boot id and the mount and
-/// network namespaces (ranks that do not share /dev/shm, or a network
-/// namespace, are on different hosts).
+/// COLL_HOST when set, else the host name, the boot id, the /dev/shm
+/// directory and the network namespace (ranks that do not share /dev/shm,
+/// or a network namespace, are on different hosts).
 std::string hostIdentity();
 
 } // namespace detail

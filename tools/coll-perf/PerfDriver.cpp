@@ -185,7 +185,9 @@ public:
   }
 
 private:
-  const char *ranksAs() const { return opts.processes ? "processes" : "threads"; }
+  const char *ranksAs() const {
+    return opts.boot ? "processes met through a store" : opts.processes ? "processes" : "threads";
+  }
   /// Whether the rank processes are bound, as the sweep will do it.
   const char *boundNote() const {
     if (!opts.processes)
@@ -248,6 +250,9 @@ public:
 private:
   int runThreads();
   int runProcesses();
+  int runBootstrapped();
+  /// --bootstrap: this process's rank.
+  bool mine(uint32_t r) const { return !opts.boot || r == uint32_t(opts.boot->rank); }
   /// Rank \p r's buffers for \p step.
   RankPointers pointers(const Step &step, uint32_t r) const;
   /// Gives rank \p r fresh inputs and poisons its output before a checked run.
@@ -320,23 +325,31 @@ std::string Sweep::prepare() {
   const uint64_t shared = perRank * nranks + SharedArena::footprint(sizeof(SharedBarrier)) +
                           SharedArena::footprint(sizeof(double) * steps.size() * nranks) +
                           RankProcesses::arenaBytes(nranks);
-  if (!arena.reserve(shared))
-    return std::string("cannot map ") + std::to_string(shared) +
+  // --bootstrap: this rank's buffers only, but every rank's input (the
+  // reference needs them).
+  const uint64_t reserve = opts.boot
+                               ? perRank + SharedArena::footprint(sizeof(SharedBarrier)) +
+                                     SharedArena::footprint(sizeof(double) * steps.size() * nranks)
+                               : shared;
+  if (!arena.reserve(reserve))
+    return std::string("cannot map ") + std::to_string(reserve) +
            " bytes of shared memory: " + std::strerror(errno);
   ranks.resize(nranks);
   originals.resize(nranks);
   for (uint32_t r = 0; r < nranks; ++r) {
     RankMemory &m = ranks[r];
+    m.original.resize(inBytes);
+    fillTestInput(opts.type, opts.op, nranks, r, most.input, m.original.data());
+    originals[r] = m.original.data();
+    if (!mine(r))
+      continue;
     m.in = arena.take(inBytes);
     m.out = arena.take(outBytes);
     m.both = arena.take(bothBytes);
     m.inBytes = inBytes;
     m.outBytes = outBytes;
     m.bothBytes = bothBytes;
-    m.original.resize(inBytes);
-    // Element e of a rank's test input does not depend on the count.
-    fillTestInput(opts.type, opts.op, nranks, r, most.input, m.original.data());
-    originals[r] = m.original.data();
+    // (Element e of a rank's test input does not depend on the count.)
   }
   times = reinterpret_cast<double *>(arena.take(sizeof(double) * steps.size() * nranks));
   return "";
@@ -364,8 +377,9 @@ void Sweep::resetRank(const Step &step, uint32_t r) const {
 Result<CheckOutcome> Sweep::check(const Step &step) const {
   std::vector<const void *> outputs(nranks);
   for (uint32_t r = 0; r < nranks; ++r)
-    outputs[r] = pointers(step, r).recv;
-  return checkOutputs(step.plan->plan(), step.count, opts.type, opts.op, originals, outputs);
+    outputs[r] = mine(r) ? pointers(step, r).recv : nullptr;
+  return checkOutputs(step.plan->plan(), step.count, opts.type, opts.op, originals, outputs,
+                      opts.boot ? opts.boot->rank : -1);
 }
 
 void Sweep::report(size_t i, const Measured &m) {
@@ -374,6 +388,8 @@ void Sweep::report(size_t i, const Measured &m) {
 }
 
 int Sweep::run() {
+  if (opts.boot)
+    return runBootstrapped();
   reporter.begin(plans);
   int rc = opts.processes ? runProcesses() : runThreads();
   uint64_t wrong = reporter.end();
@@ -557,6 +573,76 @@ int Sweep::runProcesses() {
   if (!error.empty())
     errors = error + (errors.empty() ? "" : "\ncoll-perf: error: " + errors);
   return errors.empty() ? 0 : fail(errors);
+}
+
+// --bootstrap: this process runs its rank through a group met in the store;
+// after each step every rank publishes its time and wrong elements there,
+// and rank 0 reports the slowest time and the sum.
+int Sweep::runBootstrapped() {
+  tools::Bootstrap &boot = *opts.boot;
+  const uint32_t r = uint32_t(boot.rank);
+  const ProcessGroupOptions po = opts.run.processGroupOptions();
+  if (std::string err = boot.connect(po.setupTimeoutSeconds); !err.empty())
+    return fail("rank " + std::to_string(r) + ": " + err);
+  auto group = ProcessGroup::create(boot.jobName(), int(r), int(nranks), *boot.store, po);
+  if (!group)
+    return fail(group.message());
+  const bool lead = r == 0;
+  if (lead)
+    reporter.begin(plans);
+  const std::string key = "coll-perf/" + boot.jobName() + "/step/";
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step &step = steps[i];
+    RankPointers p = pointers(step, r);
+    auto call = [&] {
+      return (*group)->execute(*step.plan, p.send, p.recv, step.count, opts.type, opts.op);
+    };
+    uint64_t wrong = 0;
+    if (opts.check) {
+      resetRank(step, r);
+      if (Status s = call(); !s)
+        return fail(s.message());
+      Result<CheckOutcome> outcome = check(step);
+      if (!outcome)
+        return fail(outcome.message());
+      if (outcome->wrong && !firstMismatchShown) {
+        std::fprintf(stderr, "coll-perf: %s\n", outcome->firstMismatch.c_str());
+        firstMismatchShown = true;
+      }
+      wrong = outcome->wrong;
+    }
+    for (uint64_t w = 0; w < opts.warmup; ++w)
+      if (Status s = call(); !s)
+        return fail(s.message());
+    auto start = std::chrono::steady_clock::now();
+    for (uint64_t n = 0; n < opts.iters; ++n)
+      if (Status s = call(); !s)
+        return fail(s.message());
+    double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    char mine[64];
+    std::snprintf(mine, sizeof mine, "%.3f %llu", opts.iters ? us / double(opts.iters) : 0,
+                  static_cast<unsigned long long>(wrong));
+    if (Status s = boot.store->set(key + std::to_string(i) + "/" + std::to_string(r), mine); !s)
+      return fail(s.message());
+    if (!lead)
+      continue;
+    Measured m;
+    for (uint32_t q = 0; q < nranks; ++q) {
+      Result<std::string> v = boot.store->get(key + std::to_string(i) + "/" + std::to_string(q));
+      double t = 0;
+      unsigned long long w = 0;
+      if (!v || std::sscanf(v->c_str(), "%lf %llu", &t, &w) != 2)
+        return fail("rank " + std::to_string(q) + " did not report step " + std::to_string(i) +
+                    (v ? " ('" + *v + "')" : ": " + v.message()));
+      m.timeUs = std::max(m.timeUs, t);
+      m.wrong += w;
+    }
+    report(i, m);
+  }
+  if (!lead)
+    return firstMismatchShown ? 1 : 0;
+  return reporter.end() ? 1 : 0;
 }
 
 } // namespace

@@ -43,6 +43,10 @@ struct PerfOptions {
   bool registered = false;
   bool csv = false;
   tools::RunSettings run; ///< --slice, --timeout.
+  /// --bootstrap tcp://host:port --rank r: this process is one rank of a
+  /// job whose ranks may be on several hosts (or network namespaces); rank
+  /// 0 prints the sweep, each step's time the slowest rank's.
+  tools::Bootstrap *boot = nullptr;
 };
 
 /// The short name of \p type that the CSV and the peers use: f32, i8, bf16...

@@ -77,6 +77,9 @@ void usage(FILE *out) {
       "\n"
       "  --nranks N             ranks (a .bin plan: its own; --coll: 2)\n"
       "  --ranks-as threads|processes   LocalWorld threads, or one process per rank (threads)\n"
+      "  --bootstrap tcp://host:port --rank r [--job name]\n"
+      "                         one rank of a job across hosts, met in a store that rank 0\n"
+      "                         serves there; rank 0 prints (the slowest rank's times)\n"
       "  --bind core|none       processes: each rank on a CPU of its own when there are\n"
       "                         enough, as mpirun binds (core)\n"
       "  -b, -e BYTES           smallest and largest size (K, M, G suffixes; 32M)\n"
@@ -116,6 +119,7 @@ struct Options {
   int64_t root = -1;      ///< -r; -1: not given.
   std::vector<std::string> defines;
   std::string collc, stdlib = COLL_STDLIB_DIR, select;
+  tools::Bootstrap boot; ///< --bootstrap, --rank, --job.
 };
 
 bool endsWith(const std::string &s, const char *suffix) {
@@ -185,12 +189,22 @@ int parseArgs(int argc, char **argv, Options &o) {
                                          "--placement", "--slice",
                                          "--timeout",   "-D",
                                          "--collc",     "--stdlib",
-                                         "--select"};
+                                         "--select",    "--bootstrap",
+                                         "--rank",      "--job"};
     if (std::find(std::begin(valued), std::end(valued), a) == std::end(valued))
       return fail("unknown option: " + a);
     if (!value())
       return fail(a + " needs a value");
-    if (a == "--coll") {
+    if (a == "--bootstrap") {
+      if (!o.boot.parse(v))
+        return fail("--bootstrap takes tcp://host:port");
+    } else if (a == "--rank") {
+      if (!parseUnsigned(v, n) || n >= 65536)
+        return fail("--rank takes a rank number");
+      o.boot.rank = int(n);
+    } else if (a == "--job") {
+      o.boot.job = v;
+    } else if (a == "--coll") {
       o.collective = v;
     } else if (a == "--nranks") {
       if (!parseUnsigned(v, n) || n == 0 || n > 65536)
@@ -428,6 +442,16 @@ int main(int argc, char **argv) {
     return fail("the plan's root is rank " + std::to_string(info.root) + ", not -r " +
                 std::to_string(o.root) + " (compile it with -D root=" + std::to_string(o.root) +
                 ")");
+  if (o.boot.given() != (o.boot.rank >= 0))
+    return fail("--bootstrap and --rank go together");
+  if (o.boot.given()) {
+    if (o.perf.processes)
+      return fail("--bootstrap runs one rank in this process: no --ranks-as processes");
+    if (uint32_t(o.boot.rank) >= info.nranks)
+      return fail("--rank " + std::to_string(o.boot.rank) + " is out of range: the plan has " +
+                  std::to_string(info.nranks) + " ranks");
+    o.perf.boot = &o.boot;
+  }
   if (o.perf.processes && info.nranks > maxProcesses)
     return fail("the plan has " + std::to_string(info.nranks) +
                 " ranks, and --ranks-as processes starts a process for each: more than " +

@@ -118,8 +118,8 @@ struct Bootstrap {
   int rank = -1;
   int64_t nranks = -1; ///< --nranks, or -1 (the plan's).
   std::string job;     ///< --job, or "" (one made from the port).
-  std::unique_ptr<TcpStoreServer> server;
-  std::unique_ptr<TcpStore> store;
+  std::shared_ptr<TcpStoreServer> server;
+  std::shared_ptr<TcpStore> store;
 
   bool given() const { return !host.empty(); }
   /// Parses "tcp://host:port" into host and port; false when malformed.

@@ -124,8 +124,9 @@ public:
   /// span hosts, meeting through \p store (used during the call only; a
   /// job name once per store). Ranks on this host work over shared memory
   /// as above; a connection to a rank on another host (another
-  /// hostIdentity: the COLL_HOST environment variable, else the host name,
-  /// boot and mount and network namespaces) runs over the network (UCX).
+  /// host identity: the COLL_HOST environment variable, else the host
+  /// name, the boot, the /dev/shm directory and the network namespace)
+  /// runs over the network (UCX).
   /// The same plans run across any mix (docs/runtime.md, "Across hosts").
   static Result<std::unique_ptr<ProcessGroup>>
   create(const std::string &jobName, int rank, int nranks, KeyValueStore &store,

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Jobs across a real network: two network namespaces joined by a veth pair
+# (scripts/netns-pair.sh), ranks of coll-run --bootstrap in each, so that
+# every connection between the namespaces crosses a network device (ranks
+# of one namespace share memory). Checks every rank's output on 2, 3 and 4
+# ranks over several plans; then a rank killed on one side, and the link
+# cut in the middle of a run: the other side must fail naming the lost
+# rank, within the timeout, and leave no shared memory behind.
+#
+#   net-namespaces.sh COLL_RUN PLAN_DIR
+#
+# Exits 77 (skipped) where namespaces cannot be made (not root, no
+# iproute2) or coll-run has no network transport.
+set -uo pipefail
+
+collrun=$1
+plans=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+pair=$root/scripts/netns-pair.sh
+name="cnt$$"
+name=${name:0:10}
+fails=0
+out=$(mktemp -d)
+
+cleanup() {
+  "$pair" down "$name"
+  rm -rf "$out"
+}
+
+if ! command -v ip >/dev/null || ! "$pair" up "$name" 2>/dev/null; then
+  "$pair" down "$name"
+  echo "net-namespaces: cannot create network namespaces here (root and iproute2 needed); skipped"
+  exit 77
+fi
+trap cleanup EXIT
+a=$("$pair" run "$name" a printenv COLL_NETNS_A)
+
+fail() {
+  echo "net-namespaces: FAIL: $*"
+  fails=$((fails + 1))
+}
+
+# run_job TAG PLAN SIDES EXTRA...: rank r runs in namespace SIDES[r] (a
+# string such as "aabb"); every rank must exit 0, rank 0 printing no wrong
+# element.
+port=29700
+run_job() {
+  local tag=$1 plan=$2 sides=$3
+  shift 3
+  local n=${#sides} pids=() r status=0
+  port=$((port + 1))
+  for ((r = 0; r < n; r++)); do
+    "$pair" run "$name" "${sides:r:1}" timeout 120 "$collrun" "$plans/$plan" \
+      --bootstrap "tcp://$a:$port" --rank "$r" --job "nn$$-$port" --timeout 30 "$@" \
+      >"$out/$tag.$r" 2>&1 &
+    pids+=($!)
+  done
+  for ((r = 0; r < n; r++)); do
+    wait "${pids[r]}" || status=1
+  done
+  if [[ $status -ne 0 ]] || ! grep -q "wrong" "$out/$tag.0"; then
+    fail "$tag ($plan on $sides $*)"
+    cat "$out/$tag".*
+    return
+  fi
+  echo "net-namespaces: ok: $tag: $(tail -1 "$out/$tag.0")"
+  local remote
+  remote=$(printf '%s' "$sides" | tr -cd b | wc -c)
+  if ! grep -q "($remote of $n ranks on other hosts" "$out/$tag.0"; then
+    fail "$tag: rank 0 does not see the ranks of the other namespace as remote"
+    head -3 "$out/$tag.0"
+  fi
+}
+
+if ! "$collrun" --help 2>&1 | grep -q bootstrap; then
+  echo "net-namespaces: coll-run has no --bootstrap; skipped"
+  exit 77
+fi
+
+run_job ring2 ring_allreduce_n2.bin ab --size 1M --iters 3
+run_job ring2-odd ring_allreduce_n2.bin ab --size 300001 --dtype bf16 --op max --iters 2
+run_job tree3 tree_allreduce_n3.bin aab --size 64K --iters 3
+run_job ring4 ring_allreduce_n4.bin aabb --size 1M --iters 3
+run_job ring4-alternate ring_allreduce_n4.bin abab --size 1M --iters 3 --inplace
+run_job allgather4 stdlib_ring_allgather_n4.bin aabb --size 256K --iters 3
+run_job reducescatter4 stdlib_ring_reducescatter_n4.bin abab --size 256K --iters 3
+run_job alltoall4 alltoall_twostep_n4.bin aabb --size 256K --iters 3
+run_job broadcast4 stdlib_tree_broadcast_n4.bin abab --size 256K --iters 3
+if ls /dev/shm | grep -q "^coll-nn$$-"; then
+  fail "shared memory left behind: $(ls /dev/shm | grep "^coll-nn$$-")"
+fi
+
+# fault_job TAG ACTION: ranks 0 and 1 in a, 2 and 3 in b, a long run; ACTION
+# (a command) strikes after a second. Every rank of side a must fail with
+# an error naming a rank of side b, well within the timeout.
+fault_job() {
+  local tag=$1 action=$2 pids=() r
+  port=$((port + 1))
+  local start=$SECONDS
+  for r in 0 1 2 3; do
+    local side=a
+    [[ $r -ge 2 ]] && side=b
+    "$pair" run "$name" "$side" timeout 60 "$collrun" "$plans/ring_allreduce_n4.bin" \
+      --bootstrap "tcp://$a:$port" --rank "$r" --job "nf$$-$port" --size 4M --iters 1000000 \
+      --no-check --timeout 6 >"$out/$tag.$r" 2>&1 &
+    pids+=($!)
+  done
+  sleep 2
+  eval "$action"
+  for r in 0 1; do
+    if wait "${pids[r]}"; then
+      fail "$tag: rank $r succeeded"
+    elif ! grep -Eq "rank [23] \(pid [0-9]+ on another host\)" "$out/$tag.$r"; then
+      fail "$tag: rank $r does not name the lost rank"
+      cat "$out/$tag.$r"
+    else
+      echo "net-namespaces: ok: $tag: rank $r: $(grep -m1 error "$out/$tag.$r" | cut -c1-200)"
+    fi
+  done
+  if [[ $((SECONDS - start)) -gt 30 ]]; then
+    fail "$tag: the ranks took $((SECONDS - start)) s to fail"
+  fi
+  for r in 2 3; do
+    kill "${pids[r]}" 2>/dev/null
+    wait "${pids[r]}" 2>/dev/null
+  done
+  # Side a's ranks removed their own; side b's were killed or cut off:
+  # what they left is theirs (the next job there removes it).
+  if ls /dev/shm | grep -q "^coll-nf$$-$port\.[01]"; then
+    fail "$tag: side a left shared memory: $(ls /dev/shm | grep "^coll-nf$$-$port")"
+  fi
+  rm -f /dev/shm/coll-nf$$-$port.*
+}
+
+# Rank 3 killed: its connections break at once.
+fault_job kill 'pkill -KILL -f -- "--rank 3 --job nf$$-$port"'
+# The link cut: nothing more arrives, nothing breaks; silence or the run's
+# timeout tells.
+fault_job cut 'ip -n "$name-b" link set "$name-vb" down'
+ip -n "$name-b" link set "$name-vb" up
+
+if [[ $fails -ne 0 ]]; then
+  echo "net-namespaces: $fails failures"
+  exit 1
+fi
+echo "net-namespaces: all passed"
