@@ -11,6 +11,7 @@
 #include "coll/Runtime/Communicator.h"
 #include "coll/Runtime/PlanIO.h"
 #include "coll/Runtime/ProcessGroup.h"
+#include "coll/Runtime/TcpStore.h"
 #include "coll/coll.h"
 
 #include <exception>
@@ -51,6 +52,8 @@ const char *handleNoun(HandleKind kind) {
     return "world";
   case HandleKind::Comm:
     return "communicator";
+  case HandleKind::StoreServer:
+    return "store server";
   }
   return "handle";
 }
@@ -346,6 +349,85 @@ collResult_t collCommInitRankShm(const char *jobName, int nranks, int rank,
   });
 }
 
+struct collStoreServer {
+  std::unique_ptr<coll::TcpStoreServer> server;
+};
+
+collResult_t collStoreServerStart(int port, collStoreServer_t *server, int *boundPort) {
+  if (!server)
+    return nullArgument("collStoreServerStart", "server");
+  *server = nullptr;
+  if (port < 0 || port > 65535)
+    return fail(collInvalidArgument,
+                "collStoreServerStart: port must be in [0, 65535], not " + std::to_string(port));
+  return guarded("collStoreServerStart", [&] {
+    auto s = TcpStoreServer::start("0.0.0.0", uint16_t(port));
+    if (!s)
+      return fail(collSystemError, "collStoreServerStart: " + s.message());
+    if (boundPort)
+      *boundPort = int((*s)->port());
+    *server = adopt(new collStoreServer{std::move(*s)}, HandleKind::StoreServer);
+    return collSuccess;
+  });
+}
+
+collResult_t collStoreServerStop(collStoreServer_t server) {
+  if (!server)
+    return collSuccess;
+  if (!unregisterHandle(server, HandleKind::StoreServer))
+    return deadHandle("collStoreServerStop", "server", HandleKind::StoreServer);
+  delete server;
+  return collSuccess;
+}
+
+collResult_t collCommInitRankStore(const char *jobName, const char *storeAddress, int nranks,
+                                   int rank, const collShmConfig_t *config, collComm_t *comm) {
+  const char *fn = "collCommInitRankStore";
+  if (!jobName)
+    return nullArgument(fn, "jobName");
+  if (!storeAddress)
+    return nullArgument(fn, "storeAddress");
+  if (!comm)
+    return nullArgument(fn, "comm");
+  *comm = nullptr;
+  ProcessGroupOptions o;
+  if (config) {
+    if (config->workers < 0)
+      return fail(collInvalidArgument, std::string(fn) + ": workers must not be negative, not " +
+                                           std::to_string(config->workers));
+    o.setupTimeoutSeconds = config->setupTimeoutSeconds;
+    o.timeoutSeconds = config->timeoutSeconds;
+    o.livenessIntervalSeconds = config->livenessIntervalSeconds;
+    o.sliceElements = config->sliceElements;
+    o.workers = uint32_t(config->workers);
+    o.memoryLimitBytes = config->memoryLimitBytes == collNoMemoryLimit
+                             ? noMemoryLimit
+                             : uint64_t(config->memoryLimitBytes);
+  }
+  std::string where = storeAddress;
+  size_t colon = where.rfind(':');
+  char *end = nullptr;
+  unsigned long port =
+      colon == std::string::npos ? 0 : std::strtoul(where.c_str() + colon + 1, &end, 10);
+  if (colon == std::string::npos || colon == 0 || !end || *end || port == 0 || port > 65535)
+    return fail(collInvalidArgument,
+                std::string(fn) + ": the store address must be host:port, not '" + where + "'");
+  return guarded(fn, [&] {
+    if (!(o.setupTimeoutSeconds > 0) || o.setupTimeoutSeconds > 1e9)
+      return fail(collInvalidArgument, std::string(fn) + ": the setup timeout must be positive");
+    auto store = TcpStore::connect(where.substr(0, colon), uint16_t(port), o.setupTimeoutSeconds);
+    if (!store)
+      return fail(collSystemError, std::string(fn) + ": " + store.message());
+    ErrorKind kind = ErrorKind::None;
+    Result<std::unique_ptr<ProcessGroup>> g =
+        ProcessGroup::create(jobName, rank, nranks, **store, o, &kind);
+    if (!g)
+      return fail(toResult(kind), std::string(fn) + ": " + g.message());
+    *comm = adopt(new collComm{nullptr, std::move(*g), nullptr}, HandleKind::Comm);
+    return collSuccess;
+  });
+}
+
 collResult_t collMemAlloc(collComm_t comm, size_t size, void **ptr) {
   if (collResult_t r = checkHandle("collMemAlloc", "comm", comm, HandleKind::Comm))
     return r;
@@ -354,7 +436,8 @@ collResult_t collMemAlloc(collComm_t comm, size_t size, void **ptr) {
   *ptr = nullptr;
   if (!comm->group)
     return fail(collInvalidArgument,
-                "collMemAlloc: the communicator is not one of processes (collCommInitRankShm)");
+                "collMemAlloc: the communicator is not one of processes (collCommInitRankShm, "
+                "collCommInitRankStore)");
   if (size == 0)
     return fail(collInvalidArgument, "collMemAlloc: size is 0");
   return guarded("collMemAlloc", [&] {

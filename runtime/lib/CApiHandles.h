@@ -108,7 +108,7 @@ inline collResult_t nullArgument(const char *function, const char *argument) {
 collResult_t toResult(ErrorKind kind);
 
 /// What a handle of the C API is.
-enum class HandleKind : uint8_t { Plan, World, Comm };
+enum class HandleKind : uint8_t { Plan, World, Comm, StoreServer };
 
 /// Records \p handle as a live handle of \p kind, until unregisterHandle();
 /// every function that takes a handle checks that it is live, so that a

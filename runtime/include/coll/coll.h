@@ -181,8 +181,32 @@ collResult_t collShmConfigInit(collShmConfig_t *config);
 collResult_t collCommInitRankShm(const char *jobName, int nranks, int rank,
                                  const collShmConfig_t *config, collComm_t *comm);
 
+/** A key-value store server that the ranks of a job across hosts meet
+ * through (collCommInitRankStore). */
+typedef struct collStoreServer *collStoreServer_t;
+
+/** Serves a store on TCP port \p port of every interface of this host (0:
+ * one the kernel picks, returned in *boundPort when not NULL). One process
+ * of the job (usually rank 0's) serves it until every rank's
+ * collCommInitRankStore() has returned (a barrier of the job's own, or
+ * the job's end). */
+collResult_t collStoreServerStart(int port, collStoreServer_t *server, int *boundPort);
+/** Stops \p server; NULL is ignored. */
+collResult_t collStoreServerStop(collStoreServer_t server);
+
+/** Joins job \p jobName as rank \p rank of \p nranks whose ranks may be
+ * on several hosts, meeting through the store at \p storeAddress
+ * ("host:port", see collStoreServerStart). Ranks on one host share memory;
+ * ranks on different hosts (or network namespaces; COLL_HOST names a host
+ * explicitly) talk over the network (UCX). Otherwise as
+ * collCommInitRankShm; a job name is used once per store. coll_mpi.h's
+ * collCommInitMpi() does all this for a job launched by mpirun. */
+collResult_t collCommInitRankStore(const char *jobName, const char *storeAddress, int nranks,
+                                   int rank, const collShmConfig_t *config, collComm_t *comm);
+
 /** Allocates \p size bytes of shared memory (page aligned, zeroed) for
- * buffers of \p comm's rank, which must come from collCommInitRankShm. */
+ * buffers of \p comm's rank, which must come from collCommInitRankShm or
+ * collCommInitRankStore. */
 collResult_t collMemAlloc(collComm_t comm, size_t size, void **ptr);
 /** Frees what collMemAlloc() returned; NULL is ignored. What is left is
  * freed with the communicator. */
