@@ -30,7 +30,7 @@ if int(torch.__version__.split(".")[0]) >= 2 and not os.environ.get("COLLC_TORCH
 from . import _C  # noqa: E402
 
 __all__ = ["use_selection_table", "use_program", "plan_for", "paths", "empty",
-           "last_direct_messages"]
+           "last_direct_messages", "host_identity"]
 
 _ANY = (1 << 64) - 1
 
@@ -126,6 +126,14 @@ def empty(shape, dtype=torch.float32, group=None):
     itemsize = torch.empty((), dtype=dtype).element_size()
     raw = _C.alloc(_backend(group), max(numel * itemsize, 1))
     return raw[:numel * itemsize].view(dtype).view(shape)
+
+
+def host_identity():
+    """This process's host as collc groups tell hosts apart: ranks of equal
+    identities share memory, the others talk over the network (the
+    COLL_HOST environment variable, else the host name, its boot, its
+    /dev/shm and its network namespace)."""
+    return _C.host_identity()
 
 
 def last_direct_messages(group=None):

@@ -60,11 +60,14 @@ void Task::finish(Status outcomeOfTask) {
 }
 
 Result<std::unique_ptr<GroupEngine>> GroupEngine::create(const std::string &job, int rank, int size,
-                                                         double timeoutSeconds) {
+                                                         double timeoutSeconds,
+                                                         KeyValueStore *store) {
   ProcessGroupOptions options;
   options.setupTimeoutSeconds = timeoutSeconds;
   options.timeoutSeconds = timeoutSeconds;
-  Result<std::unique_ptr<ProcessGroup>> group = ProcessGroup::create(job, rank, size, options);
+  Result<std::unique_ptr<ProcessGroup>> group =
+      store ? ProcessGroup::create(job, rank, size, *store, options)
+            : ProcessGroup::create(job, rank, size, options);
   if (!group)
     return group.getStatus();
   return std::unique_ptr<GroupEngine>(new GroupEngine(std::move(*group), rank, size));

@@ -60,9 +60,11 @@ class GroupEngine {
 public:
   /// Joins job \p job (every rank of the group must give the same name) as
   /// \p rank of \p size; \p timeoutSeconds bounds the wait for peers, and
-  /// for a call that stops moving.
+  /// for a call that stops moving. With \p store, the ranks meet through
+  /// it and may span hosts (ProcessGroup::create() with a store).
   static Result<std::unique_ptr<GroupEngine>> create(const std::string &job, int rank, int size,
-                                                     double timeoutSeconds);
+                                                     double timeoutSeconds,
+                                                     KeyValueStore *store = nullptr);
   /// Fails the tasks that have not started and waits for the one running.
   ~GroupEngine();
   GroupEngine(const GroupEngine &) = delete;

@@ -7,6 +7,7 @@
 #include "PlanLibrary.h"
 #include "ProcessGroupCollc.h"
 #include "coll/Runtime/Collective.h"
+#include "coll/Runtime/ProcessGroup.h"
 
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
@@ -83,6 +84,7 @@ PYBIND11_MODULE(_C, m) {
         return collc ? collc->lastDirectMessages() : 0;
       },
       py::arg("group"));
+  m.def("host_identity", [] { return coll::ProcessGroup::hostIdentity(); });
   m.def("paths", [] {
     const auto &p = PlanLibrary::instance().paths();
     return py::dict(py::arg("collc") = p.collc, py::arg("stdlib") = p.stdlib,

@@ -331,15 +331,32 @@ std::string stringOf(const std::vector<uint8_t> &b) {
   return {b.begin(), b.end()};
 }
 
-/// This host's identity: its name and boot.
-std::string hostIdentity() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  std::string boot;
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::getline(in, boot);
-  return std::string(name) + " (boot " + boot + ")";
-}
+/// The c10d store as the runtime's: keys under the group's prefix; a get
+/// waits with the store's own timeout.
+class C10dStore final : public KeyValueStore {
+public:
+  C10dStore(c10::intrusive_ptr<c10d::Store> store, std::string prefix)
+      : store(std::move(store)), prefix(std::move(prefix)) {}
+  Status set(const std::string &key, const std::string &value) override {
+    try {
+      store->set(prefix + key, bytesOf(value));
+      return Status::success();
+    } catch (const std::exception &e) {
+      return Status::error(std::string("the c10d store: ") + e.what());
+    }
+  }
+  Result<std::string> get(const std::string &key) override {
+    try {
+      return stringOf(store->get(prefix + key));
+    } catch (const std::exception &e) {
+      return Status::error(std::string("the c10d store: ") + e.what());
+    }
+  }
+
+private:
+  c10::intrusive_ptr<c10d::Store> store;
+  std::string prefix;
+};
 
 } // namespace
 
@@ -350,15 +367,18 @@ ProcessGroupCollc::ProcessGroupCollc(const c10::intrusive_ptr<c10d::Store> &stor
   // made by these ranks has the n-th block of `size` joins.
   const int64_t joins = store->add("collc/joins", 1);
   const std::string gen = std::to_string((joins - 1) / size);
-  // One host: the ranks meet through shared memory.
-  const std::string host = hostIdentity();
+  // Ranks of one host meet through shared memory; when some are on other
+  // hosts, through the store (ProcessGroup.h), and talk over the network.
+  const std::string host = coll::ProcessGroup::hostIdentity();
   store->set("collc/" + gen + "/host/" + std::to_string(rank), bytesOf(host));
-  if (rank != 0) {
-    const std::string host0 = stringOf(store->get("collc/" + gen + "/host/0"));
-    if (host0 != host)
-      fail("rank " + std::to_string(rank) + " runs on " + host + " and rank 0 on " + host0 +
-           ": every rank of a collc group runs on one host");
-  }
+  std::string otherHost;
+  for (int q = 0; q < size && otherHost.empty(); ++q)
+    if (q != rank) {
+      std::string h = stringOf(store->get("collc/" + gen + "/host/" + std::to_string(q)));
+      if (h != host)
+        otherHost = h;
+    }
+  const bool acrossHosts = !otherHost.empty();
   std::string job;
   if (rank == 0) {
     std::random_device random;
@@ -370,11 +390,21 @@ ProcessGroupCollc::ProcessGroupCollc(const c10::intrusive_ptr<c10d::Store> &stor
     job = stringOf(store->get("collc/" + gen + "/job"));
   }
   const double seconds = timeout.count() > 0 ? timeout.count() / 1000.0 : 1800.0;
-  Result<std::unique_ptr<GroupEngine>> e = GroupEngine::create(job, rank, size, seconds);
+  C10dStore meet(store, "collc/" + gen + "/");
+  Result<std::unique_ptr<GroupEngine>> e =
+      GroupEngine::create(job, rank, size, seconds, acrossHosts ? &meet : nullptr);
   if (!e)
     fail(e.message());
   engine = std::shared_ptr<GroupEngine>(std::move(*e));
-  if (size > 1) {
+  if (size > 1 && acrossHosts) {
+    PeerMessagesOptions options;
+    options.setupTimeoutSeconds = seconds;
+    options.timeoutSeconds = seconds;
+    Result<std::unique_ptr<PeerMessages>> p = PeerMessages::create(job, rank, size, meet, options);
+    if (!p)
+      fail(p.message());
+    peers = std::shared_ptr<PeerMessages>(std::move(*p));
+  } else if (size > 1) {
     PeerMessagesOptions options;
     options.setupTimeoutSeconds = seconds;
     options.timeoutSeconds = seconds;

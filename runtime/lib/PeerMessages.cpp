@@ -13,6 +13,7 @@
 #include "coll/Runtime/PeerMessages.h"
 
 #include "Futex.h"
+#include "NetPeers.h"
 #include "ProcessControl.h"
 #include "ShmSegment.h"
 
@@ -446,6 +447,10 @@ void PeerMessages::State::removeUnexpected(const std::shared_ptr<Unexpected> &u)
 PeerMessages::PeerMessages() : state(std::make_unique<State>()) {}
 
 PeerMessages::~PeerMessages() {
+  if (net) {
+    net.reset();
+    return;
+  }
   if (!state)
     return;
   {
@@ -469,10 +474,21 @@ PeerMessages::~PeerMessages() {
 }
 
 int PeerMessages::rank() const {
-  return state->rank;
+  return net ? netRank(*net) : state->rank;
 }
 int PeerMessages::size() const {
-  return state->nranks;
+  return net ? netSize(*net) : state->nranks;
+}
+
+Result<std::unique_ptr<PeerMessages>> PeerMessages::create(const std::string &job, int rank,
+                                                           int nranks, KeyValueStore &store,
+                                                           const PeerMessagesOptions &options) {
+  Result<std::unique_ptr<PeerMessages::Net>> n = createNetPeers(job, rank, nranks, store, options);
+  if (!n)
+    return n.getStatus();
+  std::unique_ptr<PeerMessages> pm(new PeerMessages());
+  pm->net = std::move(*n);
+  return pm;
 }
 
 Result<std::unique_ptr<PeerMessages>> PeerMessages::create(const std::string &job, int rank,
@@ -613,6 +629,8 @@ Result<std::unique_ptr<PeerMessages>> PeerMessages::create(const std::string &jo
 }
 
 Status PeerMessages::send(int dst, int64_t tag, const void *data, uint64_t bytes) {
+  if (net)
+    return netSend(*net, dst, tag, data, bytes);
   State &st = *state;
   if (dst < 0 || dst >= st.nranks || dst == st.rank)
     return Status::error("send to rank " + std::to_string(dst) + ": not a peer of rank " +
@@ -675,6 +693,8 @@ Status PeerMessages::send(int dst, int64_t tag, const void *data, uint64_t bytes
 
 Status PeerMessages::postRecv(int src, int64_t tag, void *data, uint64_t bytes,
                               std::function<void(const Status &, int)> done) {
+  if (net)
+    return netPostRecv(*net, src, tag, data, bytes, std::move(done));
   State &st = *state;
   if (src != anySource && (src < 0 || src >= st.nranks || src == st.rank))
     return Status::error("receive from rank " + std::to_string(src) + ": not a peer of rank " +

@@ -167,6 +167,10 @@ bool ProcessGroup::networkAvailable() {
   return netAvailable();
 }
 
+std::string ProcessGroup::hostIdentity() {
+  return detail::hostIdentity();
+}
+
 Result<std::unique_ptr<ProcessGroup>>
 ProcessGroup::createGroup(const std::string &jobName, int rank, int nranks, KeyValueStore *store,
                           const ProcessGroupOptions &options, ErrorKind *errorKind) {

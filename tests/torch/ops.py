@@ -421,10 +421,14 @@ def run_registered(c, group):
     c.same("registered all_gather_into_tensor", out,
            torch.stack([value(r, size, torch.float32) for r in range(n)]))
     # Every rank received some of it in place (n > 1: a ring's forwarding
-    # steps and first send are direct).
+    # steps and first send are direct), when all share one host (across
+    # hosts every message travels over the network).
     direct = collc_torch.last_direct_messages()
-    c.same("registered all_gather read in place", torch.tensor(direct > 0 or n == 1),
-           torch.tensor(True))
+    hosts = [None] * n
+    dist.all_gather_object(hosts, collc_torch.host_identity(), group=group)
+    if len(set(hosts)) == 1:
+        c.same("registered all_gather read in place", torch.tensor(direct > 0 or n == 1),
+               torch.tensor(True))
     for root in range(n):
         t = collc_torch.empty((3, 1000), dtype=torch.float64)
         t.copy_(value(rank, 3000, torch.float64, salt=root).view(3, 1000))
@@ -448,6 +452,11 @@ def free_port():
 
 
 def main(rank, n, args):
+    if args.hosts:
+        # Ranks on hosts of their own (COLL_HOST): rank r on host r % hosts,
+        # the ranks of different hosts talking over the network.
+        r = rank if args.spawn else int(os.environ["RANK"])
+        os.environ["COLL_HOST"] = "h%d" % (r % args.hosts)
     if args.spawn:
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = str(args.port)
@@ -481,6 +490,8 @@ if __name__ == "__main__":
                    help="the store's port (default: a free one)")
     p.add_argument("--no-gloo", dest="gloo", action="store_false",
                    help="skip the comparison with Gloo")
+    p.add_argument("--hosts", type=int, default=0,
+                   help="spread the ranks over this many hosts (COLL_HOST)")
     args = p.parse_args()
     if args.spawn and not args.port:
         args.port = free_port()  # One for every rank: chosen before they start.

@@ -27,6 +27,7 @@
 #ifndef COLL_RUNTIME_PEERMESSAGES_H
 #define COLL_RUNTIME_PEERMESSAGES_H
 
+#include "coll/Runtime/KeyValueStore.h"
 #include "coll/Runtime/Status.h"
 
 #include <cstdint>
@@ -81,11 +82,24 @@ public:
   int rank() const;
   int size() const;
 
+  /// create() for a job whose ranks may be on several hosts, meeting
+  /// through \p store (used during the call only): every message then
+  /// travels over the network (UCX tagged messages; ranks of one host
+  /// included), with the same semantics: a send is buffered (it returns
+  /// once the message is copied, whether or not a receive is posted) and
+  /// messages of one source and tag arrive in order. Tags must lie in
+  /// [0, 2^48).
+  static Result<std::unique_ptr<PeerMessages>>
+  create(const std::string &job, int rank, int nranks, KeyValueStore &store,
+         const PeerMessagesOptions &options = PeerMessagesOptions());
+
   struct State; ///< lib/PeerMessages.cpp.
+  struct Net;   ///< lib/NetPeers.cpp.
 
 private:
   PeerMessages();
   std::unique_ptr<State> state;
+  std::unique_ptr<Net> net;
 };
 
 } // namespace coll

@@ -137,6 +137,9 @@ public:
   bool isRemote(int q) const;
   /// Whether this build can reach ranks on other hosts (it has UCX).
   static bool networkAvailable();
+  /// This process's host as the store-based create() tells hosts apart:
+  /// ranks of equal identities share memory.
+  static std::string hostIdentity();
 
   /// Leaves the job: unlinks this rank's segment, and those of peers that
   /// died.
