@@ -81,10 +81,11 @@ char *allocate(uint64_t bytes) {
 /// and the measurements.
 class GlooRank {
 public:
-  GlooRank(const Options &opts, const std::string &storeDir, int rank)
+  GlooRank(const Options &opts, const std::string &storeDir, int rank,
+           const std::string &host = "127.0.0.1")
       : opts(opts), rank(rank), nranks(opts.nranks) {
     gloo::transport::tcp::attr attr;
-    attr.hostname = "127.0.0.1";
+    attr.hostname = host;
     attr.ai_family = AF_INET;
     auto device = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::FileStore store(storeDir);
@@ -267,10 +268,38 @@ int main(int argc, char **argv) {
   spec.algorithms = {"ring", "bcube", "halving_doubling"};
   spec.forksRanks = true;
   spec.notes = "Ranks meet through a FileStore in a temporary directory ($TMPDIR or /tmp) and\n"
-               "use Gloo's TCP transport on 127.0.0.1.";
+               "use Gloo's TCP transport on 127.0.0.1. --rank R --store DIR --host ADDRESS\n"
+               "runs rank R alone, meeting the others in DIR, listening on ADDRESS.";
+  // --rank R --store DIR --host ADDRESS: this process is rank R alone (of
+  // --nranks), meeting the others through the FileStore in DIR and
+  // listening on ADDRESS, for ranks on several hosts or network
+  // namespaces (bench/compare --netns); rank 0 prints.
+  int soleRank = -1;
+  std::string soleStore, soleHost = "127.0.0.1";
+  std::vector<char *> rest = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if ((a == "--rank" || a == "--store" || a == "--host") && i + 1 < argc) {
+      std::string v = argv[++i];
+      if (a == "--rank")
+        soleRank = std::atoi(v.c_str());
+      else if (a == "--store")
+        soleStore = v;
+      else
+        soleHost = v;
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  argc = int(rest.size());
+  argv = rest.data();
   Options opts;
   bool help = false;
   std::string err = parseOptions(argc, argv, spec, opts, help);
+  if (err.empty() && (soleRank >= 0) != !soleStore.empty())
+    err = "--rank and --store go together";
+  if (err.empty() && soleRank >= opts.nranks)
+    err = "--rank " + std::to_string(soleRank) + " is not a rank";
   if (help)
     return 0;
   if (err.empty() && opts.root >= opts.nranks)
@@ -280,6 +309,27 @@ int main(int argc, char **argv) {
   if (!err.empty()) {
     std::fprintf(stderr, "gloo-peer: %s\n", err.c_str());
     return 2;
+  }
+
+  auto runRank = [&](int rank, const std::string &storeDir, const std::string &host) {
+    GlooRank r(opts, storeDir, rank, host);
+    switch (opts.dtype) {
+    case DTypeKind::F32:
+      return r.run<float>();
+    case DTypeKind::F64:
+      return r.run<double>();
+    case DTypeKind::I32:
+      return r.run<int32_t>();
+    }
+    return 2;
+  };
+  if (soleRank >= 0) {
+    try {
+      return runRank(soleRank, soleStore, soleHost);
+    } catch (const std::exception &e) {
+      std::fprintf(stderr, "gloo-peer: rank %d: %s\n", soleRank, e.what());
+      return 1;
+    }
   }
 
   const char *tmp = std::getenv("TMPDIR");
@@ -292,18 +342,8 @@ int main(int argc, char **argv) {
   }
   std::string storeDir = dir.data();
 
-  int rc = runForked("gloo-peer", opts.nranks, opts.bind, opts.timeoutSeconds, [&](int rank) {
-    GlooRank r(opts, storeDir, rank);
-    switch (opts.dtype) {
-    case DTypeKind::F32:
-      return r.run<float>();
-    case DTypeKind::F64:
-      return r.run<double>();
-    case DTypeKind::I32:
-      return r.run<int32_t>();
-    }
-    return 2;
-  });
+  int rc = runForked("gloo-peer", opts.nranks, opts.bind, opts.timeoutSeconds,
+                     [&](int rank) { return runRank(rank, storeDir, "127.0.0.1"); });
   removeStore(storeDir);
   return rc;
 }

@@ -76,6 +76,12 @@ std::string hostIdentity() {
              readLink("/proc/self/ns/net"));
 }
 
+void tuneUcx() {
+  // setenv without overwriting: a value the user set stays.
+  setenv("UCX_TCP_TX_SEG_SIZE", "256k", 0);
+  setenv("UCX_TCP_RX_SEG_SIZE", "256k", 0);
+}
+
 #ifndef COLL_HAVE_UCX
 
 bool netAvailable() {
@@ -166,6 +172,15 @@ public:
   void flush(double seconds) override;
   void controlChanged() override {
     dirty.store(true, std::memory_order_release);
+    // Sent by this thread when it may drive UCX now; else the engine's
+    // thread is told.
+    if (thread.joinable()) {
+      std::unique_lock<std::mutex> lock(ucxMutex, std::try_to_lock);
+      if (lock.owns_lock()) {
+        step();
+        return;
+      }
+    }
     wakeEventFd(wakeFd);
   }
   bool poll() override;
@@ -250,9 +265,21 @@ Status UcxEngine::init() {
   ucp_params_t p{};
   p.field_mask = UCP_PARAM_FIELD_FEATURES;
   p.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  tuneUcx();
   ucp_config_t *config = nullptr;
   if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK)
     return Status::error(cat("UCX: cannot read its configuration: ", ucs_status_string(s)));
+  // Unless the user says otherwise (UCX_... in the environment): a
+  // message of a slot goes eagerly, in one trip (the receive for it is
+  // always posted, and UCX's rendezvous, a request and a reply before the
+  // data, cost a round trip of thread wake-ups per message over TCP: half
+  // the bandwidth at 1-16 MiB), in TCP segments of 256 KiB instead of 8
+  // KiB (a 64 KiB message crosses a veth in 19 us instead of 45,
+  // bench/peers/ucx-pingpong). docs/performance.md, "Across hosts".
+  // (The transport's settings are read from the environment only:
+  // tuneUcx().)
+  if (!std::getenv("UCX_RNDV_THRESH"))
+    ucp_config_modify(config, "RNDV_THRESH", "512k");
   ucs_status_t s = ucp_init(&p, config, &context);
   ucp_config_release(config);
   if (s != UCS_OK)

@@ -128,6 +128,12 @@ public:
   virtual std::string linkFailure() const = 0;
 };
 
+/// Sets the UCX transport settings Collc's messages want in this process's
+/// environment, where the user has not set them: TCP segments of 256 KiB
+/// (UCX_TCP_TX_SEG_SIZE, UCX_TCP_RX_SEG_SIZE; UCX's default is 8 KiB).
+/// UCX reads them only from there, when a context is made.
+void tuneUcx();
+
 /// This host as ranks on other hosts tell it apart: the environment's
 /// COLL_HOST when set, else the host name, the boot id, the /dev/shm
 /// directory and the network namespace (ranks that do not share /dev/shm,

@@ -7,6 +7,7 @@
 #include "NetPeers.h"
 
 #include "ExecCommon.h"
+#include "NetEngine.h"
 #include "Text.h"
 
 #include <atomic>
@@ -164,6 +165,7 @@ Status UcxPeers::init(const std::string &job, KeyValueStore &store) {
   ucp_params_t p{};
   p.field_mask = UCP_PARAM_FIELD_FEATURES;
   p.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  detail::tuneUcx();
   ucp_config_t *config = nullptr;
   if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK)
     return Status::error(cat("UCX: ", ucs_status_string(s)));

@@ -411,6 +411,20 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
   const uint64_t seq = ++st.seq;
   const uint32_t me = jc.rank, n = jc.nranks;
   lastDirect = 0;
+  // This thread drives the network for the whole call (NetEngine::poll),
+  // but while it sleeps: what peers send us between our steps needs no
+  // thread of its own to wake.
+  struct Polling {
+    NetEngine *net;
+    explicit Polling(NetEngine *n) : net(n) {
+      if (net)
+        net->pollerEnter();
+    }
+    ~Polling() {
+      if (net)
+        net->pollerLeave();
+    }
+  } polling(jc.net.get());
   // No run is in progress: the peers' freed memory can be unmapped here.
   if (jc.windows)
     jc.windows->collect();

@@ -84,14 +84,20 @@ CallFailure awaitCalls(JobControl &jc, uint64_t seq, std::vector<CallDescription
     return true;
   };
   SpinBudget spin(jc.pinnedApart ? spinTime(1) : spinTime(n), !jc.pinnedApart);
-  while (!allPublished() && spin.spinning()) {
-  }
+  // Publications of remote peers come over the network: drive it while
+  // spinning (the engine's thread takes over when we sleep).
+  while (!allPublished() && spin.spinning())
+    if (jc.net)
+      jc.net->poll();
   // Ranks that share CPUs yield theirs to the peers for a while instead.
   if (const Clock::duration yield = jc.pinnedApart ? Clock::duration::zero() : yieldTime(n);
       yield != Clock::duration::zero()) {
     const Clock::time_point until = Clock::now() + yield;
-    while (!allPublished() && Clock::now() < until)
+    while (!allPublished() && Clock::now() < until) {
       std::this_thread::yield();
+      if (jc.net)
+        jc.net->poll();
+    }
   }
   const Clock::time_point deadline = Clock::now() + seconds(jc.options.setupTimeoutSeconds);
   // The peers' liveness (a look at /proc for each) is checked after a
@@ -151,10 +157,15 @@ CallFailure awaitCalls(JobControl &jc, uint64_t seq, std::vector<CallDescription
     }
     Clock::time_point until = std::min(nextCheck, deadline);
     int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
+    // The network is the engine's thread's while we sleep.
+    if (jc.net)
+      jc.net->pollerLeave();
     me.bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
     if (me.bell.seq.load(std::memory_order_seq_cst) == seen)
       futexWait(&me.bell.seq, seen, std::max<int64_t>(ns, 1000));
     me.bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (jc.net)
+      jc.net->pollerEnter();
   }
 
   // A peer that published this call and failed since (a setup timeout, a

@@ -28,21 +28,25 @@ namespace {
 /// sleep on the rank's doorbell; every liveness interval, check the peers.
 class ShmPacer {
 public:
+  /// \p caller: this worker is the thread that called execute(), which
+  /// counts as driving the network for the whole call already
+  /// (ProcessGroup.cpp); the others count while they run.
   ShmPacer(JobControl &jc, uint64_t seq, const std::vector<TbRun *> &tbs, Clock::duration spin,
-           Clock::duration yield, const PublishedCall *watch)
+           Clock::duration yield, const PublishedCall *watch, bool caller)
       : jc(jc), seq(seq), tbs(tbs), bell(jc.me().bell),
-        spin(spin, yield == Clock::duration::zero() && !jc.pinnedApart), yield(yield),
-        watch(watch) {
+        spin(spin, yield == Clock::duration::zero() && !jc.pinnedApart), yield(yield), watch(watch),
+        caller(caller) {
     reset();
     nextCheck = Clock::now() + seconds(jc.options.livenessIntervalSeconds);
-    if (jc.net)
+    if (jc.net && !caller)
       jc.net->pollerEnter();
   }
   ~ShmPacer() {
     // Hand UCX the messages our threadblocks published last, at once.
     if (jc.net) {
       jc.net->poll();
-      jc.net->pollerLeave();
+      if (!caller)
+        jc.net->pollerLeave();
     }
   }
   ShmPacer(const ShmPacer &) = delete;
@@ -167,6 +171,7 @@ private:
   Clock::duration yield;
   Clock::time_point yieldUntil;
   const PublishedCall *watch;
+  const bool caller;
   uint32_t seen = 0;
   uint32_t rounds = 0;
   Clock::time_point deadline, nextCheck;
@@ -234,7 +239,7 @@ CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
       [&](size_t w) {
         const std::vector<TbRun *> &tbs = workers[w];
         try {
-          ShmPacer pacer(jc, seq, tbs, spin, yield, watch);
+          ShmPacer pacer(jc, seq, tbs, spin, yield, watch, /*caller=*/w == 0);
           WorkerResult r =
               runWorker(tbs, world, pacer, jc.options.timeoutSeconds, /*single=*/false);
           if (!r.ok && !r.aborted)
