@@ -318,6 +318,28 @@ collResult_t collShmConfigInit(collShmConfig_t *config) {
   return collSuccess;
 }
 
+namespace {
+
+/// A process communicator's options from \p config (NULL: the defaults).
+collResult_t groupOptions(const char *fn, const collShmConfig_t *config, ProcessGroupOptions &o) {
+  if (!config)
+    return collSuccess;
+  if (config->workers < 0)
+    return fail(collInvalidArgument, std::string(fn) + ": workers must not be negative, not " +
+                                         std::to_string(config->workers));
+  o.setupTimeoutSeconds = config->setupTimeoutSeconds;
+  o.timeoutSeconds = config->timeoutSeconds;
+  o.livenessIntervalSeconds = config->livenessIntervalSeconds;
+  o.sliceElements = config->sliceElements;
+  o.workers = uint32_t(config->workers);
+  o.memoryLimitBytes = config->memoryLimitBytes == collNoMemoryLimit
+                           ? noMemoryLimit
+                           : uint64_t(config->memoryLimitBytes);
+  return collSuccess;
+}
+
+} // namespace
+
 collResult_t collCommInitRankShm(const char *jobName, int nranks, int rank,
                                  const collShmConfig_t *config, collComm_t *comm) {
   if (!jobName)
@@ -326,19 +348,8 @@ collResult_t collCommInitRankShm(const char *jobName, int nranks, int rank,
     return nullArgument("collCommInitRankShm", "comm");
   *comm = nullptr;
   ProcessGroupOptions o;
-  if (config) {
-    if (config->workers < 0)
-      return fail(collInvalidArgument, "collCommInitRankShm: workers must not be negative, not " +
-                                           std::to_string(config->workers));
-    o.setupTimeoutSeconds = config->setupTimeoutSeconds;
-    o.timeoutSeconds = config->timeoutSeconds;
-    o.livenessIntervalSeconds = config->livenessIntervalSeconds;
-    o.sliceElements = config->sliceElements;
-    o.workers = uint32_t(config->workers);
-    o.memoryLimitBytes = config->memoryLimitBytes == collNoMemoryLimit
-                             ? noMemoryLimit
-                             : uint64_t(config->memoryLimitBytes);
-  }
+  if (collResult_t r = groupOptions("collCommInitRankShm", config, o))
+    return r;
   return guarded("collCommInitRankShm", [&] {
     ErrorKind kind = ErrorKind::None;
     Result<std::unique_ptr<ProcessGroup>> g = ProcessGroup::create(jobName, rank, nranks, o, &kind);
@@ -391,19 +402,8 @@ collResult_t collCommInitRankStore(const char *jobName, const char *storeAddress
     return nullArgument(fn, "comm");
   *comm = nullptr;
   ProcessGroupOptions o;
-  if (config) {
-    if (config->workers < 0)
-      return fail(collInvalidArgument, std::string(fn) + ": workers must not be negative, not " +
-                                           std::to_string(config->workers));
-    o.setupTimeoutSeconds = config->setupTimeoutSeconds;
-    o.timeoutSeconds = config->timeoutSeconds;
-    o.livenessIntervalSeconds = config->livenessIntervalSeconds;
-    o.sliceElements = config->sliceElements;
-    o.workers = uint32_t(config->workers);
-    o.memoryLimitBytes = config->memoryLimitBytes == collNoMemoryLimit
-                             ? noMemoryLimit
-                             : uint64_t(config->memoryLimitBytes);
-  }
+  if (collResult_t r = groupOptions(fn, config, o))
+    return r;
   std::string where = storeAddress;
   size_t colon = where.rfind(':');
   char *end = nullptr;

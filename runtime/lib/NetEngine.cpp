@@ -8,6 +8,7 @@
 
 #include "ExecCommon.h"
 #include "ProcessControl.h"
+#include "UcxSupport.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -262,52 +263,18 @@ void endpointFailed(void *arg, ucp_ep_h, ucs_status_t status) {
 }
 
 Status UcxEngine::init() {
-  ucp_params_t p{};
-  p.field_mask = UCP_PARAM_FIELD_FEATURES;
-  p.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
-  tuneUcx();
-  ucp_config_t *config = nullptr;
-  if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK)
-    return Status::error(cat("UCX: cannot read its configuration: ", ucs_status_string(s)));
-  // Unless the user says otherwise (UCX_... in the environment): a
-  // message of a slot goes eagerly, in one trip (the receive for it is
-  // always posted, and UCX's rendezvous, a request and a reply before the
-  // data, cost a round trip of thread wake-ups per message over TCP: half
-  // the bandwidth at 1-16 MiB), in TCP segments of 256 KiB instead of 8
-  // KiB (a 64 KiB message crosses a veth in 19 us instead of 45,
-  // bench/peers/ucx-pingpong). docs/performance.md, "Across hosts".
-  // (The transport's settings are read from the environment only:
-  // tuneUcx().)
-  if (!std::getenv("UCX_RNDV_THRESH"))
-    ucp_config_modify(config, "RNDV_THRESH", "512k");
-  ucs_status_t s = ucp_init(&p, config, &context);
-  ucp_config_release(config);
-  if (s != UCS_OK)
-    return Status::error(cat("UCX: cannot initialize: ", ucs_status_string(s)));
-  ucp_worker_params_t wp{};
-  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-  if (s = ucp_worker_create(context, &wp, &worker); s != UCS_OK)
-    return Status::error(cat("UCX: cannot create a worker: ", ucs_status_string(s)));
-  ucp_address_t *addr = nullptr;
-  size_t len = 0;
-  if (s = ucp_worker_get_address(worker, &addr, &len); s != UCS_OK)
-    return Status::error(cat("UCX: the worker has no address: ", ucs_status_string(s)));
-  own.assign(reinterpret_cast<const char *>(addr), len);
-  ucp_worker_release_address(worker, addr);
-  int efd = -1;
-  if (s = ucp_worker_get_efd(worker, &efd); s != UCS_OK)
-    return Status::error(cat("UCX: the worker cannot wake a thread: ", ucs_status_string(s)));
-  wakeFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  epollFd = epoll_create1(EPOLL_CLOEXEC);
-  if (wakeFd < 0 || epollFd < 0)
-    return Status::error(cat("cannot create an eventfd or epoll set: ", std::strerror(errno)));
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = efd;
-  epoll_ctl(epollFd, EPOLL_CTL_ADD, efd, &ev);
-  ev.data.fd = wakeFd;
-  epoll_ctl(epollFd, EPOLL_CTL_ADD, wakeFd, &ev);
+  // A slot's message goes eagerly, in one trip: the receive for it is
+  // always posted, and UCX's rendezvous (a request and a reply before the
+  // data) cost a round trip of thread wake-ups per message over TCP, half
+  // the bandwidth at 1-16 MiB (docs/performance.md, "Across hosts").
+  UcxWorker w;
+  if (Status s = openUcxWorker(UCS_THREAD_MODE_SINGLE, "512k", w); !s)
+    return s;
+  context = w.context;
+  worker = w.worker;
+  own = std::move(w.address);
+  wakeFd = w.wakeFd;
+  epollFd = w.epollFd;
   doorbell.wakeFd = wakeFd + 1;
   peers.resize(jc.nranks);
   const double beat = std::max(jc.options.livenessIntervalSeconds, 0.1);
@@ -421,16 +388,8 @@ Status UcxEngine::connect(uint32_t q, const std::string &address, ControlBlock *
   p->context.engine = this;
   p->context.rank = q;
   p->heardNs = nowNs();
-  ucp_ep_params_t ep{};
-  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
-  ep.address = reinterpret_cast<const ucp_address_t *>(address.data());
-  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  ep.err_handler.cb = endpointFailed;
-  ep.err_handler.arg = &p->context;
-  if (ucs_status_t s = ucp_ep_create(worker, &ep, &p->ep); s != UCS_OK)
-    return Status::error(
-        cat("UCX: cannot connect rank ", jc.rank, " to rank ", q, ": ", ucs_status_string(s)));
+  if (Status s = connectUcx(worker, address, endpointFailed, &p->context, p->ep); !s)
+    return Status::error(cat("rank ", jc.rank, " cannot connect to rank ", q, ": ", s.message()));
   peers[q] = std::move(p);
   return Status::success();
 }
@@ -789,6 +748,62 @@ void UcxEngine::loop() {
 }
 
 } // namespace
+
+Status openUcxWorker(ucs_thread_mode_t mode, const char *eagerUpTo, UcxWorker &out) {
+  tuneUcx();
+  ucp_params_t p{};
+  p.field_mask = UCP_PARAM_FIELD_FEATURES;
+  p.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  ucp_config_t *config = nullptr;
+  if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK)
+    return Status::error(cat("UCX: cannot read its configuration: ", ucs_status_string(s)));
+  // (The transport's settings come from the environment only: tuneUcx().)
+  if (eagerUpTo && !std::getenv("UCX_RNDV_THRESH"))
+    ucp_config_modify(config, "RNDV_THRESH", eagerUpTo);
+  ucs_status_t s = ucp_init(&p, config, &out.context);
+  ucp_config_release(config);
+  if (s != UCS_OK)
+    return Status::error(cat("UCX: cannot initialize: ", ucs_status_string(s)));
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = mode;
+  if (s = ucp_worker_create(out.context, &wp, &out.worker); s != UCS_OK)
+    return Status::error(cat("UCX: cannot create a worker: ", ucs_status_string(s)));
+  ucp_address_t *addr = nullptr;
+  size_t len = 0;
+  if (s = ucp_worker_get_address(out.worker, &addr, &len); s != UCS_OK)
+    return Status::error(cat("UCX: the worker has no address: ", ucs_status_string(s)));
+  out.address.assign(reinterpret_cast<const char *>(addr), len);
+  ucp_worker_release_address(out.worker, addr);
+  int efd = -1;
+  if (s = ucp_worker_get_efd(out.worker, &efd); s != UCS_OK)
+    return Status::error(cat("UCX: the worker cannot wake a thread: ", ucs_status_string(s)));
+  out.wakeFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  out.epollFd = epoll_create1(EPOLL_CLOEXEC);
+  if (out.wakeFd < 0 || out.epollFd < 0)
+    return Status::error(cat("cannot create an eventfd or epoll set: ", std::strerror(errno)));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = efd;
+  epoll_ctl(out.epollFd, EPOLL_CTL_ADD, efd, &ev);
+  ev.data.fd = out.wakeFd;
+  epoll_ctl(out.epollFd, EPOLL_CTL_ADD, out.wakeFd, &ev);
+  return Status::success();
+}
+
+Status connectUcx(ucp_worker_h worker, const std::string &address, ucp_err_handler_cb_t onError,
+                  void *arg, ucp_ep_h &ep) {
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.address = reinterpret_cast<const ucp_address_t *>(address.data());
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  params.err_handler.cb = onError;
+  params.err_handler.arg = arg;
+  if (ucs_status_t s = ucp_ep_create(worker, &params, &ep); s != UCS_OK)
+    return Status::error(cat("UCX: ", ucs_status_string(s)));
+  return Status::success();
+}
 
 Result<std::unique_ptr<NetEngine>> NetEngine::create(JobControl &jc) {
   auto e = std::make_unique<UcxEngine>(jc);

@@ -9,6 +9,7 @@
 #include "ExecCommon.h"
 #include "NetEngine.h"
 #include "Text.h"
+#include "UcxSupport.h"
 
 #include <atomic>
 #include <chrono>
@@ -162,41 +163,14 @@ void recvDone(void *, ucs_status_t status, const ucp_tag_recv_info_t *info, void
 }
 
 Status UcxPeers::init(const std::string &job, KeyValueStore &store) {
-  ucp_params_t p{};
-  p.field_mask = UCP_PARAM_FIELD_FEATURES;
-  p.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
-  detail::tuneUcx();
-  ucp_config_t *config = nullptr;
-  if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK)
-    return Status::error(cat("UCX: ", ucs_status_string(s)));
-  ucs_status_t s = ucp_init(&p, config, &context);
-  ucp_config_release(config);
-  if (s != UCS_OK)
-    return Status::error(cat("UCX: cannot initialize: ", ucs_status_string(s)));
-  ucp_worker_params_t wp{};
-  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-  if (s = ucp_worker_create(context, &wp, &worker); s != UCS_OK)
-    return Status::error(cat("UCX: cannot create a worker: ", ucs_status_string(s)));
-  ucp_address_t *addr = nullptr;
-  size_t len = 0;
-  if (s = ucp_worker_get_address(worker, &addr, &len); s != UCS_OK)
-    return Status::error(cat("UCX: the worker has no address: ", ucs_status_string(s)));
-  std::string own(reinterpret_cast<const char *>(addr), len);
-  ucp_worker_release_address(worker, addr);
-  int efd = -1;
-  if (s = ucp_worker_get_efd(worker, &efd); s != UCS_OK)
-    return Status::error(cat("UCX: ", ucs_status_string(s)));
-  wakeFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  epollFd = epoll_create1(EPOLL_CLOEXEC);
-  if (wakeFd < 0 || epollFd < 0)
-    return Status::error(cat("cannot create an eventfd or epoll set: ", std::strerror(errno)));
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = efd;
-  epoll_ctl(epollFd, EPOLL_CTL_ADD, efd, &ev);
-  ev.data.fd = wakeFd;
-  epoll_ctl(epollFd, EPOLL_CTL_ADD, wakeFd, &ev);
+  detail::UcxWorker w;
+  if (Status s = detail::openUcxWorker(UCS_THREAD_MODE_SERIALIZED, nullptr, w); !s)
+    return s;
+  context = w.context;
+  worker = w.worker;
+  wakeFd = w.wakeFd;
+  epollFd = w.epollFd;
+  const std::string own = std::move(w.address);
 
   const std::string prefix = cat("collp2p/", job, "/");
   if (Status st = store.set(cat(prefix, rank), own); !st)
@@ -211,16 +185,10 @@ Status UcxPeers::init(const std::string &job, KeyValueStore &store) {
                                "messages: ",
                                a.message()));
     contexts[size_t(q)] = EndpointContext{this, q};
-    ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep.address = reinterpret_cast<const ucp_address_t *>(a->data());
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep.err_handler.cb = endpointFailed;
-    ep.err_handler.arg = &contexts[size_t(q)];
-    if (s = ucp_ep_create(worker, &ep, &eps[size_t(q)]); s != UCS_OK)
-      return Status::error(
-          cat("UCX: cannot connect rank ", rank, " to rank ", q, ": ", ucs_status_string(s)));
+    if (Status st =
+            detail::connectUcx(worker, *a, endpointFailed, &contexts[size_t(q)], eps[size_t(q)]);
+        !st)
+      return Status::error(cat("rank ", rank, " cannot connect to rank ", q, ": ", st.message()));
   }
   thread = std::thread([this] { loop(); });
   return Status::success();

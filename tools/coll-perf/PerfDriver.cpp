@@ -13,6 +13,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <sched.h>
 #include <unistd.h>
@@ -261,6 +262,11 @@ private:
   Result<CheckOutcome> check(const Step &step) const;
   /// Records and prints step \p i.
   void report(size_t i, const Measured &m);
+  /// The checked run of \p step by \p call (after the inputs were reset):
+  /// the wrong elements of the outputs this process checks.
+  Result<uint64_t> checkedRun(const Step &step, const std::function<Status()> &call);
+  /// The warm-up runs, then the mean time in µs of the timed ones.
+  Result<double> timedRuns(const std::function<Status()> &call) const;
 
   struct RankMemory {
     char *in = nullptr, *out = nullptr, *both = nullptr;
@@ -382,6 +388,32 @@ Result<CheckOutcome> Sweep::check(const Step &step) const {
                       opts.boot ? opts.boot->rank : -1);
 }
 
+Result<uint64_t> Sweep::checkedRun(const Step &step, const std::function<Status()> &call) {
+  if (Status s = call(); !s)
+    return s;
+  Result<CheckOutcome> outcome = check(step);
+  if (!outcome)
+    return outcome.getStatus();
+  if (outcome->wrong && !firstMismatchShown) {
+    std::fprintf(stderr, "coll-perf: %s\n", outcome->firstMismatch.c_str());
+    firstMismatchShown = true;
+  }
+  return outcome->wrong;
+}
+
+Result<double> Sweep::timedRuns(const std::function<Status()> &call) const {
+  for (uint64_t w = 0; w < opts.warmup; ++w)
+    if (Status s = call(); !s)
+      return s;
+  auto start = std::chrono::steady_clock::now();
+  for (uint64_t n = 0; n < opts.iters; ++n)
+    if (Status s = call(); !s)
+      return s;
+  double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  return opts.iters ? us / double(opts.iters) : 0.0;
+}
+
 void Sweep::report(size_t i, const Measured &m) {
   const bool last = i + 1 == steps.size() || steps[i + 1].sizeIndex != steps[i].sizeIndex;
   reporter.measured(steps[i], m, last);
@@ -417,27 +449,15 @@ int Sweep::runThreads() {
     if (opts.check) {
       for (uint32_t r = 0; r < nranks; ++r)
         resetRank(step, r);
-      if (Status s = call(); !s)
-        return fail(s.message());
-      Result<CheckOutcome> outcome = check(step);
-      if (!outcome)
-        return fail(outcome.message());
-      if (outcome->wrong && !firstMismatchShown) {
-        std::fprintf(stderr, "coll-perf: %s\n", outcome->firstMismatch.c_str());
-        firstMismatchShown = true;
-      }
-      m.wrong = outcome->wrong;
+      Result<uint64_t> wrong = checkedRun(step, call);
+      if (!wrong)
+        return fail(wrong.message());
+      m.wrong = *wrong;
     }
-    for (uint64_t w = 0; w < opts.warmup; ++w)
-      if (Status s = call(); !s)
-        return fail(s.message());
-    auto start = std::chrono::steady_clock::now();
-    for (uint64_t n = 0; n < opts.iters; ++n)
-      if (Status s = call(); !s)
-        return fail(s.message());
-    double us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    m.timeUs = opts.iters ? us / double(opts.iters) : 0;
+    Result<double> us = timedRuns(call);
+    if (!us)
+      return fail(us.message());
+    m.timeUs = *us;
     report(i, m);
   }
   return 0;
@@ -600,29 +620,16 @@ int Sweep::runBootstrapped() {
     uint64_t wrong = 0;
     if (opts.check) {
       resetRank(step, r);
-      if (Status s = call(); !s)
-        return fail(s.message());
-      Result<CheckOutcome> outcome = check(step);
-      if (!outcome)
-        return fail(outcome.message());
-      if (outcome->wrong && !firstMismatchShown) {
-        std::fprintf(stderr, "coll-perf: %s\n", outcome->firstMismatch.c_str());
-        firstMismatchShown = true;
-      }
-      wrong = outcome->wrong;
+      Result<uint64_t> w = checkedRun(step, call);
+      if (!w)
+        return fail(w.message());
+      wrong = *w;
     }
-    for (uint64_t w = 0; w < opts.warmup; ++w)
-      if (Status s = call(); !s)
-        return fail(s.message());
-    auto start = std::chrono::steady_clock::now();
-    for (uint64_t n = 0; n < opts.iters; ++n)
-      if (Status s = call(); !s)
-        return fail(s.message());
-    double us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    Result<double> us = timedRuns(call);
+    if (!us)
+      return fail(us.message());
     char mine[64];
-    std::snprintf(mine, sizeof mine, "%.3f %llu", opts.iters ? us / double(opts.iters) : 0,
-                  static_cast<unsigned long long>(wrong));
+    std::snprintf(mine, sizeof mine, "%.3f %llu", *us, static_cast<unsigned long long>(wrong));
     if (Status s = boot.store->set(key + std::to_string(i) + "/" + std::to_string(r), mine); !s)
       return fail(s.message());
     if (!lead)

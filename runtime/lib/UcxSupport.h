@@ -1,0 +1,48 @@
+//===- UcxSupport.h - What both users of UCX make alike ---------*- C++ -*-===//
+//
+// The UCX setup that NetEngine (a ProcessGroup's connections across hosts)
+// and NetPeers (point-to-point messages across hosts) share: a context and
+// a worker that can wake a thread, with an eventfd and an epoll set over
+// both, and endpoints with UCX's peer error handling. Only for builds with
+// UCX. Private to the runtime library.
+//
+//===----------------------------------------------------------------------===//
+#ifndef COLL_RUNTIME_LIB_UCXSUPPORT_H
+#define COLL_RUNTIME_LIB_UCXSUPPORT_H
+
+#ifdef COLL_HAVE_UCX
+
+#include "coll/Runtime/Status.h"
+
+#include <string>
+#include <ucp/api/ucp.h>
+
+namespace coll {
+namespace detail {
+
+/// A UCX context (tag matching, wake-ups) and worker, the worker's
+/// address, and an epoll set over the worker's descriptor and an eventfd
+/// (which wakes the set's waiter). The owner destroys them.
+struct UcxWorker {
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  std::string address;
+  int wakeFd = -1;
+  int epollFd = -1;
+};
+
+/// Opens \p out with a worker of thread mode \p mode, after tuneUcx(); with
+/// \p eagerUpTo, UCX's rendezvous threshold unless UCX_RNDV_THRESH is set.
+Status openUcxWorker(ucs_thread_mode_t mode, const char *eagerUpTo, UcxWorker &out);
+
+/// Connects \p worker to the worker at \p address, with peer error
+/// handling: \p onError(arg, ...) when the connection breaks.
+Status connectUcx(ucp_worker_h worker, const std::string &address, ucp_err_handler_cb_t onError,
+                  void *arg, ucp_ep_h &ep);
+
+} // namespace detail
+} // namespace coll
+
+#endif // COLL_HAVE_UCX
+
+#endif // COLL_RUNTIME_LIB_UCXSUPPORT_H
