@@ -7,7 +7,12 @@
 # cut in the middle of a run: the other side must fail naming the lost
 # rank, within the timeout, and leave no shared memory behind.
 #
-#   net-namespaces.sh COLL_RUN PLAN_DIR
+#   net-namespaces.sh COLL_RUN PLAN_DIR [CAPI_MPI_TEST MPIRUN]
+#
+# With CAPI_MPI_TEST (tests/runtime/capi_mpi_test.c) and MPIRUN, the C API
+# too: mpirun launches the test into both namespaces as onto two hosts (an
+# rsh agent that enters the namespace), 2 and 3 ranks, every element
+# checked.
 #
 # Exits 77 (skipped) where namespaces cannot be made (not root, no
 # iproute2) or coll-run has no network transport.
@@ -88,6 +93,36 @@ run_job alltoall4 alltoall_twostep_n4.bin aabb --size 256K --iters 3
 run_job broadcast4 stdlib_tree_broadcast_n4.bin abab --size 256K --iters 3
 if ls /dev/shm | grep -q "^coll-nn$$-"; then
   fail "shared memory left behind: $(ls /dev/shm | grep "^coll-nn$$-")"
+fi
+
+# The C API under mpirun (collCommInitMpi), ranks split between the
+# namespaces as between two hosts.
+if [[ $# -ge 4 && -x "$3" ]]; then
+  capi=$3
+  mpirun=$4
+  agent=$out/rsh-agent
+  b=$("$pair" run "$name" b printenv COLL_NETNS_B)
+  cat >"$agent" <<AGENT
+#!/bin/sh
+host=\$1; shift
+case \$host in $a) ns=$name-a ;; *) ns=$name-b ;; esac
+exec ip netns exec \$ns sh -c "\$*"
+AGENT
+  chmod +x "$agent"
+  for spec in "2 $a:1,$b:1" "3 $a:2,$b:1"; do
+    set -- $spec
+    n=$1
+    if "$pair" run "$name" a timeout 120 "$mpirun" --allow-run-as-root --oversubscribe -np "$n" \
+      --host "$2" --mca plm_rsh_agent "$agent" --mca btl tcp,self \
+      --mca btl_tcp_if_include "${a%.*}.0/24" -x COLL_STORE_HOST="$a" \
+      "$capi" "$plans/ring_allreduce_n$n.bin" >"$out/capi.$n" 2>&1 &&
+      grep -q "$n ranks right" "$out/capi.$n"; then
+      echo "net-namespaces: ok: C API under mpirun, $n ranks: $(grep 'ranks right' "$out/capi.$n")"
+    else
+      fail "C API under mpirun, $n ranks"
+      tail -20 "$out/capi.$n"
+    fi
+  done
 fi
 
 # fault_job TAG ACTION: ranks 0 and 1 in a, 2 and 3 in b, a long run; ACTION
