@@ -91,6 +91,12 @@ run_job allgather4 stdlib_ring_allgather_n4.bin aabb --size 256K --iters 3
 run_job reducescatter4 stdlib_ring_reducescatter_n4.bin abab --size 256K --iters 3
 run_job alltoall4 alltoall_twostep_n4.bin aabb --size 256K --iters 3
 run_job broadcast4 stdlib_tree_broadcast_n4.bin abab --size 256K --iters 3
+run_job reduce3 chain_reduce_inplace_n3.bin aab --size 256K --iters 2 --inplace
+run_job reduce4 direct_reduce_n4.bin abab --size 100003 --dtype f64 --op min --iters 2
+run_job gather3 direct_gather_n3.bin abb --size 64K --iters 2
+run_job scatter4 direct_scatter_n4.bin aabb --size 64K --iters 2
+run_job allgather3 ring_allgather_n3.bin aab --size 96K --iters 2
+run_job alltoall3 alltoall_allpairs_n3.bin abb --size 96K --iters 2
 if ls /dev/shm | grep -q "^coll-nn$$-"; then
   fail "shared memory left behind: $(ls /dev/shm | grep "^coll-nn$$-")"
 fi
