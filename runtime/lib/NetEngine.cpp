@@ -346,7 +346,7 @@ UcxEngine::~UcxEngine() {
           ucp_worker_progress(worker);
         if (pending(r)) {
           busy = true; // UCX still writes into sink: leave everything.
-          (void)new std::vector<char>(std::move(sink));
+          parkForever(std::make_shared<std::vector<char>>(std::move(sink)));
           break;
         }
         ucp_request_free(r);
@@ -369,11 +369,14 @@ UcxEngine::~UcxEngine() {
       ucp_worker_destroy(worker);
       ucp_cleanup(context);
     } else {
+      // Never freed: UCX may still write there.
       for (auto &l : links)
-        new std::shared_ptr<NetLink>(l); // Never freed: UCX may still write there.
-      (void)incoming.release();
+        parkForever(l);
+      parkForever(std::shared_ptr<ControlUpdate>(std::move(incoming)));
       for (Outgoing &o : outgoing)
-        (void)o.update.release();
+        parkForever(std::shared_ptr<ControlUpdate>(std::move(o.update)));
+      parkHandle(worker);
+      parkHandle(context);
     }
   }
   if (wakeFd >= 0)
@@ -789,6 +792,13 @@ Status openUcxWorker(ucs_thread_mode_t mode, const char *eagerUpTo, UcxWorker &o
   ev.data.fd = out.wakeFd;
   epoll_ctl(out.epollFd, EPOLL_CTL_ADD, out.wakeFd, &ev);
   return Status::success();
+}
+
+void parkForever(std::shared_ptr<void> what) {
+  static std::mutex mutex;
+  static auto *parked = new std::vector<std::shared_ptr<void>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  parked->push_back(std::move(what));
 }
 
 Status connectUcx(ucp_worker_h worker, const std::string &address, ucp_err_handler_cb_t onError,

@@ -233,9 +233,11 @@ UcxPeers::~UcxPeers() {
       if (busy) {
         // UCX still holds some of our memory: leave it all.
         for (auto &snd : sends)
-          (void)snd.release();
+          detail::parkForever(std::shared_ptr<Sending>(std::move(snd)));
         for (auto &r : receives)
-          new std::shared_ptr<Receiving>(r);
+          detail::parkForever(r);
+        detail::parkHandle(worker);
+        detail::parkHandle(context);
       } else {
         for (void *c : closing)
           ucp_request_free(c);

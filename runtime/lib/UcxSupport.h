@@ -14,6 +14,7 @@
 
 #include "coll/Runtime/Status.h"
 
+#include <memory>
 #include <string>
 #include <ucp/api/ucp.h>
 
@@ -34,6 +35,17 @@ struct UcxWorker {
 /// Opens \p out with a worker of thread mode \p mode, after tuneUcx(); with
 /// \p eagerUpTo, UCX's rendezvous threshold unless UCX_RNDV_THRESH is set.
 Status openUcxWorker(ucs_thread_mode_t mode, const char *eagerUpTo, UcxWorker &out);
+
+/// Keeps \p what alive, and reachable, for the rest of the process: what
+/// UCX may still use when closing did not finish in time (a worker whose
+/// peer never answered, memory a request may still write into). Leaked on
+/// purpose, never freed under UCX.
+void parkForever(std::shared_ptr<void> what);
+
+/// parkForever() of a handle of UCX's (kept as is, never destroyed).
+inline void parkHandle(void *handle) {
+  parkForever(std::shared_ptr<void>(handle, [](void *) {}));
+}
 
 /// Connects \p worker to the worker at \p address, with peer error
 /// handling: \p onError(arg, ...) when the connection breaks.
