@@ -1,7 +1,10 @@
 //===- ProcessGroup.h - One rank per process, over shared memory -*- C++ -*-===//
 /// \file
 /// The multi-process CPU executor: each rank of a plan is its own process
-/// on one host, and the ranks meet by a job name. Every rank creates a POSIX
+/// on one host, and the ranks meet by a job name (or, with the create()
+/// that takes a KeyValueStore, on several hosts: ranks of one host as
+/// below, connections between hosts over UCX; docs/runtime.md, "Across
+/// hosts"). Every rank creates a POSIX
 /// shared-memory segment of its own, `/coll-<job>.<rank>` (a header with a
 /// magic number, the rank, the number of ranks, its pid and a nonce, a
 /// state word, a heartbeat and a doorbell), and maps its peers' segments.
