@@ -84,13 +84,15 @@ def use_program(collective, program, ranks=None, max_bytes=None, **params):
                    _ANY if max_bytes is None else int(max_bytes), defines)
 
 
-def plan_for(collective, nranks, nbytes, root=0):
+def plan_for(collective, nranks, nbytes, root=0, across_hosts=False):
     """The plan this process runs ``collective`` with on ``nranks`` ranks for
     a message of ``nbytes`` (nccl-tests' size: the larger per-rank buffer),
     compiling it if need be: a dict of its name, collective, nranks, root
     and checksum. Collective names are Collc's: allreduce, allgather,
-    reducescatter, broadcast, reduce, gather, scatter, alltoall."""
-    return _C.plan_for(collective, nranks, nbytes, root)
+    reducescatter, broadcast, reduce, gather, scatter, alltoall.
+    ``across_hosts``: for a group whose ranks span hosts (the standard
+    library's rows from stdlib/network.select)."""
+    return _C.plan_for(collective, nranks, nbytes, root, across_hosts)
 
 
 def paths():

@@ -75,6 +75,8 @@ Result<std::unique_ptr<GroupEngine>> GroupEngine::create(const std::string &job,
 
 GroupEngine::GroupEngine(std::unique_ptr<ProcessGroup> group, int rank, int size)
     : group(std::move(group)), myRank(rank), mySize(size) {
+  for (int q = 0; q < size; ++q)
+    acrossHosts = acrossHosts || this->group->isRemote(q);
   worker = std::thread([this] { workerLoop(); });
 }
 
@@ -218,7 +220,7 @@ Status GroupEngine::run(const std::string &collective, uint32_t root, const void
   if (!lastPlan || lastCollective != collective || lastRoot != root || lastBytes != bytes ||
       lastGeneration != generation) {
     Result<std::shared_ptr<const ValidatedPlan>> plan =
-        library.plan(collective, uint32_t(mySize), root, bytes);
+        library.plan(collective, uint32_t(mySize), root, bytes, acrossHosts);
     if (!plan)
       return Status::error("collc: " + plan.message());
     lastPlan = *plan;

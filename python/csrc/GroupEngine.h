@@ -100,6 +100,9 @@ private:
   void workerLoop();
   std::unique_ptr<ProcessGroup> group;
   int myRank, mySize;
+  /// Some rank of the group is on another host: plans from the standard
+  /// library's network.select (PlanLibrary::plan()).
+  bool acrossHosts = false;
   std::mutex allocMu; ///< allocate() and deallocate() one at a time.
   std::mutex mu;
   std::condition_variable workerCv; ///< The worker waits for tasks.

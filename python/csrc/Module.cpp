@@ -54,9 +54,10 @@ PYBIND11_MODULE(_C, m) {
       py::arg("max_bytes"), py::arg("defines"));
   m.def(
       "plan_for",
-      [](const std::string &collective, uint32_t nranks, uint64_t nbytes, uint32_t root) {
+      [](const std::string &collective, uint32_t nranks, uint64_t nbytes, uint32_t root,
+         bool acrossHosts) {
         coll::Result<std::shared_ptr<const coll::ValidatedPlan>> plan =
-            PlanLibrary::instance().plan(collective, nranks, root, nbytes);
+            PlanLibrary::instance().plan(collective, nranks, root, nbytes, acrossHosts);
         if (!plan)
           throw std::runtime_error("collc: " + plan.message());
         const coll::PlanInfo &info = (*plan)->info();
@@ -65,7 +66,8 @@ PYBIND11_MODULE(_C, m) {
                         py::arg("nranks") = info.nranks, py::arg("root") = info.root,
                         py::arg("checksum") = coll::formatChecksum((*plan)->checksum()));
       },
-      py::arg("collective"), py::arg("nranks"), py::arg("nbytes"), py::arg("root") = 0);
+      py::arg("collective"), py::arg("nranks"), py::arg("nbytes"), py::arg("root") = 0,
+      py::arg("across_hosts") = false);
   m.def(
       "alloc",
       [](const c10::intrusive_ptr<coll::torchext::TorchBackendBase> &pg, int64_t bytes) {

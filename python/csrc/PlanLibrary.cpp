@@ -204,7 +204,8 @@ Status PlanLibrary::setUserTable(const std::string &path) {
       return t.getStatus();
     userTable = std::move(*t);
   }
-  merged.reset();
+  merged[0].reset();
+  merged[1].reset();
   gen.fetch_add(1, std::memory_order_acq_rel);
   return Status::success();
 }
@@ -225,25 +226,28 @@ Status PlanLibrary::addUserRow(const std::string &collective, const std::string 
     return row.getStatus();
   std::lock_guard<std::mutex> lock(mu);
   userRows.prepend(*row);
-  merged.reset();
+  merged[0].reset();
+  merged[1].reset();
   gen.fetch_add(1, std::memory_order_acq_rel);
   return Status::success();
 }
 
-Result<const SelectionTable *> PlanLibrary::table() {
+Result<const SelectionTable *> PlanLibrary::table(bool acrossHosts) {
   if (!userTableError.empty())
     return Status::error("COLLC_PLANS: " + userTableError);
-  if (!merged) {
-    Result<SelectionTable> stdlib = SelectionTable::load(thePaths.stdlib + "/default.select");
+  std::unique_ptr<SelectionTable> &m = merged[acrossHosts ? 1 : 0];
+  if (!m) {
+    Result<SelectionTable> stdlib = SelectionTable::load(
+        thePaths.stdlib + (acrossHosts ? "/network.select" : "/default.select"));
     if (!stdlib)
       return Status::error(stdlib.message() + " (set COLLC_STDLIB to the standard library)");
     auto t = std::make_unique<SelectionTable>(std::move(*stdlib));
     t->prepend(userTable);
     t->prepend(userRows);
     userRowCount = unsigned(userRows.rows().size() + userTable.rows().size());
-    merged = std::move(t);
+    m = std::move(t);
   }
-  return merged.get();
+  return m.get();
 }
 
 Result<std::string> PlanLibrary::compilerVersion() {
@@ -359,10 +363,11 @@ PlanLibrary::planOf(const SelectionRow &row, uint32_t nranks, uint32_t root, boo
   return remember(std::make_shared<const ValidatedPlan>(std::move(*loaded)));
 }
 
-Result<std::shared_ptr<const ValidatedPlan>>
-PlanLibrary::plan(const std::string &collective, uint32_t nranks, uint32_t root, uint64_t bytes) {
+Result<std::shared_ptr<const ValidatedPlan>> PlanLibrary::plan(const std::string &collective,
+                                                               uint32_t nranks, uint32_t root,
+                                                               uint64_t bytes, bool acrossHosts) {
   std::lock_guard<std::mutex> lock(mu);
-  Result<const SelectionTable *> t = table();
+  Result<const SelectionTable *> t = table(acrossHosts);
   if (!t)
     return t.getStatus();
   const CollectiveInfo *builtin = findCollective(collective);

@@ -47,9 +47,13 @@ public:
 
   /// The plan that runs \p collective on \p nranks ranks for a call whose
   /// larger per-rank buffer takes \p bytes (nccl-tests' size), with root
-  /// \p root for a rooted collective (else ignored).
+  /// \p root for a rooted collective (else ignored). \p acrossHosts: the
+  /// group's ranks span hosts, and the standard library's rows come from
+  /// stdlib/network.select instead of default.select (the user's rows
+  /// first either way).
   Result<std::shared_ptr<const ValidatedPlan>> plan(const std::string &collective, uint32_t nranks,
-                                                    uint32_t root, uint64_t bytes);
+                                                    uint32_t root, uint64_t bytes,
+                                                    bool acrossHosts = false);
 
   /// Puts the table at \p path before the standard library's, replacing
   /// an earlier user table; "" removes it.
@@ -65,8 +69,9 @@ public:
   uint64_t generation() const { return gen.load(std::memory_order_acquire); }
 
 private:
-  /// The table to select from: the user's rows, then the standard library's.
-  Result<const SelectionTable *> table();
+  /// The table to select from: the user's rows, then the standard
+  /// library's (network.select's \p acrossHosts).
+  Result<const SelectionTable *> table(bool acrossHosts);
   /// The plan of \p row for N and root, compiled or loaded once.
   Result<std::shared_ptr<const ValidatedPlan>> planOf(const SelectionRow &row, uint32_t nranks,
                                                       uint32_t root, bool rooted);
@@ -79,9 +84,11 @@ private:
 
   std::mutex mu;
   PlanLibraryPaths thePaths;
-  SelectionTable userRows;                ///< addUserRow()'s, newest first.
-  SelectionTable userTable;               ///< setUserTable()'s or COLLC_PLANS's.
-  std::unique_ptr<SelectionTable> merged; ///< User rows, then stdlib's; null: to build.
+  SelectionTable userRows;  ///< addUserRow()'s, newest first.
+  SelectionTable userTable; ///< setUserTable()'s or COLLC_PLANS's.
+  /// User rows, then stdlib's default.select [0] or network.select [1];
+  /// null: to build.
+  std::unique_ptr<SelectionTable> merged[2];
   std::string version;
   std::string versionError;   ///< Why `collc --version` failed (it is not run again).
   std::string userTableError; ///< COLLC_PLANS's table could not be read.

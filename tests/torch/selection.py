@@ -46,6 +46,11 @@ expect("broadcast large", name("broadcast", 4, 64 << 20, 3), "chain_broadcast")
 p = collc_torch.plan_for("broadcast", 4, 1024, 3)
 expect("broadcast's root", (p["root"], p["nranks"], p["collective"]), (3, 4, "broadcast"))
 expect("alltoall large", name("alltoall", 3, 1 << 20), "pairwise_alltoall")
+# Groups across hosts: stdlib/network.select.
+net = lambda c, n, b: collc_torch.plan_for(c, n, b, across_hosts=True)["name"]  # noqa: E731
+expect("allreduce on 2 across hosts, 4K", net("allreduce", 2, 4096), "oneshot_allreduce")
+expect("allreduce on 2 across hosts, 1M", net("allreduce", 2, 1 << 20), "ring_allreduce")
+expect("allreduce on 4 across hosts, 64K", net("allreduce", 4, 65536), "ring_allreduce")
 # The same selection twice is the same plan (from the cache).
 expect("cached", collc_torch.plan_for("allgather", 5, 4096)["checksum"],
        collc_torch.plan_for("allgather", 5, 4096)["checksum"])
