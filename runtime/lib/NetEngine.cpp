@@ -167,7 +167,7 @@ public:
   ~UcxEngine() override;
 
   Status init();
-  const std::string &address() const override { return own; }
+  const std::string &address() const override { return ucx.address; }
   Status connect(uint32_t q, const std::string &address, ControlBlock *mirror) override;
   void start() override;
   void flush(double seconds) override;
@@ -182,7 +182,7 @@ public:
         return;
       }
     }
-    wakeEventFd(wakeFd);
+    wakeEventFd(ucx.wakeFd);
   }
   bool poll() override;
   void pollerEnter() override;
@@ -229,15 +229,12 @@ private:
   }
 
   JobControl &jc;
-  ucp_context_h context = nullptr;
-  ucp_worker_h worker = nullptr;
-  std::string own;
+  UcxWorker ucx;
   std::vector<std::unique_ptr<Peer>> peers; ///< By rank; null: not remote.
   std::thread thread;
   std::atomic<bool> stopping{false};
   std::atomic<bool> dirty{false};
   Doorbell doorbell;
-  int wakeFd = -1, epollFd = -1;
   int64_t beatNs = 0, silenceNs = 0;
   uint64_t updates = 0;
   int64_t nextBeat = 0;
@@ -267,15 +264,11 @@ Status UcxEngine::init() {
   // always posted, and UCX's rendezvous (a request and a reply before the
   // data) cost a round trip of thread wake-ups per message over TCP, half
   // the bandwidth at 1-16 MiB (docs/performance.md, "Across hosts").
-  UcxWorker w;
-  if (Status s = openUcxWorker(UCS_THREAD_MODE_SINGLE, "512k", w); !s)
+  // Serialized: the engine's thread and a run's workers take turns
+  // (ucxMutex).
+  if (Status s = openUcxWorker(UCS_THREAD_MODE_SERIALIZED, "512k", ucx); !s)
     return s;
-  context = w.context;
-  worker = w.worker;
-  own = std::move(w.address);
-  wakeFd = w.wakeFd;
-  epollFd = w.epollFd;
-  doorbell.wakeFd = wakeFd + 1;
+  doorbell.wakeFd = ucx.wakeFd + 1;
   peers.resize(jc.nranks);
   const double beat = std::max(jc.options.livenessIntervalSeconds, 0.1);
   beatNs = int64_t(beat * 1e9);
@@ -286,64 +279,54 @@ Status UcxEngine::init() {
 UcxEngine::~UcxEngine() {
   if (thread.joinable()) {
     stopping.store(true, std::memory_order_release);
-    wakeEventFd(wakeFd);
+    wakeEventFd(ucx.wakeFd);
     thread.join();
   }
-  if (worker) {
+  if (ucx.worker) {
     // Hand UCX what the threadblocks published last, then cancel the
     // receives.
     step();
     if (control.request)
-      ucp_request_cancel(worker, control.request);
+      ucp_request_cancel(ucx.worker, control.request);
     for (auto &l : links)
       if (!l->sending)
         for (uint32_t i = 0; i < l->fifo().depth; ++i)
           if (l->slots[i].request)
-            ucp_request_cancel(worker, l->slots[i].request);
-    // What we sent must reach the peers before the connections go (UCX
-    // may still hold a message it has taken): each endpoint is closed in
-    // flush mode, bounded in time, for a peer that is gone never answers;
-    // after a failure (messages may wait for receives their peers
-    // cancelled) the bound is short. Requests still in flight then keep
-    // their memory, and the worker stays: leaked rather than freed under
-    // UCX.
+            ucp_request_cancel(ucx.worker, l->slots[i].request);
+    // What we sent must reach the peers before the connections go; after
+    // a failure (messages may wait for receives their peers cancelled)
+    // the bound is short. Requests still in flight then keep their memory,
+    // and the worker stays: leaked rather than freed under UCX.
     bool failed = jc.me().failed.load(std::memory_order_acquire);
+    std::vector<ucp_ep_h> eps;
     for (auto &p : peers)
-      failed |= p && p->lost.load(std::memory_order_acquire);
-    std::vector<void *> closing;
-    for (auto &p : peers)
-      if (p && p->ep) {
-        ucp_request_param_t rp{};
-        void *r = ucp_ep_close_nbx(p->ep, &rp);
-        if (UCS_PTR_IS_PTR(r))
-          closing.push_back(r);
+      if (p) {
+        failed |= p->lost.load(std::memory_order_acquire);
+        if (p->ep)
+          eps.push_back(p->ep);
       }
-    const int64_t until = nowNs() + (failed ? 300'000'000 : 5'000'000'000);
-    bool busy = true;
-    while (busy && nowNs() < until) {
-      ucp_worker_progress(worker);
-      busy = pending(control.request);
-      for (void *r : closing)
-        busy |= pending(r);
-      for (auto &l : links)
-        for (uint32_t i = 0; i < l->fifo().depth; ++i)
-          busy |= pending(l->slots[i].request);
-      for (Outgoing &o : outgoing)
-        busy |= pending(o.slot.request);
-    }
+    std::vector<void *> requests = {control.request};
+    for (auto &l : links)
+      for (uint32_t i = 0; i < l->fifo().depth; ++i)
+        requests.push_back(l->slots[i].request);
+    for (Outgoing &o : outgoing)
+      requests.push_back(o.slot.request);
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(failed ? 300 : 5000);
+    bool busy = !closeEndpoints(ucx, eps, requests, until);
     // Messages that came for nobody (the peers' last updates, after our
     // receive was cancelled): taken, so that UCX has nothing to complain of.
     for (int drained = 0; !busy && drained < 4096; ++drained) {
       ucp_tag_recv_info_t info{};
-      ucp_tag_message_h msg = ucp_tag_probe_nb(worker, 0, 0, 1, &info);
+      ucp_tag_message_h msg = ucp_tag_probe_nb(ucx.worker, 0, 0, 1, &info);
       if (!msg)
         break;
       std::vector<char> sink(info.length ? info.length : 1);
       ucp_request_param_t rp{};
-      void *r = ucp_tag_msg_recv_nbx(worker, sink.data(), info.length, msg, &rp);
+      void *r = ucp_tag_msg_recv_nbx(ucx.worker, sink.data(), info.length, msg, &rp);
       if (UCS_PTR_IS_PTR(r)) {
-        while (pending(r) && nowNs() < until)
-          ucp_worker_progress(worker);
+        while (pending(r) && std::chrono::steady_clock::now() < until)
+          ucp_worker_progress(ucx.worker);
         if (pending(r)) {
           busy = true; // UCX still writes into sink: leave everything.
           parkForever(std::make_shared<std::vector<char>>(std::move(sink)));
@@ -353,21 +336,11 @@ UcxEngine::~UcxEngine() {
       }
     }
     if (!busy) {
-      for (void *r : closing)
-        ucp_request_free(r);
-      if (control.request)
-        ucp_request_free(control.request);
-      for (auto &l : links)
-        for (uint32_t i = 0; i < l->fifo().depth; ++i)
-          if (l->slots[i].request)
-            ucp_request_free(l->slots[i].request);
-      for (Outgoing &o : outgoing)
-        if (o.slot.request)
-          ucp_request_free(o.slot.request);
+      for (void *r : requests)
+        if (r)
+          ucp_request_free(r);
       links.clear();
       outgoing.clear();
-      ucp_worker_destroy(worker);
-      ucp_cleanup(context);
     } else {
       // Never freed: UCX may still write there.
       for (auto &l : links)
@@ -375,14 +348,11 @@ UcxEngine::~UcxEngine() {
       parkForever(std::shared_ptr<ControlUpdate>(std::move(incoming)));
       for (Outgoing &o : outgoing)
         parkForever(std::shared_ptr<ControlUpdate>(std::move(o.update)));
-      parkHandle(worker);
-      parkHandle(context);
     }
+    releaseUcxWorker(ucx, busy);
+  } else {
+    releaseUcxWorker(ucx, false); // What a failed init() made.
   }
-  if (wakeFd >= 0)
-    close(wakeFd);
-  if (epollFd >= 0)
-    close(epollFd);
 }
 
 Status UcxEngine::connect(uint32_t q, const std::string &address, ControlBlock *mirror) {
@@ -391,7 +361,7 @@ Status UcxEngine::connect(uint32_t q, const std::string &address, ControlBlock *
   p->context.engine = this;
   p->context.rank = q;
   p->heardNs = nowNs();
-  if (Status s = connectUcx(worker, address, endpointFailed, &p->context, p->ep); !s)
+  if (Status s = connectUcx(ucx.worker, address, endpointFailed, &p->context, p->ep); !s)
     return Status::error(cat("rank ", jc.rank, " cannot connect to rank ", q, ": ", s.message()));
   peers[q] = std::move(p);
   return Status::success();
@@ -461,7 +431,7 @@ void UcxEngine::attach(const std::vector<std::shared_ptr<NetLink>> &add) {
     std::lock_guard<std::mutex> lock(mutex);
     toAttach.insert(toAttach.end(), add.begin(), add.end());
   }
-  wakeEventFd(wakeFd);
+  wakeEventFd(ucx.wakeFd);
 }
 
 void UcxEngine::detach(const std::vector<std::shared_ptr<NetLink>> &gone) {
@@ -473,14 +443,14 @@ void UcxEngine::detach(const std::vector<std::shared_ptr<NetLink>> &gone) {
     std::lock_guard<std::mutex> lock(mutex);
     toDetach.insert(toDetach.end(), gone.begin(), gone.end());
   }
-  wakeEventFd(wakeFd);
+  wakeEventFd(ucx.wakeFd);
 }
 
 void UcxEngine::postControlReceive() {
   control = Slot();
   ucp_request_param_t rp = withCallback(control, false);
-  void *r =
-      ucp_tag_recv_nbx(worker, incoming.get(), sizeof(ControlUpdate), controlTag, controlTag, &rp);
+  void *r = ucp_tag_recv_nbx(ucx.worker, incoming.get(), sizeof(ControlUpdate), controlTag,
+                             controlTag, &rp);
   control.request = UCS_PTR_IS_PTR(r) ? r : nullptr;
 }
 
@@ -599,7 +569,7 @@ bool UcxEngine::serviceLink(NetLink &l) {
       void *r =
           l.sending
               ? ucp_tag_send_nbx(peers[l.peer]->ep, f.slot(m), l.lengths[m % f.depth], tag, &rp)
-              : ucp_tag_recv_nbx(worker, f.slot(m), f.slotBytes, tag, ~uint64_t(0), &rp);
+              : ucp_tag_recv_nbx(ucx.worker, f.slot(m), f.slotBytes, tag, ~uint64_t(0), &rp);
       if (UCS_PTR_IS_ERR(r)) {
         slot.status = UCS_PTR_STATUS(r);
         slot.done = 2;
@@ -637,7 +607,7 @@ bool UcxEngine::serviceLink(NetLink &l) {
 
 bool UcxEngine::step(bool *moved) {
   bool busy = false;
-  while (ucp_worker_progress(worker))
+  while (ucp_worker_progress(ucx.worker))
     busy = true;
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -648,7 +618,7 @@ bool UcxEngine::step(bool *moved) {
       if (!l->sending)
         for (uint32_t i = 0; i < l->fifo().depth; ++i)
           if (l->slots[i].request && !l->slots[i].done)
-            ucp_request_cancel(worker, l->slots[i].request);
+            ucp_request_cancel(ucx.worker, l->slots[i].request);
     toDetach.clear();
   }
   for (size_t i = 0; i < links.size();) {
@@ -701,7 +671,7 @@ void UcxEngine::pollerEnter() {
 void UcxEngine::pollerLeave() {
   // The last poller to go hands the network back to the engine's thread.
   if (pollers.fetch_sub(1, std::memory_order_acq_rel) == 1)
-    wakeEventFd(wakeFd);
+    wakeEventFd(ucx.wakeFd);
 }
 
 void UcxEngine::loop() {
@@ -722,9 +692,9 @@ void UcxEngine::loop() {
       // or when told (the last of them leaves, an update to send). The
       // doorbell stays unregistered: a threadblock's publication costs no
       // wake-up here.
-      pollfd p{wakeFd, POLLIN, 0};
+      pollfd p{ucx.wakeFd, POLLIN, 0};
       ::poll(&p, 1, waitMs);
-      while (read(wakeFd, &drained, sizeof drained) > 0) {
+      while (read(ucx.wakeFd, &drained, sizeof drained) > 0) {
       }
       continue;
     }
@@ -737,15 +707,15 @@ void UcxEngine::loop() {
       ucs_status_t armed;
       {
         std::lock_guard<std::mutex> lock(ucxMutex);
-        armed = ucp_worker_arm(worker);
+        armed = ucp_worker_arm(ucx.worker);
       }
       if (armed == UCS_OK) {
         epoll_event ev[4];
-        epoll_wait(epollFd, ev, 4, waitMs);
+        epoll_wait(ucx.epollFd, ev, 4, waitMs);
       }
     }
     doorbell.sleepers.store(0, std::memory_order_seq_cst);
-    while (read(wakeFd, &drained, sizeof drained) > 0) {
+    while (read(ucx.wakeFd, &drained, sizeof drained) > 0) {
     }
   }
 }
@@ -792,6 +762,49 @@ Status openUcxWorker(ucs_thread_mode_t mode, const char *eagerUpTo, UcxWorker &o
   ev.data.fd = out.wakeFd;
   epoll_ctl(out.epollFd, EPOLL_CTL_ADD, out.wakeFd, &ev);
   return Status::success();
+}
+
+bool closeEndpoints(UcxWorker &w, const std::vector<ucp_ep_h> &eps,
+                    const std::vector<void *> &requests,
+                    std::chrono::steady_clock::time_point until) {
+  std::vector<void *> closing;
+  for (ucp_ep_h ep : eps) {
+    ucp_request_param_t rp{};
+    void *r = ucp_ep_close_nbx(ep, &rp);
+    if (UCS_PTR_IS_PTR(r))
+      closing.push_back(r);
+  }
+  auto pending = [](void *r) { return r && ucp_request_check_status(r) == UCS_INPROGRESS; };
+  auto busy = [&] {
+    return std::any_of(closing.begin(), closing.end(), pending) ||
+           std::any_of(requests.begin(), requests.end(), pending);
+  };
+  while (busy() && std::chrono::steady_clock::now() < until)
+    ucp_worker_progress(w.worker);
+  if (busy())
+    return false;
+  for (void *r : closing)
+    ucp_request_free(r);
+  return true;
+}
+
+void releaseUcxWorker(UcxWorker &w, bool inUse) {
+  if (inUse) {
+    parkHandle(w.worker);
+    parkHandle(w.context);
+  } else {
+    if (w.worker)
+      ucp_worker_destroy(w.worker);
+    if (w.context)
+      ucp_cleanup(w.context);
+  }
+  w.worker = nullptr;
+  w.context = nullptr;
+  if (w.wakeFd >= 0)
+    close(w.wakeFd);
+  if (w.epollFd >= 0)
+    close(w.epollFd);
+  w.wakeFd = w.epollFd = -1;
 }
 
 void parkForever(std::shared_ptr<void> what) {

@@ -121,13 +121,12 @@ private:
   void pass(std::vector<std::shared_ptr<Receiving>> &finished);
   void wake() {
     uint64_t one = 1;
-    ssize_t n = write(wakeFd, &one, sizeof one);
+    ssize_t n = write(ucx.wakeFd, &one, sizeof one);
     (void)n;
   }
 
   PeerMessagesOptions options;
-  ucp_context_h context = nullptr;
-  ucp_worker_h worker = nullptr;
+  detail::UcxWorker ucx;
   std::vector<ucp_ep_h> eps;
   std::vector<EndpointContext> contexts;
   std::vector<std::string> lostWhy; ///< Per rank, under ucxMutex.
@@ -138,7 +137,6 @@ private:
   std::condition_variable_any roomFreed;
   std::thread thread;
   std::atomic<bool> stopping{false};
-  int wakeFd = -1, epollFd = -1;
 };
 
 void endpointFailed(void *arg, ucp_ep_h, ucs_status_t status) {
@@ -163,17 +161,11 @@ void recvDone(void *, ucs_status_t status, const ucp_tag_recv_info_t *info, void
 }
 
 Status UcxPeers::init(const std::string &job, KeyValueStore &store) {
-  detail::UcxWorker w;
-  if (Status s = detail::openUcxWorker(UCS_THREAD_MODE_SERIALIZED, nullptr, w); !s)
+  if (Status s = detail::openUcxWorker(UCS_THREAD_MODE_SERIALIZED, nullptr, ucx); !s)
     return s;
-  context = w.context;
-  worker = w.worker;
-  wakeFd = w.wakeFd;
-  epollFd = w.epollFd;
-  const std::string own = std::move(w.address);
 
   const std::string prefix = cat("collp2p/", job, "/");
-  if (Status st = store.set(cat(prefix, rank), own); !st)
+  if (Status st = store.set(cat(prefix, rank), ucx.address); !st)
     return st;
   for (int q = 0; q < nranks; ++q) {
     if (q == rank)
@@ -185,8 +177,8 @@ Status UcxPeers::init(const std::string &job, KeyValueStore &store) {
                                "messages: ",
                                a.message()));
     contexts[size_t(q)] = EndpointContext{this, q};
-    if (Status st =
-            detail::connectUcx(worker, *a, endpointFailed, &contexts[size_t(q)], eps[size_t(q)]);
+    if (Status st = detail::connectUcx(ucx.worker, *a, endpointFailed, &contexts[size_t(q)],
+                                       eps[size_t(q)]);
         !st)
       return Status::error(cat("rank ", rank, " cannot connect to rank ", q, ": ", st.message()));
   }
@@ -200,66 +192,46 @@ UcxPeers::~UcxPeers() {
     wake();
     thread.join();
   }
-  if (worker) {
+  if (ucx.worker) {
     std::vector<std::shared_ptr<Receiving>> finished;
     {
       std::lock_guard<std::mutex> lock(ucxMutex);
       for (auto &r : receives)
         if (r->request && !r->completed)
-          ucp_request_cancel(worker, r->request);
-      // Buffered sends reach their peers before the connections go:
-      // endpoints closed in flush mode, bounded in time.
-      std::vector<void *> closing;
+          ucp_request_cancel(ucx.worker, r->request);
+      // Buffered sends reach their peers before the connections go
+      // (closeEndpoints()), within 5 s.
+      std::vector<ucp_ep_h> open;
       for (ucp_ep_h ep : eps)
-        if (ep) {
-          ucp_request_param_t rp{};
-          void *c = ucp_ep_close_nbx(ep, &rp);
-          if (UCS_PTR_IS_PTR(c))
-            closing.push_back(c);
-        }
-      const auto until = Clock::now() + std::chrono::seconds(5);
-      auto pending = [](void *r) { return r && ucp_request_check_status(r) == UCS_INPROGRESS; };
-      bool busy = true;
-      while (busy && Clock::now() < until) {
-        ucp_worker_progress(worker);
-        busy = false;
-        for (void *c : closing)
-          busy |= pending(c);
-        for (auto &snd : sends)
-          busy |= pending(snd->request);
-        for (auto &r : receives)
-          busy |= pending(r->request);
-      }
+        if (ep)
+          open.push_back(ep);
+      std::vector<void *> requests;
+      for (auto &snd : sends)
+        requests.push_back(snd->request);
+      for (auto &r : receives)
+        requests.push_back(r->request);
+      const bool busy = !detail::closeEndpoints(
+          ucx, open, requests, std::chrono::steady_clock::now() + std::chrono::seconds(5));
       if (busy) {
         // UCX still holds some of our memory: leave it all.
         for (auto &snd : sends)
           detail::parkForever(std::shared_ptr<Sending>(std::move(snd)));
         for (auto &r : receives)
           detail::parkForever(r);
-        detail::parkHandle(worker);
-        detail::parkHandle(context);
       } else {
-        for (void *c : closing)
-          ucp_request_free(c);
-        for (auto &snd : sends)
-          if (snd->request)
-            ucp_request_free(snd->request);
-        for (auto &r : receives)
-          if (r->request)
-            ucp_request_free(r->request);
-        ucp_worker_destroy(worker);
-        ucp_cleanup(context);
+        for (void *r : requests)
+          if (r)
+            ucp_request_free(r);
       }
+      detail::releaseUcxWorker(ucx, busy);
       finished.swap(receives);
     }
     for (auto &r : finished)
       if (r->done)
         r->done(Status::error("the point-to-point messages were shut down"), -1);
+  } else {
+    detail::releaseUcxWorker(ucx, false); // What a failed init() made.
   }
-  if (wakeFd >= 0)
-    close(wakeFd);
-  if (epollFd >= 0)
-    close(epollFd);
 }
 
 Status UcxPeers::send(int dst, int64_t tag, const void *data, uint64_t bytes) {
@@ -326,7 +298,7 @@ Status UcxPeers::postRecv(int src, int64_t tag, void *data, uint64_t bytes,
   const bool any = src == PeerMessages::anySource;
   const uint64_t want = (any ? 0 : uint64_t(src) << tagBits) | uint64_t(tag);
   const uint64_t mask = any ? tagMask : ~uint64_t(0);
-  void *q = ucp_tag_recv_nbx(worker, data, bytes, want, mask, &rp);
+  void *q = ucp_tag_recv_nbx(ucx.worker, data, bytes, want, mask, &rp);
   if (UCS_PTR_IS_ERR(q))
     return Status::error(
         cat("UCX: a receive from rank ", src, " failed: ", ucs_status_string(UCS_PTR_STATUS(q))));
@@ -337,7 +309,7 @@ Status UcxPeers::postRecv(int src, int64_t tag, void *data, uint64_t bytes,
 }
 
 void UcxPeers::pass(std::vector<std::shared_ptr<Receiving>> &finished) {
-  while (ucp_worker_progress(worker)) {
+  while (ucp_worker_progress(ucx.worker)) {
   }
   bool freed = false;
   while (!sends.empty() && sends.front()->done.load(std::memory_order_acquire)) {
@@ -363,7 +335,7 @@ void UcxPeers::pass(std::vector<std::shared_ptr<Receiving>> &finished) {
                 r.src == PeerMessages::anySource ? std::string("any rank") : cat("rank ", r.src),
                 " to rank ", rank, " within ", formatSeconds(options.timeoutSeconds), " s");
       if (!r.failure.empty())
-        ucp_request_cancel(worker, r.request);
+        ucp_request_cancel(ucx.worker, r.request);
     }
     if (r.completed) {
       ucp_request_free(r.request);
@@ -383,7 +355,7 @@ void UcxPeers::loop() {
     {
       std::lock_guard<std::mutex> lock(ucxMutex);
       pass(finished);
-      idle = finished.empty() && ucp_worker_arm(worker) == UCS_OK;
+      idle = finished.empty() && ucp_worker_arm(ucx.worker) == UCS_OK;
     }
     // Callbacks outside the lock: they may send or post.
     for (auto &r : finished) {
@@ -405,9 +377,9 @@ void UcxPeers::loop() {
     finished.clear();
     if (idle) {
       epoll_event ev[4];
-      epoll_wait(epollFd, ev, 4, 50);
+      epoll_wait(ucx.epollFd, ev, 4, 50);
       uint64_t drained;
-      while (read(wakeFd, &drained, sizeof drained) > 0) {
+      while (read(ucx.wakeFd, &drained, sizeof drained) > 0) {
       }
     }
   }

@@ -14,9 +14,11 @@
 
 #include "coll/Runtime/Status.h"
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <ucp/api/ucp.h>
+#include <vector>
 
 namespace coll {
 namespace detail {
@@ -35,6 +37,20 @@ struct UcxWorker {
 /// Opens \p out with a worker of thread mode \p mode, after tuneUcx(); with
 /// \p eagerUpTo, UCX's rendezvous threshold unless UCX_RNDV_THRESH is set.
 Status openUcxWorker(ucs_thread_mode_t mode, const char *eagerUpTo, UcxWorker &out);
+
+/// Closes \p eps in flush mode (what UCX still holds of ours reaches the
+/// peer) and progresses \p w's worker until they are closed and none of
+/// \p requests is in progress, or \p until passes (a peer that is gone
+/// never answers). True when all are done: the close requests are freed,
+/// and the caller may free its requests and release the worker.
+bool closeEndpoints(UcxWorker &w, const std::vector<ucp_ep_h> &eps,
+                    const std::vector<void *> &requests,
+                    std::chrono::steady_clock::time_point until);
+
+/// Destroys \p w's worker and context, unless \p inUse (UCX may still use
+/// them, or memory of ours): then they are parked (parkForever()). Closes
+/// the descriptors either way.
+void releaseUcxWorker(UcxWorker &w, bool inUse);
 
 /// Keeps \p what alive, and reachable, for the rest of the process: what
 /// UCX may still use when closing did not finish in time (a worker whose
