@@ -70,6 +70,18 @@ template <typename T> T *adopt(T *handle, HandleKind kind) {
   return handle;
 }
 
+/// Frees \p handle of \p kind, given to \p function as \p argument: null
+/// is ignored, a handle that is not live is an error (deadHandle()).
+template <typename T>
+collResult_t destroyHandle(const char *function, const char *argument, T *handle, HandleKind kind) {
+  if (!handle)
+    return collSuccess;
+  if (!unregisterHandle(handle, kind))
+    return deadHandle(function, argument, kind);
+  delete handle;
+  return collSuccess;
+}
+
 } // namespace
 
 void coll::capi::registerHandle(const void *handle, HandleKind kind) {
@@ -205,12 +217,7 @@ collResult_t collPlanLoadMemory(const void *data, size_t size, collPlan_t *plan)
 }
 
 collResult_t collPlanFree(collPlan_t plan) {
-  if (!plan)
-    return collSuccess;
-  if (!unregisterHandle(plan, HandleKind::Plan))
-    return deadHandle("collPlanFree", "plan", HandleKind::Plan);
-  delete plan;
-  return collSuccess;
+  return destroyHandle("collPlanFree", "plan", plan, HandleKind::Plan);
 }
 
 collResult_t collPlanGetInfo(collPlan_t plan, collPlanInfo_t *info) {
@@ -282,12 +289,7 @@ collResult_t collWorldCreateConfig(int nranks, const collWorldConfig_t *config,
 }
 
 collResult_t collWorldDestroy(collWorld_t world) {
-  if (!world)
-    return collSuccess;
-  if (!unregisterHandle(world, HandleKind::World))
-    return deadHandle("collWorldDestroy", "world", HandleKind::World);
-  delete world;
-  return collSuccess;
+  return destroyHandle("collWorldDestroy", "world", world, HandleKind::World);
 }
 
 collResult_t collCommInitRank(collWorld_t world, int rank, collComm_t *comm) {
@@ -383,12 +385,7 @@ collResult_t collStoreServerStart(int port, collStoreServer_t *server, int *boun
 }
 
 collResult_t collStoreServerStop(collStoreServer_t server) {
-  if (!server)
-    return collSuccess;
-  if (!unregisterHandle(server, HandleKind::StoreServer))
-    return deadHandle("collStoreServerStop", "server", HandleKind::StoreServer);
-  delete server;
-  return collSuccess;
+  return destroyHandle("collStoreServerStop", "server", server, HandleKind::StoreServer);
 }
 
 collResult_t collCommInitRankStore(const char *jobName, const char *storeAddress, int nranks,
@@ -458,12 +455,7 @@ collResult_t collMemFree(collComm_t comm, void *ptr) {
 }
 
 collResult_t collCommDestroy(collComm_t comm) {
-  if (!comm)
-    return collSuccess;
-  if (!unregisterHandle(comm, HandleKind::Comm))
-    return deadHandle("collCommDestroy", "comm", HandleKind::Comm);
-  delete comm;
-  return collSuccess;
+  return destroyHandle("collCommDestroy", "comm", comm, HandleKind::Comm);
 }
 
 collResult_t collCommUserRank(collComm_t comm, int *rank) {

@@ -46,6 +46,19 @@ int32_t onlyCpu() {
 
 } // namespace
 
+/// Unlinks the data segments of \p jc's rank that an earlier job of its
+/// name left.
+static void removeStaleDataSegments(const JobControl &jc) {
+#ifdef __linux__
+  const std::string prefix = cat("coll-", jc.job, ".", jc.rank, ".");
+  for (const std::string &n : ProcessGroup::listJobSegments(jc.job))
+    if (n.compare(0, prefix.size(), prefix) == 0)
+      unlinkSegment("/" + n);
+#else
+  (void)jc;
+#endif
+}
+
 /// Claims the control segment of \p jc's rank (replacing a stale one of
 /// its name) and writes its block, ready.
 static CallError claimControl(JobControl &jc, Clock::time_point deadline) {
@@ -352,14 +365,7 @@ CallError joinJob(JobControl &jc) {
   std::sort(cpus.begin(), cpus.end());
   jc.pinnedApart = cpus.front() >= 0 && std::adjacent_find(cpus.begin(), cpus.end()) == cpus.end();
 
-#ifdef __linux__
-  // Data segments of our rank that an earlier job of this name left.
-  for (const std::string &n : ProcessGroup::listJobSegments(jobName)) {
-    std::string prefix = cat("coll-", jobName, ".", rank, ".");
-    if (n.compare(0, prefix.size(), prefix) == 0)
-      unlinkSegment("/" + n);
-  }
-#endif
+  removeStaleDataSegments(jc);
   return {};
 }
 
@@ -570,14 +576,7 @@ CallError joinJobThroughStore(JobControl &jc, KeyValueStore &store) {
   me->member.store(records[0].nonce | 1, std::memory_order_release);
   me->joined.store(1, std::memory_order_release);
   jc.pinnedApart = false;
-#ifdef __linux__
-  // Data segments of our rank that an earlier job of this name left.
-  for (const std::string &n : ProcessGroup::listJobSegments(jobName)) {
-    std::string stale = cat("coll-", jobName, ".", rank, ".");
-    if (n.compare(0, stale.size(), stale) == 0)
-      unlinkSegment("/" + n);
-  }
-#endif
+  removeStaleDataSegments(jc);
   return {};
 }
 
