@@ -399,15 +399,7 @@ void runProcessesCase(const FaultCase &c) {
                  WSTOPPED | WEXITED | WNOHANG | WNOWAIT) == 0 &&
           info.si_pid != 0)
         stoppedAt = elapsed();
-      bool others = true;
-      for (int r = 0; r < n; ++r) {
-        siginfo_t i{};
-        if (r != c.victim &&
-            (waitid(P_PID, id_t(job.pid(size_t(r))), &i, WEXITED | WNOHANG | WNOWAIT) != 0 ||
-             i.si_pid == 0))
-          others = false;
-      }
-      if (others)
+      if (job.othersExited(size_t(c.victim)))
         break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }

@@ -206,20 +206,7 @@ TEST(NetGroupTest, StoppedRemoteRankFailsTheOthers) {
       a.insert(a.end(), {"--stop-after-ms", "300"});
     j.start(r, a);
   }
-  auto start = Clock::now();
-  while (std::chrono::duration<double>(Clock::now() - start).count() < 30) {
-    bool others = true;
-    for (int r = 0; r < n; ++r) {
-      siginfo_t info{};
-      if (r != victim &&
-          (waitid(P_PID, id_t(j.job.pid(size_t(r))), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
-           info.si_pid == 0))
-        others = false;
-    }
-    if (others)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  j.job.waitForOthers(victim, 30);
   kill(j.job.pid(victim), SIGKILL);
   ASSERT_TRUE(j.job.wait(60)) << j.job.outputs_();
   for (int r = 0; r < n; ++r) {

@@ -240,20 +240,7 @@ TEST(ProcessExecutorTest, StalledRankTimesOut) {
     job.start(r, n, a);
   }
   // The stopped rank stays; the others must end on their own.
-  auto start = Clock::now();
-  while (std::chrono::duration<double>(Clock::now() - start).count() < 20) {
-    bool others = true;
-    for (int r = 0; r < n; ++r) {
-      siginfo_t info{};
-      if (r != victim &&
-          (waitid(P_PID, id_t(job.pid(size_t(r))), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
-           info.si_pid == 0))
-        others = false;
-    }
-    if (others)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  job.waitForOthers(victim, 20);
   kill(job.pid(victim), SIGKILL);
   ASSERT_TRUE(job.wait(60)) << job.outputs_();
   for (int r = 0; r < n; ++r) {

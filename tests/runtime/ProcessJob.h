@@ -135,6 +135,25 @@ public:
     return true;
   }
 
+  /// Whether every process but rank \p but's has exited (not reaped:
+  /// wait() still sees them).
+  bool othersExited(size_t but) const {
+    for (size_t i = 0; i < started.size(); ++i) {
+      siginfo_t info{};
+      if (i != but && (waitid(P_PID, id_t(started[i]), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+                       info.si_pid == 0))
+        return false;
+    }
+    return true;
+  }
+  /// Waits until othersExited(\p but), at most \p seconds.
+  void waitForOthers(size_t but, double seconds) const {
+    const Clock::time_point start = Clock::now();
+    while (!othersExited(but) &&
+           std::chrono::duration<double>(Clock::now() - start).count() < seconds)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
   const RankExit &exit(size_t i) const { return exits[i]; }
   size_t size() const { return exits.size(); }
 
