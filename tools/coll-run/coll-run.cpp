@@ -213,6 +213,29 @@ int parseArgs(int argc, char **argv, Options &o) {
   return 0;
 }
 
+/// Prints the run's table: the plan, how the ranks ran (\p ranksAs), and
+/// the row of \p count elements in \p timeUs with \p wrong elements.
+/// Returns the exit status: 1 when an element was wrong.
+int report(const ValidatedPlan &plan, const Options &o, const std::string &ranksAs, uint64_t count,
+           double timeUs, uint64_t wrong) {
+  const PlanInfo &info = plan.info();
+  const uint64_t bytes = count * dataTypeSize(o.type) * sizeFactor(info);
+  std::printf("# plan %s: %s, %u ranks, %u chunks per rank unit, %s plan, protocol %s, depth %u\n",
+              info.name.c_str(), collectiveName(info.collective), info.nranks, plan.chunksPerUnit(),
+              info.inplace ? "in-place" : "out-of-place", protocolName(info.protocol),
+              info.connectionDepth);
+  std::printf("# ranks as %s, slice %" PRIu64 " elements, %s call, %" PRIu64 " timed runs\n",
+              ranksAs.c_str(), o.run.sliceElements, o.inplace ? "in-place" : "out-of-place",
+              o.iters);
+  std::printf("# %12s %12s %8s %6s %12s %12s %8s\n", "size(B)", "count", "type", "redop",
+              "time(us)", "algbw(GB/s)", "#wrong");
+  std::printf("  %12" PRIu64 " %12" PRIu64 " %8s %6s %12.1f %12.3f %8s\n", bytes, count,
+              dataTypeName(o.type), redOpName(o.op), timeUs,
+              timeUs > 0 ? double(bytes) / timeUs / 1e3 : 0.0,
+              o.check ? std::to_string(wrong).c_str() : "n/a");
+  return wrong ? 1 : 0;
+}
+
 /// --bootstrap: this process is rank o.boot.rank of a job whose ranks meet
 /// through the store; returns the exit status.
 int runBootstrapped(const ValidatedPlan &plan, Options &o) {
@@ -305,22 +328,11 @@ int runBootstrapped(const ValidatedPlan &plan, Options &o) {
     allWrong += w;
     remote += (*group)->isRemote(int(r));
   }
-  const uint64_t bytes = count * es * sizeFactor(info);
-  std::printf("# plan %s: %s, %u ranks, %u chunks per rank unit, %s plan, protocol %s, depth %u\n",
-              info.name.c_str(), collectiveName(info.collective), nranks, plan.chunksPerUnit(),
-              info.inplace ? "in-place" : "out-of-place", protocolName(info.protocol),
-              info.connectionDepth);
-  std::printf("# ranks as processes met through %s:%u (%u of %u ranks on other hosts than rank "
-              "0), slice %" PRIu64 " elements, %s call, %" PRIu64 " timed runs\n",
-              o.boot.host.c_str(), unsigned(o.boot.port), remote, nranks, o.run.sliceElements,
-              o.inplace ? "in-place" : "out-of-place", o.iters);
-  std::printf("# %12s %12s %8s %6s %12s %12s %8s\n", "size(B)", "count", "type", "redop",
-              "time(us)", "algbw(GB/s)", "#wrong");
-  std::printf("  %12" PRIu64 " %12" PRIu64 " %8s %6s %12.1f %12.3f %8s\n", bytes, count,
-              dataTypeName(o.type), redOpName(o.op), slowest,
-              slowest > 0 ? double(bytes) / slowest / 1e3 : 0.0,
-              o.check ? std::to_string(allWrong).c_str() : "n/a");
-  return allWrong ? 1 : 0;
+  return report(plan, o,
+                "processes met through " + o.boot.host + ":" + std::to_string(o.boot.port) + " (" +
+                    std::to_string(remote) + " of " + std::to_string(nranks) +
+                    " ranks on other hosts than rank 0)",
+                count, slowest, allWrong);
 }
 
 /// The processes mode: forks a process per rank that runs the checked call
@@ -525,23 +537,10 @@ int main(int argc, char **argv) {
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   }
   double timeUs = o.iters ? totalUs / double(o.iters) : 0;
-  uint64_t bytes = count * es * sizeFactor(info);
-  double algbw = timeUs > 0 ? double(bytes) / timeUs / 1e3 : 0;
-
-  std::printf("# plan %s: %s, %u ranks, %u chunks per rank unit, %s plan, protocol %s, depth %u\n",
-              info.name.c_str(), collectiveName(info.collective), nranks, plan->chunksPerUnit(),
-              info.inplace ? "in-place" : "out-of-place", protocolName(info.protocol),
-              info.connectionDepth);
-  std::printf("# ranks as %s, slice %" PRIu64 " elements, %s call, %" PRIu64 " timed runs\n",
-              o.gpu                        ? "gpu (one device)"
-              : o.processes                ? "processes"
-              : o.mode == ExecMode::Single ? "single"
-                                           : "threads",
-              o.run.sliceElements, o.inplace ? "in-place" : "out-of-place", o.iters);
-  std::printf("# %12s %12s %8s %6s %12s %12s %8s\n", "size(B)", "count", "type", "redop",
-              "time(us)", "algbw(GB/s)", "#wrong");
-  std::printf("  %12" PRIu64 " %12" PRIu64 " %8s %6s %12.1f %12.3f %8s\n", bytes, count,
-              dataTypeName(o.type), redOpName(o.op), timeUs, algbw,
-              o.check ? std::to_string(wrong).c_str() : "n/a");
-  return wrong ? 1 : 0;
+  return report(*plan, o,
+                o.gpu                        ? "gpu (one device)"
+                : o.processes                ? "processes"
+                : o.mode == ExecMode::Single ? "single"
+                                             : "threads",
+                count, timeUs, wrong);
 }
