@@ -10,7 +10,9 @@
 //     ranks on this one GPU (all-pairs, one-shot, ring), launch included,
 //     then where the time goes: the device's step trace of the same runs
 //     (span, start spread, step and wait);
-//  4. the algorithm bandwidth of 8-rank allreduces of 256 MiB per rank.
+//  4. the latency of allreduces from 256 B to 1 MiB per rank in each
+//     protocol (Simple, LL, LL128), for choosing the thresholds;
+//  5. the algorithm bandwidth of 8-rank allreduces of 256 MiB per rank.
 // Throughput is bytes of the result per second (a copy of B bytes reads and
 // writes B each).
 //
@@ -27,6 +29,7 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -398,6 +401,42 @@ int main(int argc, char **argv) {
       bindLatency(lc, plan->info.nranks, in, out);
       const auto [sync, pipelined] = latencyUs(**world, in, out, count, 2000, name.c_str());
       std::printf("%-48s %8.1f %8.1f\n", (name + ", 4 KiB fp32 sum").c_str(), sync, pipelined);
+    }
+
+    // Latency by size and protocol: the table the LL and LL128 thresholds
+    // are chosen from (DeviceOptions::protocol).
+    std::printf("\nlatency by size and protocol, microseconds per launch back to back (and "
+                "launch + synchronize), fp32 sum, out of place\n");
+    std::printf("%-24s %9s %17s %17s %17s\n", "plan", "bytes", "Simple", "LL", "LL128");
+    for (const char *name : {"oneshot_allreduce_n8", "allpairs_allreduce_n8", "ring_allreduce_n8",
+                             "allpairs_allreduce_n2", "oneshot_allreduce_n2"}) {
+      Result<Plan> plan = loadPlanFile(planDir + "/" + name + ".bin");
+      if (!plan)
+        continue;
+      const uint32_t nr = plan->info.nranks;
+      std::vector<std::unique_ptr<DeviceWorld>> worlds;
+      for (ProtocolKind p : {ProtocolKind::Simple, ProtocolKind::LL, ProtocolKind::LL128}) {
+        DeviceOptions po;
+        po.protocol.force = true;
+        po.protocol.forced = p;
+        auto world = DeviceWorld::create(*plan, po);
+        check(world.getStatus(), name);
+        worlds.push_back(std::move(*world));
+      }
+      for (uint64_t size = 256; size <= (1u << 20); size *= 4) {
+        std::vector<const void *> in(nr);
+        std::vector<void *> out(nr);
+        for (uint32_t r = 0; r < nr; ++r) {
+          in[r] = a + r * (2u << 20);
+          out[r] = c + r * (2u << 20);
+        }
+        std::printf("%-24s %9llu", name, static_cast<unsigned long long>(size));
+        for (auto &w : worlds) {
+          const auto [sync, pipelined] = latencyUs(*w, in, out, size / 4, 500, name);
+          std::printf("   %6.1f (%6.1f)", pipelined, sync);
+        }
+        std::printf("\n");
+      }
     }
 
     // Where a launch's time goes: the device's step trace of the same runs.

@@ -51,8 +51,8 @@ struct LocalDevicePlatform {
   __device__ WaitResult waitDependency(uint32_t, uint32_t, uint64_t) const {
     return WaitResult::Ready;
   }
-  __device__ WaitResult waitRecv(char *&) const { return WaitResult::Aborted; }
-  __device__ WaitResult waitSend(char *&) const { return WaitResult::Aborted; }
+  __device__ WaitResult waitRecv(char *&, uint32_t, uint64_t) const { return WaitResult::Aborted; }
+  __device__ WaitResult waitSend(char *&, uint32_t, uint64_t) const { return WaitResult::Aborted; }
   __device__ void releaseRecv() {}
   __device__ void publishSend() {}
   __device__ void markProgress(uint64_t, uint32_t) {}

@@ -246,6 +246,7 @@ collResult_t collWorldConfigInit(collWorldConfig_t *config) {
   config->sliceElements = size_t(o.exec.sliceElements);
   config->workersPerRank = int(o.exec.workersPerRank);
   config->memoryLimitBytes = size_t(o.exec.memoryLimitBytes);
+  config->protocol = nullptr;
   return collSuccess;
 }
 
@@ -278,6 +279,9 @@ collResult_t collWorldCreateConfig(int nranks, const collWorldConfig_t *config,
     o.exec.memoryLimitBytes = config->memoryLimitBytes == collNoMemoryLimit
                                   ? noMemoryLimit
                                   : uint64_t(config->memoryLimitBytes);
+    if (config->protocol)
+      if (Status s = parseProtocolChoice(config->protocol, o.exec.protocol); !s)
+        return fail(collInvalidArgument, std::string(function) + ": " + s.message());
   }
   return guarded(function, [&] {
     Result<std::shared_ptr<World>> w = World::create(nranks, o);
@@ -317,6 +321,7 @@ collResult_t collShmConfigInit(collShmConfig_t *config) {
   config->sliceElements = size_t(o.sliceElements);
   config->workers = int(o.workers);
   config->memoryLimitBytes = size_t(o.memoryLimitBytes);
+  config->protocol = nullptr;
   return collSuccess;
 }
 
@@ -337,6 +342,9 @@ collResult_t groupOptions(const char *fn, const collShmConfig_t *config, Process
   o.memoryLimitBytes = config->memoryLimitBytes == collNoMemoryLimit
                            ? noMemoryLimit
                            : uint64_t(config->memoryLimitBytes);
+  if (config->protocol)
+    if (Status s = parseProtocolChoice(config->protocol, o.protocol); !s)
+      return fail(collInvalidArgument, std::string(fn) + ": " + s.message());
   return collSuccess;
 }
 

@@ -218,6 +218,7 @@ int Communicator::size() const {
 CallOptions World::State::callOptions() const {
   CallOptions o;
   o.sliceElements = options.exec.sliceElements;
+  o.protocol = options.exec.protocol;
   o.worldRanks = uint32_t(nranks);
   o.worldName = "world";
   return o;

@@ -15,6 +15,7 @@
 
 #include "Futex.h"
 #include "HostKernels.h"
+#include "LineProtocol.h"
 #include "coll/Runtime/ChunkLayout.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/Interpreter.h"
@@ -117,9 +118,17 @@ public:
 /// reads slot (head % depth) and then advances head. Each counter has a
 /// single writer, so plain stores suffice (no read-modify-write). The
 /// storage belongs to the executor (FifoStorage, or shared memory).
+///
+/// With LL or LL128 (Protocol.h) the slots hold lines: the receiver waits
+/// for the lines' flags instead of tail (which the sender still advances,
+/// for diagnostics and the doorbells), and the counters must not go back
+/// while the slots hold older lines. Such a connection has no direct
+/// messages and does not cross the network.
 struct Fifo {
   uint32_t depth = 0;
-  uint64_t slotBytes = 0; ///< One message: its largest chunk count times a piece.
+  uint64_t slotBytes = 0; ///< One slot: slotBytesFor(protocol, dataBytes).
+  uint64_t dataBytes = 0; ///< One message's data: its largest chunk count times a piece.
+  ProtocolKind protocol = ProtocolKind::Simple;
   char *memory = nullptr;
   std::atomic<uint64_t> *tail = nullptr; ///< Messages the sender has published.
   std::atomic<uint64_t> *head = nullptr; ///< Messages the receiver has released.
@@ -148,17 +157,23 @@ struct Fifo {
   char *slot(uint64_t message) const { return memory + (message % depth) * slotBytes; }
 };
 
-/// A Fifo with its storage in this process's heap.
+/// A Fifo with its storage in this process's heap: zeroed for a line
+/// protocol (no line holds a flag yet).
 struct FifoStorage {
   Fifo fifo;
   std::unique_ptr<char[]> memory;
   PaddedCounter tail, head;
 
   std::unique_ptr<uint8_t[]> direct;
-  FifoStorage(uint32_t depth, uint64_t slotBytes)
-      : memory(new char[depth * slotBytes]), direct(new uint8_t[depth]()) {
+  FifoStorage(uint32_t depth, uint64_t dataBytes, ProtocolKind protocol = ProtocolKind::Simple)
+      : memory(protocol == ProtocolKind::Simple
+                   ? new char[depth * dataBytes]
+                   : new char[depth * slotBytesFor(protocol, dataBytes)]()),
+        direct(protocol == ProtocolKind::Simple ? new uint8_t[depth]() : nullptr) {
     fifo.depth = depth;
-    fifo.slotBytes = slotBytes;
+    fifo.dataBytes = dataBytes;
+    fifo.slotBytes = slotBytesFor(protocol, dataBytes);
+    fifo.protocol = protocol;
     fifo.memory = memory.get();
     fifo.tail = &tail.value;
     fifo.head = &head.value;
@@ -369,6 +384,13 @@ public:
   uint64_t directReceived = 0;
   /// The steps run, when the world records a timeline.
   std::vector<TraceEvent> events;
+  /// Line protocols (LL, LL128): where the steps write the message to send,
+  /// which publishSend() then packs into the slot's lines, and where
+  /// waitRecv() unpacks the message received for the steps to read. Each
+  /// holds its FIFO's dataBytes, rounded up to whole lines; owned by the
+  /// executor (TbRun), null where the connection runs Simple.
+  char *sendStage = nullptr;
+  char *recvStage = nullptr;
 
   // Memory.
 
@@ -465,7 +487,17 @@ public:
     return waitFor([&] { return counter.load(std::memory_order_acquire) >= target; });
   }
 
-  WaitResult waitRecv(char *&slot) {
+  WaitResult waitRecv(char *&slot, uint32_t count, uint64_t slice) {
+    if (recvFifo->protocol != ProtocolKind::Simple) {
+      // The lines carry their own flags: the message is there when every
+      // line of it is, and the steps read the unpacked copy.
+      const uint64_t bytes = messageBytes(*layout, count, slice, pieceBytes, kernels->elementSize);
+      if (!unpackLines(recvFifo->protocol, recvStage, recvFifo->slot(received), bytes, received))
+        return WaitResult::WouldBlock;
+      slot = recvStage;
+      recvDirect = false;
+      return WaitResult::Ready;
+    }
     // Acquire: pairs with the sender's release in publishSend, so that the
     // message's bytes are visible before we read the slot.
     WaitResult r =
@@ -478,13 +510,18 @@ public:
     return r;
   }
 
-  WaitResult waitSend(char *&slot) {
+  WaitResult waitSend(char *&slot, uint32_t count, uint64_t slice) {
     // Acquire: pairs with the receiver's release in releaseRecv, so that its
     // reads of the slot are complete before we overwrite it.
     WaitResult r = waitFor(
         [&] { return sent - sendFifo->head->load(std::memory_order_acquire) < sendFifo->depth; });
     if (r == WaitResult::Ready) {
-      slot = sendFifo->slot(sent);
+      if (sendFifo->protocol != ProtocolKind::Simple) {
+        slot = sendStage;
+        sendBytes = messageBytes(*layout, count, slice, pieceBytes, kernels->elementSize);
+      } else {
+        slot = sendFifo->slot(sent);
+      }
       sendSlot = slot;
       slotUsed = 0;
     }
@@ -508,6 +545,8 @@ public:
     if (sendFifo->lengths)
       sendFifo->lengths[sent % sendFifo->depth] =
           slotUsed < sendFifo->slotBytes ? slotUsed : sendFifo->slotBytes;
+    if (sendFifo->protocol != ProtocolKind::Simple)
+      packLines(sendFifo->protocol, sendFifo->slot(sent), sendStage, sendBytes, sent);
     sendFifo->tail->store(++sent, std::memory_order_release);
     if (sendDirect)
       directUntil = sent;
@@ -585,6 +624,7 @@ private:
   bool recvDirect = false;   ///< The message being read is direct.
   char *sendSlot = nullptr;  ///< The slot being written.
   uint64_t slotUsed = 0;     ///< Its bytes written so far (Fifo::lengths).
+  uint64_t sendBytes = 0;    ///< Line protocols: the data bytes of the message being written.
   mutable PeerWindow window; ///< The sender's memory last read (peerMapped()).
 };
 

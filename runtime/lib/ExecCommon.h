@@ -45,10 +45,29 @@ struct TbRun {
   uint32_t rank = 0;
   uint32_t index = 0;
   ExecStatus status; ///< What the last run() returned.
+  /// The platform's staging copies of line-protocol messages.
+  std::unique_ptr<char[]> sendStage, recvStage;
   /// Whether its part of the call is over: its program ran to the end, and
   /// every message it sent direct has been read.
   bool done() const { return interp->finished() && platform.drained(); }
 };
+
+/// Gives \p t's platform the staging copies its connections need: one
+/// message's data, in whole lines, for each connection that runs a line
+/// protocol (Protocol.h). Call once its FIFOs are set.
+inline void armLineStages(TbRun &t) {
+  CpuPlatform &p = t.platform;
+  auto stage = [](const Fifo *f, std::unique_ptr<char[]> &mem) -> char * {
+    if (!f || f->protocol == ProtocolKind::Simple) {
+      mem.reset();
+      return nullptr;
+    }
+    mem.reset(new char[messageLines(f->protocol, f->dataBytes) * lineDataBytes(f->protocol)]());
+    return mem.get();
+  };
+  p.sendStage = stage(p.sendFifo, t.sendStage);
+  p.recvStage = stage(p.recvFifo, t.recvStage);
+}
 
 /// A run of threadblock \p index of rank \p rank, with its platform's
 /// world, rank state, layout and kernels set; the caller sets the FIFOs
@@ -185,7 +204,8 @@ inline void finishHost(const PreparedCall &c, const HostBinding &b, uint32_t nra
 /// Adds rank \p r's scratch and, when \p fifos, the FIFOs it receives on
 /// (in its own memory, as LocalWorld allocates them) to \p d.
 inline Status addRankDemand(MemoryDemand &d, const Plan &plan, uint32_t r,
-                            const ChunkLayout &layout, size_t es, bool fifos) {
+                            const ChunkLayout &layout, size_t es, bool fifos,
+                            ProtocolKind protocol = ProtocolKind::Simple) {
   Result<uint64_t> scratch = scratchBytes(plan, r, layout, es);
   if (!scratch)
     return scratch.getStatus();
@@ -196,7 +216,7 @@ inline Status addRankDemand(MemoryDemand &d, const Plan &plan, uint32_t r,
   const uint64_t pieceBytes = layout.sliceElements * es;
   for (uint32_t b = 0; b < plan.ranks[r].threadblocks.size(); ++b) {
     std::string what;
-    Result<uint64_t> slots = fifoSlotBytes(plan, r, b, pieceBytes, &what);
+    Result<uint64_t> slots = fifoSlotBytes(plan, r, b, pieceBytes, &what, protocol);
     if (!slots)
       return slots.getStatus();
     if (*slots)

@@ -105,23 +105,41 @@ inline Result<uint64_t> scratchBytes(const Plan &plan, uint32_t r, const ChunkLa
 
 /// The FIFO that threadblock \p b of rank \p rank receives on: "the FIFO
 /// of rank 1 threadblock 0 (connectionDepth 2 x 3 chunks per message x
-/// 4096 bytes per slice)".
+/// 4096 bytes per slice)", and ", in LL lines" for a line protocol.
 inline std::string fifoWhat(uint32_t rank, uint32_t b, uint32_t depth, uint32_t maxCount,
-                            uint64_t pieceBytes) {
+                            uint64_t pieceBytes, ProtocolKind protocol = ProtocolKind::Simple) {
   return cat("the FIFO of rank ", rank, " threadblock ", b, " (connectionDepth ", depth, " x ",
-             maxCount, " chunks per message x ", pieceBytes, " bytes per slice)");
+             maxCount, " chunks per message x ", pieceBytes, " bytes per slice",
+             protocol == ProtocolKind::Simple ? std::string()
+                                              : cat(", in ", protocolName(protocol), " lines"),
+             ")");
+}
+
+/// The bytes of \p depth slots of messages of up to \p dataBytes data
+/// bytes in \p protocol, or an error naming \p what when they overflow.
+inline Result<uint64_t> checkedSlotBytes(const std::string &what, uint32_t depth,
+                                         uint64_t dataBytes, ProtocolKind protocol) {
+  // A line protocol's slot is at most 2 bytes per data byte, plus a line.
+  if (protocol != ProtocolKind::Simple && dataBytes > (~uint64_t(0) >> 2))
+    return Status::error(cat(what, " overflows 64 bits"));
+  return checkedBytes(what, depth, slotBytesFor(protocol, dataBytes), 1);
 }
 
 /// The slot bytes of the FIFO that threadblock \p b of rank \p r receives
-/// on (0: it receives nothing), checked; \p what receives its description.
+/// on in \p protocol (0: it receives nothing), checked; \p what receives
+/// its description.
 inline Result<uint64_t> fifoSlotBytes(const Plan &plan, uint32_t r, uint32_t b, uint64_t pieceBytes,
-                                      std::string *what = nullptr) {
+                                      std::string *what = nullptr,
+                                      ProtocolKind protocol = ProtocolKind::Simple) {
   const Threadblock &tb = plan.ranks[r].threadblocks[b];
   uint32_t maxCount = tb.recvPeer >= 0 ? maxMessageChunks(tb, /*recv=*/true) : 0;
   if (maxCount == 0)
     return uint64_t(0);
-  std::string w = fifoWhat(r, b, plan.info.connectionDepth, maxCount, pieceBytes);
-  Result<uint64_t> bytes = checkedBytes(w, plan.info.connectionDepth, maxCount, pieceBytes);
+  std::string w = fifoWhat(r, b, plan.info.connectionDepth, maxCount, pieceBytes, protocol);
+  Result<uint64_t> data = checkedBytes(w, 1, maxCount, pieceBytes);
+  if (!data)
+    return data;
+  Result<uint64_t> bytes = checkedSlotBytes(w, plan.info.connectionDepth, *data, protocol);
   if (what)
     *what = std::move(w);
   return bytes;

@@ -7,7 +7,10 @@
 
 #include "coll/Runtime/Plan.h"
 
+#include "coll/Runtime/Selection.h"
+
 #include <cassert>
+#include <strings.h>
 
 namespace coll {
 
@@ -41,6 +44,70 @@ const char *protocolName(ProtocolKind kind) {
     return "LL128";
   }
   return "unknown";
+}
+
+bool parseProtocol(const char *name, ProtocolKind &kind) {
+  for (ProtocolKind k : {ProtocolKind::Simple, ProtocolKind::LL, ProtocolKind::LL128})
+    if (strcasecmp(name, protocolName(k)) == 0) {
+      kind = k;
+      return true;
+    }
+  return false;
+}
+
+Status parseProtocolChoice(const std::string &text, ProtocolChoice &choice) {
+  ProtocolChoice c;
+  auto bad = [&](const std::string &why) {
+    return Status::error("bad protocol choice '" + text + "': " + why +
+                         " (expected auto, Simple, LL, LL128, or thresholds such as "
+                         "LL:4K,LL128:256K)");
+  };
+  if (text.empty() || strcasecmp(text.c_str(), "auto") == 0) {
+    choice = c;
+    return Status::success();
+  }
+  if (text.find(':') == std::string::npos) {
+    if (!parseProtocol(text.c_str(), c.forced))
+      return bad("not a protocol");
+    c.force = true;
+    choice = c;
+    return Status::success();
+  }
+  size_t at = 0;
+  bool seen[3] = {};
+  while (at <= text.size()) {
+    size_t comma = text.find(',', at);
+    std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    size_t colon = item.find(':');
+    ProtocolKind k;
+    uint64_t bytes = 0;
+    if (colon == std::string::npos || !parseProtocol(item.substr(0, colon).c_str(), k))
+      return bad("'" + item + "' is not PROTOCOL:BYTES");
+    if (k == ProtocolKind::Simple)
+      return bad("Simple takes no threshold (it is what the plan runs above them)");
+    if (!parseByteSize(item.substr(colon + 1), bytes) || bytes == 0)
+      return bad("'" + item.substr(colon + 1) + "' is not a size of at least 1 byte");
+    if (seen[unsigned(k)])
+      return bad(std::string(protocolName(k)) + " is named twice");
+    seen[unsigned(k)] = true;
+    (k == ProtocolKind::LL ? c.llMaxBytes : c.ll128MaxBytes) = bytes;
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
+  }
+  choice = c;
+  return Status::success();
+}
+
+std::string formatProtocolChoice(const ProtocolChoice &c) {
+  if (c.force)
+    return protocolName(c.forced);
+  std::string s;
+  if (c.llMaxBytes)
+    s += "LL:" + std::to_string(c.llMaxBytes);
+  if (c.ll128MaxBytes)
+    s += (s.empty() ? "" : ",") + std::string("LL128:") + std::to_string(c.ll128MaxBytes);
+  return s.empty() ? "auto" : s;
 }
 
 std::pair<BufferKind, uint32_t> aliasedChunk(const PlanInfo &info, uint32_t rank, BufferKind b,

@@ -163,6 +163,10 @@ CallError agree(const CallDescription *calls, uint32_t n, uint32_t me) {
     return cat("count ", c.count, ", ", dataTypeName(DataType(c.type)), ", ",
                redOpName(RedOp(c.op)), slice ? cat(", slice ", c.sliceElements) : std::string());
   };
+  auto protocol = [](const CallDescription &c) {
+    return c.protocol <= unsigned(ProtocolKind::LL128) ? protocolName(ProtocolKind(c.protocol))
+                                                       : "an unknown protocol";
+  };
   for (uint32_t q = 1; q < n; ++q) {
     const CallDescription &a = calls[0], &b = calls[q];
     if (a.planChecksum != b.planChecksum)
@@ -175,6 +179,10 @@ CallError agree(const CallDescription *calls, uint32_t n, uint32_t me) {
       return {ErrorKind::Mismatch, cat("the ranks called with different arguments: rank 0 with ",
                                        args(a, slice), "; rank ", q, " with ", args(b, slice))};
     }
+    if (a.protocol != b.protocol)
+      return {ErrorKind::Mismatch,
+              cat("the ranks chose different protocols: rank 0 ", protocol(a), ", rank ", q, " ",
+                  protocol(b), " (give every rank the same protocol choice)")};
   }
   return {};
 }
@@ -289,6 +297,9 @@ PreparedCall prepareCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs 
   c.inputBytes = c.elements.input * es;
   c.outputBytes = c.elements.output * es;
   c.unitBytes = args.count * es;
+  c.protocol =
+      chooseProtocol(info.protocol, options.protocol, std::max(c.inputBytes, c.outputBytes));
+  d.protocol = unsigned(c.protocol);
   {
     ChunkLayout whole = ChunkLayout::make(args.count, vp.chunksPerUnit(), 1);
     c.layout =

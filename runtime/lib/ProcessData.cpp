@@ -26,8 +26,9 @@ constexpr uint64_t align64(uint64_t n) {
 
 Result<DataLayout> layOutData(const RankPlan &rp, uint32_t r, uint32_t depth, uint64_t pieceBytes,
                               const std::vector<uint8_t> &directFrom,
-                              const std::vector<uint8_t> &remote) {
+                              const std::vector<uint8_t> &remote, ProtocolKind protocol) {
   DataLayout d;
+  constexpr uint64_t limit = uint64_t(1) << 40;
   for (uint32_t b = 0; b < rp.threadblocks.size(); ++b) {
     const Threadblock &tb = rp.threadblocks[b];
     uint32_t maxCount = tb.recvPeer >= 0 ? maxMessageChunks(tb, /*recv=*/true) : 0;
@@ -38,14 +39,19 @@ Result<DataLayout> layOutData(const RankPlan &rp, uint32_t r, uint32_t depth, ui
     e.channel = tb.channel;
     e.depth = depth;
     e.tb = b;
-    e.slotBytes = uint64_t(maxCount) * pieceBytes;
-    e.peerReads = size_t(tb.recvPeer) < directFrom.size() && directFrom[size_t(tb.recvPeer)];
+    if (pieceBytes > limit / maxCount)
+      return Status::error(cat("the FIFO of rank ", r, " threadblock ", b, " would need slots of ",
+                               maxCount, " x ", pieceBytes, " bytes"));
+    e.dataBytes = uint64_t(maxCount) * pieceBytes;
+    e.slotBytes = slotBytesFor(protocol, e.dataBytes);
+    e.protocol = uint32_t(protocol);
+    e.peerReads = protocol == ProtocolKind::Simple && size_t(tb.recvPeer) < directFrom.size() &&
+                  directFrom[size_t(tb.recvPeer)];
     d.fifos.push_back(e);
   }
   d.tableOffset = align64(sizeof(DataHeader));
   d.progressOffset = align64(d.tableOffset + d.fifos.size() * sizeof(FifoEntry));
   uint64_t at = d.progressOffset + rp.threadblocks.size() * sizeof(PaddedCounter);
-  constexpr uint64_t limit = uint64_t(1) << 40;
   for (FifoEntry &e : d.fifos) {
     e.countersOffset = align64(at);
     e.directOffset = e.countersOffset + 2 * sizeof(PaddedCounter);
@@ -138,7 +144,8 @@ CallFifos::~CallFifos() {
 }
 
 CallError connectFifos(JobControl &jc, uint64_t seq, const RankPlan &rp, uint32_t depth,
-                       uint64_t pieceBytes, const OwnDataSegment &own, CallFifos &fifos) {
+                       uint64_t pieceBytes, const OwnDataSegment &own, CallFifos &fifos,
+                       ProtocolKind protocol) {
   const uint32_t me = jc.rank;
   const size_t ntb = rp.threadblocks.size();
   fifos.peerData.resize(jc.nranks);
@@ -189,7 +196,9 @@ CallError connectFifos(JobControl &jc, uint64_t seq, const RankPlan &rp, uint32_
     for (uint32_t i = 0; i < h->numFifos; ++i)
       if (table[i].peer == int32_t(me) && table[i].channel == tb.channel)
         found = &table[i];
-    if (!found || found->depth != depth || found->slotBytes < uint64_t(maxSend) * pieceBytes ||
+    if (!found || found->depth != depth || found->protocol != uint32_t(protocol) ||
+        found->dataBytes < uint64_t(maxSend) * pieceBytes ||
+        found->slotBytes < slotBytesFor(protocol, found->dataBytes) ||
         found->slotsOffset + found->depth * found->slotBytes > h->bytes)
       return {ErrorKind::Internal,
               cat("rank ", me, " threadblock ", b, ": rank ", q,
@@ -198,11 +207,14 @@ CallError connectFifos(JobControl &jc, uint64_t seq, const RankPlan &rp, uint32_
     char *mbase = fifos.peerData[q].data();
     f.depth = found->depth;
     f.slotBytes = found->slotBytes;
+    f.dataBytes = found->dataBytes;
+    f.protocol = protocol;
     f.memory = mbase + found->slotsOffset;
     f.tail = &reinterpret_cast<PaddedCounter *>(mbase + found->countersOffset)[0].value;
     f.head = &reinterpret_cast<PaddedCounter *>(mbase + found->countersOffset)[1].value;
     f.receiverBell = &jc.ctl[q]->bell;
-    if (found->peerReads && found->directOffset + found->depth <= found->slotsOffset)
+    if (found->peerReads && protocol == ProtocolKind::Simple &&
+        found->directOffset + found->depth <= found->slotsOffset)
       f.direct = reinterpret_cast<uint8_t *>(mbase + found->directOffset);
     fifos.hasSend[b] = true;
   }
@@ -228,6 +240,8 @@ CallError connectFifos(JobControl &jc, uint64_t seq, const RankPlan &rp, uint32_
     Fifo &f = fifos.recv[e.tb];
     f.depth = e.depth;
     f.slotBytes = e.slotBytes;
+    f.dataBytes = e.dataBytes;
+    f.protocol = ProtocolKind(e.protocol);
     f.memory = base + e.slotsOffset;
     f.tail = &reinterpret_cast<PaddedCounter *>(base + e.countersOffset)[0].value;
     f.head = &reinterpret_cast<PaddedCounter *>(base + e.countersOffset)[1].value;

@@ -63,8 +63,9 @@ struct FifoEntry {
   /// direct (DirectSends.h), marking such slots in the `depth` bytes at
   /// directOffset; 0: every message in the slots.
   uint32_t peerReads = 0;
-  uint32_t pad = 0;
+  uint32_t protocol = 0; ///< ProtocolKind of the slots (Protocol.h).
   uint64_t directOffset = 0;
+  uint64_t dataBytes = 0; ///< One message's data (slotBytes for Simple).
 };
 
 /// This rank's data segment of one call, laid out.
@@ -79,10 +80,12 @@ struct DataLayout {
 /// counters, then each receiving threadblock's counters, direct marks and
 /// slots. \p directFrom: per rank, whether r takes direct messages from it
 /// (FifoEntry::peerReads). The connections from ranks that \p remote marks
-/// (on other hosts) have no FIFO here: theirs are NetLinks.
+/// (on other hosts) have no FIFO here: theirs are NetLinks. The slots are
+/// laid out for \p protocol, whose connections take no direct messages.
 Result<DataLayout> layOutData(const RankPlan &rp, uint32_t r, uint32_t depth, uint64_t pieceBytes,
                               const std::vector<uint8_t> &directFrom,
-                              const std::vector<uint8_t> &remote = {});
+                              const std::vector<uint8_t> &remote = {},
+                              ProtocolKind protocol = ProtocolKind::Simple);
 
 /// This rank's data segment of one call. Its name goes as soon as every
 /// rank that sends to it has mapped it (at once when there is none), and at
@@ -145,9 +148,11 @@ struct CallFifos {
 /// rank's section) sends to and finds its FIFOs there (of \p depth slots
 /// of at least \p pieceBytes per chunk), and those it receives on in
 /// \p own; a connection with a rank on another host gets a NetLink, which
-/// the engine serves from then on. Every error breaks the group.
+/// the engine serves from then on (in Simple, whatever \p protocol the
+/// shared-memory FIFOs run). Every error breaks the group.
 CallError connectFifos(JobControl &jc, uint64_t seq, const RankPlan &rp, uint32_t depth,
-                       uint64_t pieceBytes, const OwnDataSegment &own, CallFifos &fifos);
+                       uint64_t pieceBytes, const OwnDataSegment &own, CallFifos &fifos,
+                       ProtocolKind protocol);
 
 } // namespace detail
 } // namespace coll

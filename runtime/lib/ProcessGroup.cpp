@@ -530,8 +530,9 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
         !s)
       return endCall({{ErrorKind::SystemError, cat("rank ", me, ": ", s.message())}, true});
     // Map the data segments of the ranks we send to, and find our FIFOs.
-    if (CallError e = connectFifos(jc, seq, rp, plan.info.connectionDepth,
-                                   call.layout.sliceElements * es, cc->own, cc->fifos))
+    if (CallError e =
+            connectFifos(jc, seq, rp, plan.info.connectionDepth, call.layout.sliceElements * es,
+                         cc->own, cc->fifos, call.protocol))
       return endCall({e, true});
     cc->description = call.description;
     cc->madeBy = seq;
@@ -594,6 +595,7 @@ PreparedCall prepare(ProcessGroup::State &st, const Plan *plan, const ValidatedP
   const uint32_t me = st.control.rank;
   CallOptions options;
   options.sliceElements = st.control.options.sliceElements;
+  options.protocol = st.control.options.protocol;
   options.worldRanks = st.control.nranks;
   options.worldName = "job";
   PreparedCall call;
@@ -684,8 +686,8 @@ CallError createData(ProcessGroup::State &st, uint64_t seq, const ValidatedPlan 
     for (const Threadblock &tb : rp.threadblocks)
       if (tb.recvPeer >= 0 && uint32_t(tb.recvPeer) < jc.nranks)
         directFrom[uint32_t(tb.recvPeer)] = jc.peerReadable(uint32_t(tb.recvPeer));
-  Result<DataLayout> d =
-      layOutData(rp, me, plan.info().connectionDepth, pieceBytes, directFrom, jc.remote);
+  Result<DataLayout> d = layOutData(rp, me, plan.info().connectionDepth, pieceBytes, directFrom,
+                                    jc.remote, call.protocol);
   if (!d)
     return {ErrorKind::InvalidArgument, cat("rank ", me, ": ", d.message())};
   ErrorKind memoryKind = ErrorKind::SystemError;

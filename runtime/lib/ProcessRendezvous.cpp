@@ -53,7 +53,8 @@ void publishCall(JobControl &jc, uint64_t seq, const CallDescription &descriptio
 bool sameCall(const CallDescription &a, const CallDescription &b) {
   return a.errorKind == 0 && b.errorKind == 0 && a.planChecksum == b.planChecksum &&
          a.count == b.count && a.sliceElements == b.sliceElements && a.type == b.type &&
-         a.op == b.op && a.collective == b.collective && a.planRanks == b.planRanks;
+         a.op == b.op && a.collective == b.collective && a.planRanks == b.planRanks &&
+         a.protocol == b.protocol;
 }
 
 bool peerDisagrees(const JobControl &jc, uint64_t seq, const PublishedCall &ours) {

@@ -196,6 +196,7 @@ void RankRun::build(JobControl &jc, const RankPlan &rp, const ChunkLayout &layou
     CpuPlatform &p = t->platform;
     p.recvFifo = callFifos.recvFifo(b);
     p.sendFifo = callFifos.sendFifo(b);
+    armLineStages(*t);
     t->interp = std::make_unique<Interpreter<CpuPlatform>>(p, t->program, numSlices);
     runs.push_back(std::move(t));
   }

@@ -174,6 +174,7 @@ struct LocalRun {
   uint64_t sliceElements = 0;
   ExecMode mode = ExecMode::Threads;
   uint32_t workersPerRank = 0;
+  ProtocolKind protocol = ProtocolKind::Simple; ///< Of every connection.
 
   HostKernels kernels;
   ChunkLayout layout;
@@ -195,11 +196,12 @@ struct LocalRun {
   /// Per rank, the memory of its private input copies (ExecCommon.h).
   std::vector<KeptCopy> copies;
 
-  bool serves(const ValidatedPlan &vp, uint64_t c, DataType t, RedOp o,
+  bool serves(const ValidatedPlan &vp, uint64_t c, DataType t, RedOp o, ProtocolKind p,
               const ExecOptions &options) const {
     return checksum == vp.checksum() && nranks == vp.plan().info.nranks && count == c &&
            type == t && op == o && sliceElements == options.sliceElements && mode == options.mode &&
-           workersPerRank == options.workersPerRank && directSends == options.directSends;
+           workersPerRank == options.workersPerRank && directSends == options.directSends &&
+           protocol == p;
   }
 };
 
@@ -238,11 +240,11 @@ Status buildLocalRun(const Plan &plan, LocalRun &run) {
       if (maxCount == 0)
         continue;
       try {
-        run.fifos[r][b] =
-            std::make_unique<FifoStorage>(info.connectionDepth, maxCount * pieceBytes);
+        run.fifos[r][b] = std::make_unique<FifoStorage>(info.connectionDepth, maxCount * pieceBytes,
+                                                        run.protocol);
       } catch (const std::bad_alloc &) {
         std::string what;
-        uint64_t bytes = *fifoSlotBytes(plan, r, b, pieceBytes, &what);
+        uint64_t bytes = *fifoSlotBytes(plan, r, b, pieceBytes, &what, run.protocol);
         return Status::error(
             cat("cannot allocate ", bytes, " bytes for ", what, ": out of memory"));
       }
@@ -261,6 +263,13 @@ Status buildLocalRun(const Plan &plan, LocalRun &run) {
         auto it = peerMap.find({int32_t(r), tb.channel});
         if (it != peerMap.end())
           p.sendFifo = &run.fifos[tb.sendPeer][it->second]->fifo;
+      }
+      try {
+        armLineStages(*t);
+      } catch (const std::bad_alloc &) {
+        return Status::error(cat("cannot allocate the ", protocolName(run.protocol),
+                                 " staging copies of rank ", r, " threadblock ", b,
+                                 ": out of memory"));
       }
       t->interp = std::make_unique<Interpreter<CpuPlatform>>(p, t->program, numSlices);
       run.all.push_back(t.get());
@@ -291,9 +300,11 @@ Status buildLocalRun(const Plan &plan, LocalRun &run) {
 }
 
 /// Makes \p run ready for a call of \p plan (the plan it was built for, or
-/// one with the same content) on \p bindings: every counter zero, every
-/// interpreter at its start, on its out-of-place program where
-/// \p outOfPlace[r] says so.
+/// one with the same content) on \p bindings: every progress counter zero,
+/// every interpreter at its start, on its out-of-place program where
+/// \p outOfPlace[r] says so. The connection counters go on from the last
+/// call (which succeeded, or the run would not be kept: every message was
+/// read), so that line protocols' flags never repeat.
 void resetLocalRun(const Plan &plan, const std::vector<HostBinding> &bindings,
                    const std::vector<uint8_t> &outOfPlace, bool recording, LocalRun &run) {
   run.world.failed.store(false, std::memory_order_relaxed);
@@ -306,10 +317,6 @@ void resetLocalRun(const Plan &plan, const std::vector<HostBinding> &bindings,
     const size_t ntb = plan.ranks[r].threadblocks.size();
     for (size_t b = 0; b < ntb; ++b) {
       rs.progress[b].value.store(0, std::memory_order_relaxed);
-      if (FifoStorage *f = run.fifos[r][b].get()) {
-        f->tail.value.store(0, std::memory_order_relaxed);
-        f->head.value.store(0, std::memory_order_relaxed);
-      }
     }
   }
   for (TbRun *t : run.all) {
@@ -318,8 +325,6 @@ void resetLocalRun(const Plan &plan, const std::vector<HostBinding> &bindings,
                  outOfPlace[t->rank] ? run.outOfPlace[t->rank].steps[t->index].data()
                                      : tb.steps.data(),
                  run.layout.numSlices);
-    t->platform.sent = 0;
-    t->platform.received = 0;
     // Ranks in one process read any of each other's buffers.
     armDirectSends(*t, run.direct[t->rank].of(outOfPlace[t->rank]), 0xff);
     t->platform.events.clear();
@@ -358,6 +363,7 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
   CallOptions callOptions;
   callOptions.sliceElements = options.sliceElements;
   callOptions.worldRanks = nranks;
+  callOptions.protocol = options.protocol;
   std::vector<PreparedCall> calls(nranks);
   bool copies = false;
   for (uint32_t r = 0; r < nranks; ++r) {
@@ -382,7 +388,8 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
   LocalRun *run = nullptr;
   if (cache) {
     cacheLock = std::unique_lock<std::mutex>(cache->mutex, std::try_to_lock);
-    if (cacheLock.owns_lock() && cache->run && cache->run->serves(vp, count, type, op, options))
+    if (cacheLock.owns_lock() && cache->run &&
+        cache->run->serves(vp, count, type, op, calls[0].protocol, options))
       run = cache->run.get();
   }
 
@@ -394,7 +401,8 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
     uint64_t bufferBytes = 0;
     for (uint32_t r = 0; r < nranks; ++r) {
       kind = ErrorKind::InvalidPlan;
-      if (Status s = addRankDemand(demand, plan, r, layout, es, /*fifos=*/true); !s)
+      if (Status s = addRankDemand(demand, plan, r, layout, es, /*fifos=*/true, calls[r].protocol);
+          !s)
         return s;
       if (Status s = demand.add(cat("a copy of rank ", r, "'s input"), calls[r].copyBytes); !s)
         return s;
@@ -421,6 +429,7 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
     run->mode = options.mode;
     run->workersPerRank = options.workersPerRank;
     run->directSends = options.directSends;
+    run->protocol = calls[0].protocol;
     run->kernels = kernels;
     run->layout = layout;
     if (Status s = buildLocalRun(plan, *run); !s)
@@ -522,6 +531,7 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
   if (options.timeline) {
     std::vector<TraceEvent> &events = options.timeline->events;
     events.clear();
+    options.timeline->protocol = run->protocol;
     for (auto &t : run->runs)
       events.insert(events.end(), t->platform.events.begin(), t->platform.events.end());
     std::stable_sort(events.begin(), events.end(), [](const TraceEvent &a, const TraceEvent &b) {

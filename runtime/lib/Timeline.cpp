@@ -35,7 +35,8 @@ std::string jsonString(const std::string &s) {
 
 void Timeline::writeChromeTrace(std::ostream &os, const Plan &plan) const {
   os << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"plan\":" << jsonString(plan.info.name)
-     << ",\"collective\":\"" << collectiveName(plan.info.collective) << "\"},\"traceEvents\":[\n";
+     << ",\"collective\":\"" << collectiveName(plan.info.collective) << "\",\"protocol\":\""
+     << protocolName(protocol) << "\"},\"traceEvents\":[\n";
   bool first = true;
   auto sep = [&]() -> std::ostream & {
     os << (first ? "" : ",\n");

@@ -730,10 +730,19 @@ TEST_P(PlanSweep, EveryTypeOpCountAndPlacement) {
   std::string path = gpuPlanDir() + "/" + GetParam() + ".bin";
   Result<Plan> plan = loadPlanFile(path);
   ASSERT_TRUE(plan.ok()) << path << ": " << plan.message();
-  DeviceOptions o;
-  o.timeoutSeconds = 30;
-  auto world = DeviceWorld::create(*plan, o);
-  ASSERT_TRUE(world.ok()) << world.message();
+  // One world per protocol: Simple at every count, LL and LL128 up to
+  // 16M elements (the largest count, 64M, is Simple's alone).
+  const ProtocolKind protocols[] = {ProtocolKind::Simple, ProtocolKind::LL, ProtocolKind::LL128};
+  std::vector<std::unique_ptr<DeviceWorld>> worlds;
+  for (ProtocolKind p : protocols) {
+    DeviceOptions o;
+    o.timeoutSeconds = 30;
+    o.protocol.force = true;
+    o.protocol.forced = p;
+    auto world = DeviceWorld::create(*plan, o);
+    ASSERT_TRUE(world.ok()) << world.message();
+    worlds.push_back(std::move(*world));
+  }
   static Arena arena;
   static bool ready = arena.init(~0ull);
   ASSERT_TRUE(ready);
@@ -751,17 +760,21 @@ TEST_P(PlanSweep, EveryTypeOpCountAndPlacement) {
       for (uint64_t perUnit : counts) {
         // A user-declared collective's count is a whole number of its units.
         const uint64_t count = perUnit * unit;
-        for (bool inPlace : {false, true}) {
-          if (inPlace && !hasInPlaceForm(kind))
+        for (size_t w = 0; w < worlds.size(); ++w) {
+          if (w > 0 && perUnit > (16u << 20))
             continue;
-          bool skip = false;
-          std::string err = checkRun(**world, *plan, arena, type, op, count, inPlace, skip);
-          runs += !skip;
-          skipped += skip;
-          if (!err.empty() && ++failures <= 10)
-            ADD_FAILURE() << GetParam() << " " << dataTypeName(type) << " " << redOpName(op)
-                          << " count " << count << (inPlace ? " in place" : " out of place") << ": "
-                          << err;
+          for (bool inPlace : {false, true}) {
+            if (inPlace && !hasInPlaceForm(kind))
+              continue;
+            bool skip = false;
+            std::string err = checkRun(*worlds[w], *plan, arena, type, op, count, inPlace, skip);
+            runs += !skip;
+            skipped += skip;
+            if (!err.empty() && ++failures <= 10)
+              ADD_FAILURE() << GetParam() << " " << protocolName(protocols[w]) << " "
+                            << dataTypeName(type) << " " << redOpName(op) << " count " << count
+                            << (inPlace ? " in place" : " out of place") << ": " << err;
+          }
         }
       }
     }
@@ -781,7 +794,8 @@ TEST(CollRun, RanksAsGpu) {
   std::string plan = gpuPlanDir() + "/ring_allreduce_n4.bin";
   if (gpuPlanDir().empty() || !std::ifstream(plan))
     GTEST_SKIP() << "no compiled plans";
-  for (const char *extra : {"", " --inplace", " --dtype bf16 --op avg"}) {
+  for (const char *extra : {"", " --inplace", " --dtype bf16 --op avg", " --protocol LL",
+                            " --protocol LL128 --inplace"}) {
     std::string cmd = std::string(COLL_RUN_PATH) + " " + plan +
                       " --ranks-as gpu --size 1M --iters 3" + extra + " 2>&1";
     FILE *pipe = popen(cmd.c_str(), "r");

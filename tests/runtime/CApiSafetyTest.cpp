@@ -170,3 +170,43 @@ TEST(CApiSafety, SharedMemoryBuffersAreCheckedAgainstTheCount) {
 }
 
 } // namespace
+
+TEST(CApiSafety, ProtocolChoiceIsChecked) {
+  collWorldConfig_t config;
+  ASSERT_EQ(collWorldConfigInit(&config), collSuccess);
+  EXPECT_EQ(config.protocol, nullptr);
+  config.protocol = "LL:4K,LL128:fast";
+  collWorld_t world = nullptr;
+  EXPECT_EQ(collWorldCreateConfig(2, &config, &world), collInvalidArgument);
+  EXPECT_EQ(world, nullptr);
+  EXPECT_TRUE(contains(collGetLastError(nullptr), "bad protocol choice 'LL:4K,LL128:fast'"))
+      << collGetLastError(nullptr);
+  config.protocol = "LL:4K,LL128:256K";
+  ASSERT_EQ(collWorldCreateConfig(2, &config, &world), collSuccess) << collGetLastError(nullptr);
+  EXPECT_EQ(collWorldDestroy(world), collSuccess);
+
+  collShmConfig_t shm;
+  ASSERT_EQ(collShmConfigInit(&shm), collSuccess);
+  EXPECT_EQ(shm.protocol, nullptr);
+  shm.protocol = "LL64";
+  collComm_t comm = nullptr;
+  EXPECT_EQ(collCommInitRankShm(jobName("protocol").c_str(), 1, 0, &shm, &comm),
+            collInvalidArgument);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_TRUE(contains(collGetLastError(nullptr), "bad protocol choice 'LL64'"))
+      << collGetLastError(nullptr);
+  // A one-rank job in LL: its plan has no connections, and runs.
+  shm.protocol = "LL";
+  ASSERT_EQ(collCommInitRankShm(jobName("protocol").c_str(), 1, 0, &shm, &comm), collSuccess)
+      << collGetLastError(nullptr);
+  collPlan_t plan = loadCopyPlan();
+  ASSERT_TRUE(plan);
+  std::vector<float> in(100), out(100);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = float(i * 3 + 1);
+  EXPECT_EQ(collExecute(in.data(), out.data(), 100, collFloat32, collSum, plan, comm), collSuccess)
+      << collGetLastError(comm);
+  EXPECT_EQ(out, in);
+  EXPECT_EQ(collCommDestroy(comm), collSuccess);
+  EXPECT_EQ(collPlanFree(plan), collSuccess);
+}

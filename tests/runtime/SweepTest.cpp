@@ -2,8 +2,9 @@
 //
 // Every plan that tests/runtime/CMakeLists.txt compiles for the sweep (each
 // stdlib program for N = 2 .. 16) runs on every CPU executor (LocalWorld's
-// threads and single-thread modes, and the shared-memory ProcessGroup), for every
-// data type, operator, placement (in place and out of place) and count in
+// threads and single-thread modes, and the shared-memory ProcessGroup), in
+// every protocol (Simple, LL, LL128), for every data type, operator,
+// placement (in place and out of place) and count in
 // {0, 1, 7, N - 1, 1000, 2^20 + 3}, and each run is compared with the
 // reference element for element. Integers must match exactly. Floating-point
 // inputs are values for which every order of combining is exact
@@ -78,6 +79,7 @@ Status runLocalWorld(const Plan &plan, const RunCase &c, const std::vector<const
   o.sliceElements = c.slice;
   o.workersPerRank = c.workersPerRank;
   o.timeoutSeconds = c.timeout;
+  o.protocol = c.protocol;
   return LocalWorld().run(plan, sendbufs, recvbufs, c.count, c.type, c.op, o);
 }
 
@@ -202,18 +204,21 @@ bool loadSweepPlan(const std::string &name, Plan &plan) {
 /// every case, and the first few say enough.
 constexpr int MaxFailures = 8;
 
-/// One executor and placement.
+/// One executor, placement and protocol.
 struct Target {
   const SweepExecutor *exec;
   bool inplace;
+  ProtocolKind protocol;
 };
 
-/// Every executor, in both placements.
+/// Every executor, in both placements, in every protocol: the protocol
+/// turns fastest, so that every run of consecutive targets meets each.
 std::vector<Target> allTargets() {
   std::vector<Target> v;
   for (const SweepExecutor &exec : sweepExecutors())
     for (bool inplace : {false, true})
-      v.push_back({&exec, inplace});
+      for (ProtocolKind p : {ProtocolKind::Simple, ProtocolKind::LL, ProtocolKind::LL128})
+        v.push_back({&exec, inplace, p});
   return v;
 }
 
@@ -233,6 +238,9 @@ int checkCase(const Plan &plan, const RunCase &base, size_t countIndex,
     c.mode = t.exec->mode;
     c.processGroup = std::string(t.exec->name) == "processes";
     c.inplace = t.inplace;
+    c.protocol = ProtocolChoice();
+    c.protocol.force = true;
+    c.protocol.forced = t.protocol;
     if (std::string err = data.check(plan, c, *t.exec); !err.empty()) {
       ADD_FAILURE() << plan.info.name << " n" << plan.info.nranks << ": " << err;
       ++failures;

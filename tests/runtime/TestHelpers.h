@@ -37,6 +37,8 @@ struct RunCase {
   /// Run on the shared-memory ProcessGroup (its ranks as threads of this
   /// process) instead of LocalWorld; `mode` is then ignored.
   bool processGroup = false;
+  /// The protocol choice of the run (the plan's by default).
+  ProtocolChoice protocol;
 };
 
 inline std::string describe(const RunCase &c) {
@@ -49,6 +51,8 @@ inline std::string describe(const RunCase &c) {
      << " slice " << c.slice;
   if (c.mode == ExecMode::Threads || c.processGroup)
     os << " workers " << c.workersPerRank;
+  if (c.protocol != ProtocolChoice())
+    os << " protocol " << formatProtocolChoice(c.protocol);
   return os.str();
 }
 
@@ -209,6 +213,7 @@ inline Status runOnProcessGroup(const Plan &plan, const RunCase &c,
       o.sliceElements = c.slice;
       o.workers = c.workersPerRank;
       o.timeoutSeconds = c.timeout;
+      o.protocol = c.protocol;
       auto group = ProcessGroup::create(job, int(r), int(n), o);
       results[r] = group ? (*group)->execute(plan, sendbufs[r], recvbufs[r], c.count, c.type, c.op)
                          : group.getStatus();
@@ -241,6 +246,7 @@ runAndCheck(const Plan &plan, const RunCase &c, const ExecOptions *extra = nullp
   o.sliceElements = c.slice;
   o.workersPerRank = c.workersPerRank;
   o.timeoutSeconds = c.timeout;
+  o.protocol = c.protocol;
   Status s = c.processGroup ? runOnProcessGroup(plan, c, b.send, b.recv)
              : world        ? world->run(plan, b.send, b.recv, c.count, c.type, c.op, o)
                             : LocalWorld().run(plan, b.send, b.recv, c.count, c.type, c.op, o);

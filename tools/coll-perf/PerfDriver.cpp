@@ -120,12 +120,14 @@ public:
                   "time_us,algbw_GBps,busbw_GBps,wrong\n");
     } else {
       std::printf("# coll-perf: plan%s %s, %s, %u ranks as %s%s, %u chunks per rank unit, "
-                  "slice %" PRIu64 " elements\n",
+                  "slice %" PRIu64 " elements, protocol %s\n",
                   plans.size() > 1 ? "s" : "", names.c_str(),
                   info.collective == CollectiveKind::Custom ? "a user-declared collective"
                                                             : collectiveName(info.collective),
-                  info.nranks, ranksAs(), boundNote(), plan.chunksPerUnit(),
-                  opts.run.sliceElements);
+                  info.nranks, ranksAs(), boundNote(), plan.chunksPerUnit(), opts.run.sliceElements,
+                  opts.run.protocol == ProtocolChoice()
+                      ? protocolName(info.protocol)
+                      : formatProtocolChoice(opts.run.protocol).c_str());
       std::printf("# iters: %" PRIu64 "  warmup: %" PRIu64 "  check: %d  dtype: %s  op: %s\n#\n",
                   opts.iters, opts.warmup, opts.check ? 1 : 0, shortTypeName(opts.type), op);
       std::printf("# %10s  %12s  %6s  %6s  %6s  %-33s  %s\n", "", "", "", "", "",

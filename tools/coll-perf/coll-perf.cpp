@@ -4,7 +4,8 @@
 // coll-perf --coll allreduce [--nranks N] ...
 //           [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1]
 //           [-d f32] [-o sum] [-r root] [--placement out-of-place|in-place|both]
-//           [--slice elements] [--no-direct] [--cross-memory] [-R 0|1]
+//           [--slice elements] [--protocol choice] [--no-direct]
+//           [--cross-memory] [-R 0|1]
 //           [--timeout seconds] [--csv]
 //           [-D name=value]
 //           [--collc path] [--stdlib dir]
@@ -91,6 +92,8 @@ void usage(FILE *out) {
       "  -r ROOT                root of a rooted collective (--coll: -D root=ROOT)\n"
       "  --placement out-of-place|in-place|both   (both, where there is an in-place form)\n"
       "  --slice ELEMENTS       elements of a chunk per pass of the program\n"
+      "  --protocol CHOICE      auto (the plan's), Simple, LL, LL128, or size thresholds\n"
+      "                         such as LL:4K,LL128:256K (calls up to 4 KiB per rank run LL)\n"
       "  --no-direct            every message through the FIFO slots (no direct sends\n"
       "                         between threads, no reads of another rank's process)\n"
       "                         (by default a send whose source stays put is read in place)\n"
@@ -174,23 +177,13 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.input = a;
       continue;
     }
-    static const char *const valued[] = {"--coll",      "--nranks",
-                                         "--ranks-as",  "--bind",
-                                         "-b",          "--minbytes",
-                                         "-e",          "--maxbytes",
-                                         "-f",          "--stepfactor",
-                                         "-n",          "--iters",
-                                         "-w",          "--warmup_iters",
-                                         "-c",          "--check",
-                                         "-R",          "--local_register",
-                                         "-d",          "--datatype",
-                                         "-o",          "--op",
-                                         "-r",          "--root",
-                                         "--placement", "--slice",
-                                         "--timeout",   "-D",
-                                         "--collc",     "--stdlib",
-                                         "--select",    "--bootstrap",
-                                         "--rank",      "--job"};
+    static const char *const valued[] = {
+        "--coll",      "--nranks",       "--ranks-as",  "--bind",       "-b",   "--minbytes",
+        "-e",          "--maxbytes",     "-f",          "--stepfactor", "-n",   "--iters",
+        "-w",          "--warmup_iters", "-c",          "--check",      "-R",   "--local_register",
+        "-d",          "--datatype",     "-o",          "--op",         "-r",   "--root",
+        "--placement", "--slice",        "--protocol",  "--timeout",    "-D",   "--collc",
+        "--stdlib",    "--select",       "--bootstrap", "--rank",       "--job"};
     if (std::find(std::begin(valued), std::end(valued), a) == std::end(valued))
       return fail("unknown option: " + a);
     if (!value())
@@ -260,6 +253,9 @@ int parseArgs(int argc, char **argv, Options &o) {
         p.placement = PlacementKind::Both;
       else
         return fail("--placement takes 'out-of-place', 'in-place' or 'both'");
+    } else if (a == "--protocol") {
+      if (Status s = parseProtocolChoice(v, p.run.protocol); !s)
+        return fail(s.message());
     } else if (a == "--slice") {
       if (!parseUnsigned(v, p.run.sliceElements) || p.run.sliceElements == 0)
         return fail("--slice takes a positive number of elements");

@@ -28,8 +28,10 @@ struct DeviceMemory {
 
 std::string runOnGpu(const ValidatedPlan &plan, const std::vector<GpuRankBuffers> &ranks,
                      uint64_t count, DataType type, RedOp op, uint64_t sliceBytes,
-                     double timeoutSeconds, uint64_t iters, double *timeUs, Timeline *timeline) {
+                     double timeoutSeconds, uint64_t iters, double *timeUs, Timeline *timeline,
+                     const ProtocolChoice &protocol) {
   DeviceOptions options;
+  options.protocol = protocol;
   if (sliceBytes)
     options.sliceBytes = sliceBytes;
   options.timeoutSeconds = timeoutSeconds;

@@ -37,7 +37,7 @@ struct GpuRankBuffers {
 std::string runOnGpu(const ValidatedPlan &plan, const std::vector<GpuRankBuffers> &ranks,
                      uint64_t count, DataType type, RedOp op, uint64_t sliceBytes,
                      double timeoutSeconds, uint64_t iters, double *timeUs,
-                     Timeline *timeline = nullptr);
+                     Timeline *timeline = nullptr, const ProtocolChoice &protocol = {});
 
 } // namespace coll
 

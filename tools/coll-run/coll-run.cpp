@@ -81,6 +81,7 @@ int usage() {
                "                [--dtype f32]"
                " [--op sum] [--check | --no-check] [--inplace] [--iters n]\n"
                "                [--slice elements] [--workers n] [--timeout seconds]\n"
+               "                [--protocol auto|Simple|LL|LL128|LL:4K,LL128:256K]\n"
                "                [--mem-limit bytes|none] [--trace out.json] [--max-processes n]\n";
   return 2;
 }
@@ -151,6 +152,11 @@ int parseArgs(int argc, char **argv, Options &o) {
     } else if (a == "--iters") {
       if (!value(v) || !parseUnsigned(v, o.iters))
         return fail("--iters takes a number");
+    } else if (a == "--protocol") {
+      if (!value(v))
+        return fail("--protocol takes auto, a protocol, or thresholds such as LL:4K,LL128:256K");
+      if (Status s = parseProtocolChoice(v, o.run.protocol); !s)
+        return fail(s.message());
     } else if (a == "--slice") {
       if (!value(v) || !parseUnsigned(v, o.run.sliceElements) || o.run.sliceElements == 0)
         return fail("--slice takes a positive number of elements");
@@ -224,9 +230,10 @@ int report(const ValidatedPlan &plan, const Options &o, const std::string &ranks
               info.name.c_str(), collectiveName(info.collective), info.nranks, plan.chunksPerUnit(),
               info.inplace ? "in-place" : "out-of-place", protocolName(info.protocol),
               info.connectionDepth);
-  std::printf("# ranks as %s, slice %" PRIu64 " elements, %s call, %" PRIu64 " timed runs\n",
+  std::printf("# ranks as %s, slice %" PRIu64 " elements, %s call, %" PRIu64
+              " timed runs, protocol %s\n",
               ranksAs.c_str(), o.run.sliceElements, o.inplace ? "in-place" : "out-of-place",
-              o.iters);
+              o.iters, protocolName(chooseProtocol(info.protocol, o.run.protocol, bytes)));
   std::printf("# %12s %12s %8s %6s %12s %12s %8s\n", "size(B)", "count", "type", "redop",
               "time(us)", "algbw(GB/s)", "#wrong");
   std::printf("  %12" PRIu64 " %12" PRIu64 " %8s %6s %12.1f %12.3f %8s\n", bytes, count,
@@ -500,9 +507,10 @@ int main(int argc, char **argv) {
       g.sendOffset = static_cast<const char *>(b.send) - b.both.data();
       g.recvOffset = static_cast<char *>(b.recv) - b.both.data();
     }
-    std::string err = runOnGpu(*plan, gpuRanks, count, o.type, o.op,
-                               o.sliceGiven ? o.run.sliceElements * es : 0, o.run.timeoutSeconds,
-                               o.iters, &processTimeUs, o.tracePath.empty() ? nullptr : &timeline);
+    std::string err =
+        runOnGpu(*plan, gpuRanks, count, o.type, o.op, o.sliceGiven ? o.run.sliceElements * es : 0,
+                 o.run.timeoutSeconds, o.iters, &processTimeUs,
+                 o.tracePath.empty() ? nullptr : &timeline, o.run.protocol);
     if (!err.empty())
       return fail(err);
 #endif

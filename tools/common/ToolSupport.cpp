@@ -57,6 +57,7 @@ ExecOptions RunSettings::execOptions(ExecMode mode) const {
   eo.workersPerRank = workers;
   eo.timeoutSeconds = timeoutSeconds;
   eo.memoryLimitBytes = memoryLimitBytes;
+  eo.protocol = protocol;
   return eo;
 }
 
@@ -68,6 +69,7 @@ ProcessGroupOptions RunSettings::processGroupOptions() const {
   po.memoryLimitBytes = memoryLimitBytes;
   po.directReads = directSends;
   po.crossMemoryReads = directSends && crossMemoryReads;
+  po.protocol = protocol;
   return po;
 }
 

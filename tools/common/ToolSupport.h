@@ -48,6 +48,8 @@ struct RunSettings {
   bool directSends = ExecOptions().directSends;
   /// ProcessGroupOptions::crossMemoryReads.
   bool crossMemoryReads = ProcessGroupOptions().crossMemoryReads;
+  /// --protocol: ExecOptions::protocol, ProcessGroupOptions::protocol.
+  ProtocolChoice protocol;
 
   /// LocalWorld's options in \p mode.
   ExecOptions execOptions(ExecMode mode) const;

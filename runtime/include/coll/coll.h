@@ -94,6 +94,12 @@ typedef struct {
    * (scratch, FIFOs, a copy of its input). 0: the default, 8 times the
    * rank's buffer bytes plus 256 MiB; collNoMemoryLimit: no cap. */
   size_t memoryLimitBytes;
+  /** The protocol of the connections (LL, LL128: flags in the data, for
+   * small messages; docs/runtime.md, "Protocols"): NULL or "auto" for the
+   * plan's, "Simple", "LL", "LL128" for every call, or thresholds by the
+   * call's bytes per rank, "LL:4K,LL128:256K". Every rank must choose
+   * alike. */
+  const char *protocol;
 } collShmConfig_t;
 
 /** Options of a world of ranks in this process (collWorldCreateConfig).
@@ -107,6 +113,12 @@ typedef struct {
    * (scratch, FIFOs, copies of inputs). 0: the default, 8 times the
    * buffer bytes of all ranks plus 256 MiB; collNoMemoryLimit: no cap. */
   size_t memoryLimitBytes;
+  /** The protocol of the connections (LL, LL128: flags in the data, for
+   * small messages; docs/runtime.md, "Protocols"): NULL or "auto" for the
+   * plan's, "Simple", "LL", "LL128" for every call, or thresholds by the
+   * call's bytes per rank, "LL:4K,LL128:256K". Every rank must choose
+   * alike. */
+  const char *protocol;
 } collWorldConfig_t;
 
 /** A memoryLimitBytes that removes the cap. */

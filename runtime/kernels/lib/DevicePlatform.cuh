@@ -7,6 +7,16 @@
 /// the synchronisation words; every copy and reduction is spread over all
 /// threads with 16-byte accesses, several in flight per thread.
 ///
+/// LL and LL128 (KernelParams::protocol, Protocol.h): the steps write and
+/// read a message in the CTA's staging copies; publishSend() packs the send
+/// copy into the peer's slot as lines whose flags carry the publication
+/// (no fence, no tail counter), and waitRecv() has every thread poll its
+/// lines of the message until their flags are the message's and unpack
+/// them. LL: 16-byte lines of two (4 bytes of data, 4-byte flag) words,
+/// each word one store. LL128: 128-byte lines, eight lanes of a warp each
+/// storing 16 bytes in one coalesced store, lane 7's last 8 bytes the flag
+/// (NCCL's LL128 assumption: a warp's aligned 128-byte store is seen whole).
+///
 /// Peers on other nodes: a kernel may carry a network (the Net parameter of
 /// DevicePlatform, GIN in NcclSymmetric.cu). A FIFO with a netPeer then
 /// waits on the network's signals instead of counters in memory (the same
@@ -55,6 +65,11 @@ public:
       recv = k.fifos[tb.recvFifo];
     sent = k.sliceBase * tb.sendsPerSlice;
     received = k.sliceBase * tb.recvsPerSlice;
+    lineProtocol = ProtocolKind(k.protocol);
+    if (lineProtocol != ProtocolKind::Simple && k.stages) {
+      sendStage = k.stages + uint64_t(2 * block) * k.stageBytes;
+      recvStage = sendStage + k.stageBytes;
+    }
     // Slot indices follow the counters; one 64-bit division per CTA here,
     // none per step.
     sendSlot = tb.sendFifo >= 0 ? uint32_t(sent % send.depth) : 0;
@@ -97,7 +112,11 @@ public:
         memoryWord(counter), [&](uint64_t v) { return v >= target; }, target);
   }
 
-  __device__ WaitResult waitRecv(char *&slot) {
+  __device__ WaitResult waitRecv(char *&slot, uint32_t count, uint64_t slice) {
+    if (linesOn(recv)) {
+      slot = recvStage;
+      return unpack(recv.slots + recvSlot * recv.slotBytes, messageBytes(count, slice));
+    }
     const uint64_t want = received + 1;
     auto ready = [&](uint64_t v) { return v >= want; };
     WaitResult r = overNetwork(recv) ? waitUntil(signalWord(recv.tailSignal), ready, want)
@@ -106,7 +125,7 @@ public:
     return r;
   }
 
-  __device__ WaitResult waitSend(char *&slot) {
+  __device__ WaitResult waitSend(char *&slot, uint32_t count, uint64_t slice) {
     // Slot `sent` is free once the receiver has consumed message sent - depth.
     const uint64_t need = sent + 1 > send.depth ? sent + 1 - send.depth : 0;
     auto ready = [&](uint64_t v) { return v >= need; };
@@ -115,11 +134,21 @@ public:
     slot = send.slots + sendSlot * send.slotBytes;
     if constexpr (Net::kEnabled)
       staging = slot;
+    if (linesOn(send)) {
+      slot = sendStage;
+      sendBytes = messageBytes(count, slice);
+    }
     return r;
   }
 
   __device__ void releaseRecv() {
-    if (overNetwork(recv)) {
+    if (linesOn(recv)) {
+      // The message's data was read into the staging copy (used by the
+      // step, whose barrier is behind us): hand the slot back without a
+      // fence, as NCCL's LL does.
+      if (threadIdx.x == 0)
+        storeRelaxed(recv.head, received + 1, k.systemScope);
+    } else if (overNetwork(recv)) {
       // The step's reads of the slot are done (its barrier); the signal
       // releases them (GIN fences before it signals).
       if (threadIdx.x == 0)
@@ -131,7 +160,10 @@ public:
     ++received;
   }
   __device__ void publishSend() {
-    if (overNetwork(send)) {
+    if (linesOn(send)) {
+      // The lines carry the publication: no fence, no tail counter.
+      pack(send.slots + sendSlot * send.slotBytes, sendBytes);
+    } else if (overNetwork(send)) {
       // The staging slot's stores are ordered before thread 0 by the data
       // movement's barrier; the put releases them at system scope before the
       // NIC reads them, and adds to the receiver's tail signal once they
@@ -204,7 +236,7 @@ public:
   __device__ void traceEnd(uint64_t startNs) {
     if (k.trace && threadIdx.x == 0)
       *reinterpret_cast<TraceHeader *>(traceOfCta()) =
-          TraceHeader{startNs, globalTimerNs(), traced, 0};
+          TraceHeader{startNs, globalTimerNs(), traced, k.protocol};
   }
 
   /// Thread 0 records why run() stopped: the first CTA that timed out
@@ -235,6 +267,168 @@ public:
 
 private:
   __device__ char *traceOfCta() const { return k.trace + block * traceBytesPerCta(k.traceSteps); }
+
+  /// Whether \p f runs a line protocol (never over the network).
+  __device__ bool linesOn(const FifoDesc &f) const {
+    return lineProtocol != ProtocolKind::Simple && !overNetwork(f);
+  }
+
+  /// Protocol.h's messageBytes() for this launch.
+  __device__ uint64_t messageBytes(uint32_t count, uint64_t slice) const {
+    return coll::messageBytes(k.layout, count, slice, k.pieceStride, sizeof(S));
+  }
+
+  /// Polls \p spins times between checks of the abort flag and the clock;
+  /// sets \p result when the wait must end.
+  __device__ bool keepPolling(uint32_t spins, uint64_t start, uint32_t &result) const {
+    if ((spins & 255) != 0)
+      return true;
+    if (*reinterpret_cast<volatile unsigned int *>(k.abortFlag)) {
+      result = uint32_t(WaitResult::Aborted);
+      return false;
+    }
+    if (globalTimerNs() - start > k.timeoutNs) {
+      result = uint32_t(WaitResult::TimedOut);
+      return false;
+    }
+    if (spins > 4096)
+      __nanosleep(64);
+    return true;
+  }
+
+  /// Packs the \p bytes of the send staging copy into \p lines as message
+  /// `sent`, every thread its share of the lines.
+  __device__ void pack(char *lines, uint64_t bytes) {
+    const uint64_t n = coll::messageLines(lineProtocol, bytes);
+    if (lineProtocol == ProtocolKind::LL) {
+      const uint32_t flag = llFlag(sent);
+      for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        uint32_t d[2] = {0, 0};
+        const uint64_t at = 8 * i, take = bytes - at < 8 ? bytes - at : 8;
+        if (take == 8) {
+          const uint2 v = *reinterpret_cast<const uint2 *>(sendStage + at);
+          d[0] = v.x;
+          d[1] = v.y;
+        } else {
+          for (uint64_t b = 0; b < take; ++b)
+            reinterpret_cast<char *>(d)[b] = sendStage[at + b];
+        }
+        uint32_t *line = reinterpret_cast<uint32_t *>(lines + 16 * i);
+        asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(line), "r"(d[0]),
+                     "r"(flag), "r"(d[1]), "r"(flag)
+                     : "memory");
+      }
+      return;
+    }
+    // LL128: lane j of each group of eight stores bytes [16j, 16j + 16) of
+    // a line; lane 7 stores its 8 bytes of data and the flag.
+    const uint64_t flag = sent + 1;
+    const uint32_t lane = threadIdx.x & 7, group = threadIdx.x >> 3, groups = blockDim.x >> 3;
+    for (uint64_t i = group; i < n; i += groups) {
+      const uint64_t at = 120 * i + 16 * lane;
+      const uint64_t want = lane == 7 ? 8 : 16;
+      uint64_t d[2] = {0, 0};
+      if (at < bytes) {
+        const uint64_t take = bytes - at < want ? bytes - at : want;
+        for (uint64_t b = 0; b < take; ++b)
+          reinterpret_cast<char *>(d)[b] = sendStage[at + b];
+      }
+      if (lane == 7)
+        d[1] = flag;
+      uint64_t *line = reinterpret_cast<uint64_t *>(lines + 128 * i + 16 * lane);
+      asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(line), "l"(d[0]), "l"(d[1])
+                   : "memory");
+    }
+  }
+
+  /// Waits until every line of message `received` (\p bytes of data) in
+  /// \p lines has arrived, every thread polling its own, and unpacks them
+  /// into the receive staging copy; the barrier hands the copy to every
+  /// thread.
+  __device__ WaitResult unpack(const char *lines, uint64_t bytes) {
+    __shared__ uint32_t outcome;
+    const uint64_t n = coll::messageLines(lineProtocol, bytes);
+    uint32_t result = uint32_t(WaitResult::Ready);
+    const uint64_t start = globalTimerNs();
+    if (lineProtocol == ProtocolKind::LL) {
+      const uint32_t flag = llFlag(received);
+      for (uint64_t i = threadIdx.x; i < n && result == uint32_t(WaitResult::Ready);
+           i += blockDim.x) {
+        const uint32_t *line = reinterpret_cast<const uint32_t *>(lines + 16 * i);
+        uint32_t d0, f0, d1, f1;
+        for (uint32_t spins = 1;; ++spins) {
+          asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
+                       : "l"(line)
+                       : "memory");
+          if (f0 == flag && f1 == flag)
+            break;
+          if (!keepPolling(spins, start, result)) {
+            lastObserved = f0 != flag ? f0 : f1;
+            lastExpected = flag;
+            break;
+          }
+        }
+        if (result != uint32_t(WaitResult::Ready))
+          break;
+        const uint64_t at = 8 * i, take = bytes - at < 8 ? bytes - at : 8;
+        if (take == 8) {
+          *reinterpret_cast<uint2 *>(recvStage + at) = make_uint2(d0, d1);
+        } else {
+          const uint32_t d[2] = {d0, d1};
+          for (uint64_t b = 0; b < take; ++b)
+            recvStage[at + b] = reinterpret_cast<const char *>(d)[b];
+        }
+      }
+    } else {
+      // LL128: lanes in groups of eight read a line; lane 7 holds the flag,
+      // and the group reads again until lane 7 sees it. The groups of a
+      // warp take their lines together (the shuffles need the whole warp).
+      const uint64_t flag = received + 1;
+      const uint32_t lane = threadIdx.x & 7, group = threadIdx.x >> 3, groups = blockDim.x >> 3;
+      const uint64_t rounds = (n + groups - 1) / groups;
+      for (uint64_t round = 0; round < rounds; ++round) {
+        const uint64_t i = round * groups + group;
+        const bool mine = i < n;
+        const uint64_t *line = reinterpret_cast<const uint64_t *>(lines + 128 * i + 16 * lane);
+        uint64_t d0 = 0, d1 = 0;
+        bool failed = false;
+        for (uint32_t spins = 1;; ++spins) {
+          if (mine && !failed)
+            asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+                         : "=l"(d0), "=l"(d1)
+                         : "l"(line)
+                         : "memory");
+          const uint64_t groupFlag = __shfl_sync(0xffffffffu, d1, (threadIdx.x & 31) | 7);
+          const bool here = !mine || failed || groupFlag == flag;
+          if (__all_sync(0xffffffffu, here))
+            break;
+          if (!here && !keepPolling(spins, start, result)) {
+            lastObserved = groupFlag;
+            lastExpected = flag;
+            failed = true;
+          }
+        }
+        if (mine && !failed) {
+          const uint64_t at = 120 * i + 16 * lane, want = lane == 7 ? 8 : 16;
+          if (at < bytes) {
+            const uint64_t take = bytes - at < want ? bytes - at : want;
+            const uint64_t d[2] = {d0, d1};
+            for (uint64_t b = 0; b < take; ++b)
+              recvStage[at + b] = reinterpret_cast<const char *>(d)[b];
+          }
+        }
+        if (__any_sync(0xffffffffu, failed))
+          break;
+      }
+    }
+    const bool failed = result != uint32_t(WaitResult::Ready);
+    if (failed)
+      outcome = result; // Any failing thread's: TimedOut or Aborted.
+    if (__syncthreads_or(failed))
+      return WaitResult(outcome);
+    return WaitResult::Ready;
+  }
 
   /// Whether \p f's peer is reached over the network (never without one).
   __device__ bool overNetwork(const FifoDesc &f) const {
@@ -337,6 +531,9 @@ private:
   uint64_t lastObserved = 0, lastExpected = 0;
   uint64_t stepStartNs = 0, traced = 0; ///< Tracing (thread 0).
   bool fenced = false;
+  ProtocolKind lineProtocol = ProtocolKind::Simple; ///< KernelParams::protocol.
+  char *sendStage = nullptr, *recvStage = nullptr;
+  uint64_t sendBytes = 0; ///< Line protocols: the data bytes of the message being written.
 };
 
 } // namespace coll::kernels

@@ -39,7 +39,12 @@ struct DeviceWorldState {
   DeviceBuffer tbTable, stepTable, depTable, fifoTable, rankBufferTable;
   DeviceBuffer progress, counters, abortFlag, error;
   DeviceBuffer slotMemory, scratchMemory, inputCopies;
-  DeviceBuffer trace;              ///< DeviceOptions::traceSteps: every CTA's step trace.
+  DeviceBuffer trace;  ///< DeviceOptions::traceSteps: every CTA's step trace.
+  DeviceBuffer stages; ///< Line protocols: every CTA's staging copies.
+  /// The protocol the slots were last laid out and cleared for: a line
+  /// protocol's slots must hold no flag of a message to come (zero, or an
+  /// earlier message's while the counters go on).
+  ProtocolKind slotsProtocol = ProtocolKind::Simple;
   bool traced = false;             ///< A launch has written the trace.
   uint64_t slotsPieceStride = 0;   ///< The stride the FIFO table was laid out for.
   std::vector<char *> rankBuffers; ///< The table as last uploaded.
@@ -64,6 +69,9 @@ struct DeviceWorldState {
         (err = cudaDeviceSynchronize()))
       return fail("cannot reset the device state", err);
     sliceBase = 0;
+    // The counters start over: lines the slots hold may carry the flags of
+    // messages to come. The next launch lays out and clears them anew.
+    slotsPieceStride = 0;
     return Status::success();
   }
 
@@ -193,6 +201,7 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
   // whose arguments are bad names itself.
   CallOptions callOptions = launchCallOptions(w.options.sliceBytes, type);
   callOptions.worldRanks = nranks;
+  callOptions.protocol = w.options.protocol;
   std::vector<PreparedCall> calls;
   calls.reserve(nranks);
   for (uint32_t r = 0; r < nranks; ++r) {
@@ -234,38 +243,45 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
     cap.bufferBytes =
         cap.bufferBytes > ~uint64_t(0) - rankBytes ? ~uint64_t(0) : cap.bufferBytes + rankBytes;
   }
+  const ProtocolKind protocol = calls[0].protocol;
   Result<LaunchMemory> memory = layoutLaunchMemory(w.tables, w.sections, layout, pieceStride, es,
-                                                   /*slots=*/true, privateCopy, cap);
+                                                   /*slots=*/true, privateCopy, cap, protocol);
   if (!memory)
     return memory.getStatus();
   const uint64_t slotBytes = memory->slotBytes, scratchBytes = memory->scratchBytes,
                  copyBytes = memory->copyBytes;
   const std::vector<uint64_t> &scratchOffset = memory->scratchOffset,
                               &copyOffset = memory->copyOffset;
+  const uint64_t stagesBytes = memory->stagesBytes;
   if (slotBytes > w.slotMemory.bytes || scratchBytes > w.scratchMemory.bytes ||
-      copyBytes > w.inputCopies.bytes) {
+      copyBytes > w.inputCopies.bytes || stagesBytes > w.stages.bytes) {
     if ((err = cudaDeviceSynchronize()))
       return w.fail("a previous launch failed", err);
     if ((err = w.slotMemory.reserve(slotBytes)) || (err = w.scratchMemory.reserve(scratchBytes)) ||
-        (err = w.inputCopies.reserve(copyBytes)))
-      return w.fail(cat("cannot allocate ", slotBytes + scratchBytes + copyBytes,
+        (err = w.inputCopies.reserve(copyBytes)) || (err = w.stages.reserve(stagesBytes)))
+      return w.fail(cat("cannot allocate ", slotBytes + scratchBytes + copyBytes + stagesBytes,
                         " bytes of connection, scratch and staging memory"),
                     err);
     w.slotsPieceStride = 0;
   }
-  if (w.slotsPieceStride != pieceStride) {
+  if (w.slotsPieceStride != pieceStride || w.slotsProtocol != protocol) {
     uint64_t offset = 0;
     for (size_t i = 0; i < w.tables.fifos.size(); ++i) {
-      w.tables.fifos[i].slotBytes = w.tables.fifoMaxCount[i] * pieceStride;
+      w.tables.fifos[i].slotBytes = slotBytesFor(protocol, w.tables.fifoMaxCount[i] * pieceStride);
       w.tables.fifos[i].slots = w.slotMemory.ptr + offset;
       offset += w.tables.fifos[i].depth * w.tables.fifos[i].slotBytes;
     }
     // Earlier launches read the old table; the new one must be in place
-    // before this launch on any stream.
+    // before this launch on any stream. A line protocol's slots start
+    // clear: fresh memory, or another protocol's bytes, could hold a flag
+    // of a message to come.
     if ((err = cudaDeviceSynchronize()) || (err = upload(w.fifoTable, w.tables.fifos)) ||
+        (protocol != ProtocolKind::Simple &&
+         (err = cudaMemset(w.slotMemory.ptr, 0, w.slotMemory.bytes))) ||
         (err = cudaDeviceSynchronize()))
       return w.fail("cannot upload the connection table", err);
     w.slotsPieceStride = pieceStride;
+    w.slotsProtocol = protocol;
   }
 
   // Each rank's Input and Output as its prepared call places them, with
@@ -302,7 +318,8 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
   }
 
   err = launchInterpreter(w, fn, layout, pieceStride, /*systemScope=*/false, stream,
-                          /*network=*/nullptr, w.trace.ptr, w.options.traceSteps);
+                          /*network=*/nullptr, w.trace.ptr, w.options.traceSteps, protocol,
+                          w.stages.ptr, memory->stageBytes);
   if (err)
     return w.fail("cannot launch the interpreter kernel", err);
   w.traced = w.trace.ptr != nullptr;

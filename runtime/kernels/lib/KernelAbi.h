@@ -9,6 +9,9 @@
 /// Counters never go back: a run starts at `sliceBase` (the slices of the
 /// runs before it), so consecutive launches need no reset in between.
 ///
+/// A launch's connections run one protocol (KernelParams::protocol): the
+/// counters above for Simple, flags in the lines for LL and LL128.
+///
 /// Tracing (KernelParams::trace, off unless asked for): thread 0 reads the
 /// global timer after a step's waits and after its effects, and writes one
 /// TraceRecord per step and a TraceHeader per CTA; a launch without a trace
@@ -20,6 +23,7 @@
 #include "coll/Runtime/ChunkLayout.h"
 #include "coll/Runtime/HostDevice.h"
 #include "coll/Runtime/Plan.h"
+#include "coll/Runtime/Protocol.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -94,10 +98,10 @@ struct DeviceError {
 /// The head of one CTA's step trace (KernelParams::trace): global timer
 /// readings in nanoseconds, written by thread 0 when the CTA ends.
 struct TraceHeader {
-  uint64_t startNs; ///< The CTA began.
-  uint64_t endNs;   ///< The CTA ended (its last step, or a failed wait).
-  uint64_t steps;   ///< Steps it ran; the first traceSteps have a record.
-  uint64_t reserved;
+  uint64_t startNs;  ///< The CTA began.
+  uint64_t endNs;    ///< The CTA ended (its last step, or a failed wait).
+  uint64_t steps;    ///< Steps it ran; the first traceSteps have a record.
+  uint64_t protocol; ///< The launch's ProtocolKind.
 };
 
 /// One step of a CTA's trace: its data movement and publication, from
@@ -139,7 +143,21 @@ struct KernelParams {
   /// that receive each CTA's TraceHeader and TraceRecords.
   char *trace;
   uint32_t traceSteps;
+  /// ProtocolKind of the connections that use loads and stores (those over
+  /// the network run Simple).
+  uint32_t protocol;
+  /// LL and LL128: two staging copies of stageBytes per CTA (send, then
+  /// receive), where the steps write and read a message's data and the
+  /// platform packs it into lines and unpacks it (DevicePlatform.cuh).
+  char *stages;
+  uint64_t stageBytes;
 };
+
+/// The bytes of a staging copy for messages of up to \p dataBytes in
+/// \p protocol: whole lines' data, 16-byte aligned.
+COLL_HOST_DEVICE constexpr uint64_t stageBytesFor(ProtocolKind protocol, uint64_t dataBytes) {
+  return (messageLines(protocol, dataBytes) * lineDataBytes(protocol) + 15) / 16 * 16;
+}
 
 /// The kernel entry for one data type and operator (Avg runs as Sum).
 using KernelFn = void (*)(KernelParams);
@@ -179,7 +197,9 @@ static_assert(alignof(KernelParams) == 8, "KernelParams layout changed");
 static_assert(offsetof(KernelParams, rankBuffers) == 32 && offsetof(KernelParams, progress) == 40 &&
                   offsetof(KernelParams, layout) == 56 && offsetof(KernelParams, sliceBase) == 112,
               "KernelParams layout changed");
-static_assert(sizeof(KernelParams) == 184, "KernelParams layout changed");
+static_assert(offsetof(KernelParams, protocol) == 180 && offsetof(KernelParams, stages) == 184,
+              "KernelParams layout changed");
+static_assert(sizeof(KernelParams) == 200, "KernelParams layout changed");
 
 } // namespace coll::kernels
 

@@ -130,7 +130,7 @@ Result<LaunchMemory> layoutLaunchMemory(const LaunchTables &tables,
                                         const std::vector<RankSection> &sections,
                                         const ChunkLayout &layout, uint64_t pieceStride, size_t es,
                                         bool slots, const std::vector<uint64_t> &copyBytes,
-                                        const MemoryCap &cap) {
+                                        const MemoryCap &cap, ProtocolKind protocol) {
   using detail::checkedBytes;
   using detail::checkedRoundUp;
   LaunchMemory m;
@@ -144,15 +144,32 @@ Result<LaunchMemory> layoutLaunchMemory(const LaunchTables &tables,
                                ? tables.fifoBlock[i]
                                : tables.remoteSends[i - tables.numRecvFifos].block;
     const TbDesc &tb = tables.tbs[block];
+    // A connection to a rank reached over the network (a remote send)
+    // runs Simple whatever the launch's protocol.
+    const ProtocolKind p = i < tables.numRecvFifos ? protocol : ProtocolKind::Simple;
     const std::string what = detail::fifoWhat(sections[tb.rank].rank, tb.tb, tables.fifos[i].depth,
-                                              tables.fifoMaxCount[i], pieceStride);
-    Result<uint64_t> bytes =
-        checkedBytes(what, tables.fifos[i].depth, tables.fifoMaxCount[i], pieceStride);
+                                              tables.fifoMaxCount[i], pieceStride, p);
+    Result<uint64_t> data = checkedBytes(what, 1, tables.fifoMaxCount[i], pieceStride);
+    if (!data)
+      return data.getStatus();
+    Result<uint64_t> bytes = detail::checkedSlotBytes(what, tables.fifos[i].depth, *data, p);
     if (!bytes)
       return bytes.getStatus();
     if (Status s = d.add(what, *bytes); !s)
       return s;
     m.slotBytes += *bytes; // Within d.total, which did not overflow.
+    if (p != ProtocolKind::Simple)
+      m.stageBytes = std::max(m.stageBytes, stageBytesFor(p, *data));
+  }
+  if (m.stageBytes) {
+    const std::string what =
+        cat("the ", protocolName(protocol), " staging copies of ", tables.tbs.size(), " CTAs");
+    Result<uint64_t> bytes = checkedBytes(what, tables.tbs.size(), 2, m.stageBytes);
+    if (!bytes)
+      return bytes.getStatus();
+    if (Status s = d.add(what, *bytes); !s)
+      return s;
+    m.stagesBytes = *bytes;
   }
   // Scratch and private copies, each 256-byte aligned.
   const uint64_t kAlign = 256;
@@ -274,6 +291,8 @@ Status decodeTrace(const std::vector<char> &raw, uint32_t traceSteps, const Laun
     const TbDesc &d = tables.tbs[b];
     out.ctaBeginUs.push_back(us(h.startNs));
     out.ctaEndUs.push_back(us(h.endNs));
+    if (h.protocol <= uint64_t(ProtocolKind::LL128))
+      out.timeline.protocol = ProtocolKind(h.protocol);
     const uint64_t recorded = std::min<uint64_t>(h.steps, traceSteps);
     out.unrecorded += h.steps - recorded;
     for (uint64_t i = 0; i < recorded; ++i) {

@@ -98,6 +98,8 @@ CallOptions launchCallOptions(uint64_t sliceBytes, DataType type);
 /// Offsets are 256-byte aligned.
 struct LaunchMemory {
   uint64_t slotBytes = 0;                          ///< FIFO slots.
+  uint64_t stageBytes = 0;                         ///< One staging copy (line protocols).
+  uint64_t stagesBytes = 0;                        ///< Every CTA's two staging copies.
   uint64_t scratchBytes = 0;                       ///< Every section's scratch.
   uint64_t copyBytes = 0;                          ///< Private input copies.
   std::vector<uint64_t> scratchOffset, copyOffset; ///< Per section.
@@ -119,12 +121,15 @@ struct MemoryCap {
 /// copyBytes; 0 or missing: none). Every size is computed with overflow checks and
 /// the total held against \p cap before anything is allocated: an error
 /// names the plan field behind the size that overflows, or the largest
-/// part of a total above the cap.
+/// part of a total above the cap. With a line protocol, \p slots holds
+/// its lines (slotBytesFor()), and every CTA gets two staging copies of the
+/// largest message (stageBytesFor()).
 Result<LaunchMemory> layoutLaunchMemory(const LaunchTables &tables,
                                         const std::vector<RankSection> &sections,
                                         const ChunkLayout &layout, uint64_t pieceStride, size_t es,
                                         bool slots, const std::vector<uint64_t> &copyBytes,
-                                        const MemoryCap &cap);
+                                        const MemoryCap &cap,
+                                        ProtocolKind protocol = ProtocolKind::Simple);
 
 /// A device-to-device copy on the launch's stream.
 struct StagingCopy {
@@ -232,7 +237,8 @@ template <class State>
 cudaError_t launchInterpreter(const State &w, KernelFn fn, const ChunkLayout &layout,
                               uint64_t pieceStride, bool systemScope, cudaStream_t stream,
                               const void *network = nullptr, char *trace = nullptr,
-                              uint32_t traceSteps = 0) {
+                              uint32_t traceSteps = 0, ProtocolKind protocol = ProtocolKind::Simple,
+                              char *stages = nullptr, uint64_t stageBytes = 0) {
   KernelParams k;
   k.tbs = w.tbTable.template as<TbDesc>();
   k.steps = w.stepTable.template as<Instruction>();
@@ -252,6 +258,9 @@ cudaError_t launchInterpreter(const State &w, KernelFn fn, const ChunkLayout &la
   k.network = network;
   k.trace = trace;
   k.traceSteps = traceSteps;
+  k.protocol = uint32_t(protocol);
+  k.stages = stages;
+  k.stageBytes = stageBytes;
   void *args[] = {&k};
   const size_t shared = w.tables.sharedSteps * sizeof(Instruction);
   if (w.numBlocks == 0)

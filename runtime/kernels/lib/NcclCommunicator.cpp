@@ -598,6 +598,10 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
   CallOptions callOptions = launchCallOptions(w.options.sliceBytes, type);
   callOptions.worldRanks = w.nranks;
   callOptions.worldName = "communicator";
+  // Its connections run Simple: their slots live in memory registered
+  // with NCCL when the communicator is made, laid out for Simple.
+  callOptions.protocol.force = true;
+  callOptions.protocol.forced = ProtocolKind::Simple;
   callOptions.ownSectionSuffices = true;
   const PreparedCall call =
       prepareCall(*w.validated, w.rank, {sendbuf, recvbuf, count, type, op}, callOptions);

@@ -12,7 +12,8 @@
 /// gives every buffer's size.
 ///
 /// Connections are FIFOs of the plan's connectionDepth slots in the
-/// receiver's memory; every protocol of the plan runs as Simple on the CPU.
+/// receiver's memory, in the call's protocol (Protocol.h): the plan's, or
+/// the one ExecOptions::protocol picks for the call's size.
 //===----------------------------------------------------------------------===//
 #ifndef COLL_RUNTIME_EXECUTOR_H
 #define COLL_RUNTIME_EXECUTOR_H
@@ -55,6 +56,8 @@ struct TraceEvent {
 struct Timeline {
   /// Sorted by rank, threadblock and start time.
   std::vector<TraceEvent> events;
+  /// The protocol the run's connections used.
+  ProtocolKind protocol = ProtocolKind::Simple;
 
   /// Writes Chrome trace JSON: one process per rank, one track per
   /// threadblock, one complete event per step.
@@ -90,6 +93,9 @@ struct ExecOptions {
   double timeoutSeconds = 30;
   /// When set, receives the steps of the run (replacing its events).
   Timeline *timeline = nullptr;
+  /// The protocol of the call's connections: the plan's unless this says
+  /// otherwise (for every call, or by the call's size).
+  ProtocolChoice protocol;
   /// The most memory the run may allocate besides the user's buffers: the
   /// scratch buffers, the FIFOs' slots and the private copies of inputs,
   /// over all ranks the run executes. 0 (the default) is

@@ -44,8 +44,12 @@
 ///     // Waits. Each returns Ready, WouldBlock, TimedOut or Aborted.
 ///     WaitResult checkAbort();                     // before each step
 ///     WaitResult waitDependency(uint32_t tb, uint32_t step, uint64_t slice);
-///     WaitResult waitRecv(char *&slot);            // the oldest unread message
-///     WaitResult waitSend(char *&slot);            // a free slot to fill
+///     // The oldest unread message, and a free slot to fill, for a step of
+///     // `count` chunks in slice `slice` (what a line protocol's message
+///     // spans: Protocol.h's messageBytes()). With LL or LL128 the slot
+///     // may be the platform's staging copy of the data.
+///     WaitResult waitRecv(char *&slot, uint32_t count, uint64_t slice);
+///     WaitResult waitSend(char *&slot, uint32_t count, uint64_t slice);
 ///     void releaseRecv();                          // the slot read is free again
 ///     void publishSend();                          // the slot written is visible
 ///     void markProgress(uint64_t slice, uint32_t step);
@@ -197,11 +201,11 @@ private:
     }
     OpcodeFlags f = opcodeFlags(in.op);
     char *inSlot = nullptr, *outSlot = nullptr;
-    if (f.recv && (st.result = p.waitRecv(inSlot)) != WaitResult::Ready) {
+    if (f.recv && (st.result = p.waitRecv(inSlot, in.count, slice)) != WaitResult::Ready) {
       st.waitKind = WaitKind::RecvMessage;
       return st;
     }
-    if (f.send && (st.result = p.waitSend(outSlot)) != WaitResult::Ready) {
+    if (f.send && (st.result = p.waitSend(outSlot, in.count, slice)) != WaitResult::Ready) {
       st.waitKind = WaitKind::SendSlot;
       return st;
     }

@@ -12,6 +12,7 @@
 
 #include "coll/Runtime/BufferKind.h"
 #include "coll/Runtime/Collective.h"
+#include "coll/Runtime/Protocol.h"
 
 #include <cstdint>
 #include <optional>
@@ -41,10 +42,6 @@ constexpr unsigned numOpcodes() {
 #include "coll/Runtime/Opcodes.def"
       ;
 }
-
-/// Wire protocol (docs/plan-format.md).
-enum class ProtocolKind : uint8_t { Simple, LL, LL128 };
-const char *protocolName(ProtocolKind kind);
 
 /// A wait for another threadblock of the same rank to finish a step.
 struct Dependency {

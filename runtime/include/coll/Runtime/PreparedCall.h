@@ -108,6 +108,8 @@ struct CallOptions {
   /// The bytes of N units of the count, times this, must fit in 64 bits:
   /// room an executor needs for its offsets (device executors: 4).
   uint32_t countHeadroom = 1;
+  /// How the call picks its protocol (PreparedCall::protocol).
+  ProtocolChoice protocol;
 };
 
 /// An error of a call, with its kind; kind None is success.
@@ -132,7 +134,7 @@ struct CallDescription {
   uint32_t collective = 0;
   uint32_t planRanks = 0;
   uint32_t errorKind = 0; ///< ErrorKind of the rank's argument error; 0: none.
-  uint32_t pad = 0;
+  uint32_t protocol = 0;  ///< ProtocolKind the call runs.
   char planName[64] = {};
   char error[512] = {}; ///< The argument error's message.
 };
@@ -183,11 +185,14 @@ struct PreparedCall {
   uint32_t rank = 0;
   CallArgs args;
   size_t elementSize = 0;
-  BufferElements elements;         ///< Of the user's send and receive buffers.
-  uint64_t inputBytes = 0;         ///< elements.input * elementSize.
-  uint64_t outputBytes = 0;        ///< elements.output * elementSize.
-  uint64_t unitBytes = 0;          ///< count * elementSize.
-  ChunkLayout layout;              ///< Of count over the plan's C chunks.
+  BufferElements elements;  ///< Of the user's send and receive buffers.
+  uint64_t inputBytes = 0;  ///< elements.input * elementSize.
+  uint64_t outputBytes = 0; ///< elements.output * elementSize.
+  uint64_t unitBytes = 0;   ///< count * elementSize.
+  ChunkLayout layout;       ///< Of count over the plan's C chunks.
+  /// The protocol of the call's messages: chooseProtocol() of the plan's,
+  /// CallOptions::protocol and the larger of the buffers.
+  ProtocolKind protocol = ProtocolKind::Simple;
   bool inPlace = false;            ///< The buffers are the collective's in-place alias.
   CallBuffer input, output;        ///< What the plan's Input and Output are.
   uint64_t copyBytes = 0;          ///< The private copy of the input (0: none).

@@ -77,6 +77,11 @@ struct ProcessGroupOptions {
   double livenessIntervalSeconds = 0.05;
   /// Elements of each chunk per pass of the program (ExecOptions).
   uint64_t sliceElements = 16384;
+  /// The protocol of the connections on this host (ExecOptions::protocol);
+  /// every rank must choose alike (a call whose ranks chose differently
+  /// fails on every rank). Connections with ranks on other hosts run
+  /// Simple.
+  ProtocolChoice protocol;
   /// Worker threads of this rank (the calling thread is one of them); 0
   /// gives every threadblock its own.
   uint32_t workers = 1;

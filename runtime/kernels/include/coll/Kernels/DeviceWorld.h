@@ -63,6 +63,9 @@ struct DeviceOptions {
   /// removes the cap. A launch that would need more fails before it
   /// allocates anything, naming the plan field that asks for the memory.
   uint64_t memoryLimitBytes = 0;
+  /// The protocol of each launch's connections: the plan's unless this says
+  /// otherwise (for every launch, or by its size; ExecOptions::protocol).
+  ProtocolChoice protocol;
 };
 
 /// The step trace of a launch (DeviceOptions::traceSteps). Times are
