@@ -397,6 +397,95 @@ TEST(DeviceWorld, RanksWithoutThreadblocks) {
   }
 }
 
+/// A launch captured in a CUDA graph replays correctly, many times, in each
+/// protocol: the slice base lives in device memory and the kernel advances
+/// it, so each replay counts on from the last (PyTorch captures collectives
+/// in graphs). Inputs change between replays; a plain launch after them
+/// must still be right.
+TEST(DeviceWorld, GraphCapturedLaunchReplays) {
+  REQUIRE_GPU();
+  const uint32_t n = 4;
+  const uint64_t count = 4099;
+  Plan plan = ringAllReduce(n, 2);
+  for (ProtocolKind p : {ProtocolKind::Simple, ProtocolKind::LL, ProtocolKind::LL128}) {
+    for (bool cooperative : {true, false}) {
+      DeviceOptions o;
+      o.sliceBytes = 1024; // Several slices per launch.
+      o.cooperative = cooperative;
+      o.protocol.force = true;
+      o.protocol.forced = p;
+      auto world = DeviceWorld::create(plan, o);
+      ASSERT_TRUE(world.ok()) << world.message();
+      std::vector<const void *> send(n);
+      std::vector<void *> recv(n);
+      for (uint32_t r = 0; r < n; ++r) {
+        void *in = nullptr, *out = nullptr;
+        ASSERT_EQ(cudaMalloc(&in, count * 4), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&out, count * 4), cudaSuccess);
+        send[r] = in;
+        recv[r] = out;
+      }
+      cudaStream_t stream;
+      ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+      std::vector<std::vector<float>> inputs(n, std::vector<float>(count));
+      auto fill = [&](uint32_t round) {
+        for (uint32_t r = 0; r < n; ++r) {
+          for (uint64_t i = 0; i < count; ++i)
+            inputs[r][i] = float((round * 31 + r * 1000 + i) % 4093);
+          ASSERT_EQ(cudaMemcpy(const_cast<void *>(send[r]), inputs[r].data(), count * 4,
+                               cudaMemcpyHostToDevice),
+                    cudaSuccess);
+        }
+      };
+      auto expectSums = [&](const std::string &what) {
+        for (uint32_t r = 0; r < n; ++r) {
+          std::vector<float> got = download<float>(recv[r], count);
+          uint64_t wrong = 0;
+          for (uint64_t i = 0; i < count; ++i) {
+            float sum = 0;
+            for (uint32_t q = 0; q < n; ++q)
+              sum += inputs[q][i];
+            wrong += got[i] != sum;
+          }
+          EXPECT_EQ(wrong, 0u) << protocolName(p) << (cooperative ? " cooperative " : " plain ")
+                               << what << ": rank " << r;
+        }
+      };
+      // A first launch on the stream lays out the memory for this count.
+      fill(0);
+      ASSERT_TRUE((*world)->launch(send, recv, count, DataType::Float32, RedOp::Sum, stream));
+      ASSERT_TRUE((*world)->wait(stream));
+      expectSums("first launch");
+      cudaGraph_t graph = nullptr;
+      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+      Status captured = (*world)->launch(send, recv, count, DataType::Float32, RedOp::Sum, stream);
+      cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+      ASSERT_TRUE(captured) << protocolName(p) << ": " << captured.message();
+      ASSERT_EQ(ended, cudaSuccess) << cudaGetErrorString(ended);
+      cudaGraphExec_t exec = nullptr;
+      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+      for (uint32_t round = 1; round <= 5; ++round) {
+        fill(round);
+        ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        expectSums("replay " + std::to_string(round));
+      }
+      fill(6);
+      ASSERT_TRUE((*world)->launch(send, recv, count, DataType::Float32, RedOp::Sum, stream));
+      Status after = (*world)->wait(stream);
+      EXPECT_TRUE(after) << after.message();
+      expectSums("launch after the replays");
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(stream);
+      for (uint32_t r = 0; r < n; ++r) {
+        cudaFree(const_cast<void *>(send[r]));
+        cudaFree(recv[r]);
+      }
+    }
+  }
+}
+
 /// A launch that needs more memory than DeviceOptions::memoryLimitBytes
 /// fails before it allocates, naming the largest part; the world stays
 /// usable.

@@ -56,15 +56,17 @@ public:
   using S = typename DataTypeTraits<D>::Storage;
 
   __device__ DevicePlatform(const KernelParams &params, const TbDesc &desc, uint32_t block)
-      : k(params), tb(desc), block(block), net(params) {
+      : k(params), tb(desc), block(block), net(params),
+        base(params.launchState ? *reinterpret_cast<volatile uint64_t *>(params.launchState)
+                                : params.sliceBase) {
     for (unsigned b = 0; b < NumBuffers; ++b)
       buffers[b] = k.rankBuffers[NumBuffers * tb.rank + b];
     if (tb.sendFifo >= 0)
       send = k.fifos[tb.sendFifo];
     if (tb.recvFifo >= 0)
       recv = k.fifos[tb.recvFifo];
-    sent = k.sliceBase * tb.sendsPerSlice;
-    received = k.sliceBase * tb.recvsPerSlice;
+    sent = base * tb.sendsPerSlice;
+    received = base * tb.recvsPerSlice;
     lineProtocol = ProtocolKind(k.protocol);
     if (lineProtocol != ProtocolKind::Simple && k.stages) {
       sendStage = k.stages + uint64_t(2 * block) * k.stageBytes;
@@ -106,7 +108,7 @@ public:
 
   __device__ WaitResult waitDependency(uint32_t otherTb, uint32_t step, uint64_t slice) {
     const uint32_t other = tb.rankFirst + otherTb;
-    const uint64_t target = (k.sliceBase + slice) * k.tbs[other].numSteps + step + 1;
+    const uint64_t target = (base + slice) * k.tbs[other].numSteps + step + 1;
     const uint64_t *counter = k.progress + uint64_t(other) * k.progressStride;
     return waitUntil(
         memoryWord(counter), [&](uint64_t v) { return v >= target; }, target);
@@ -184,7 +186,7 @@ public:
   __device__ void markProgress(uint64_t slice, uint32_t step) {
     if (step < tb.progressSteps)
       publish(k.progress + uint64_t(block) * k.progressStride,
-              (k.sliceBase + slice) * tb.numSteps + step + 1);
+              (base + slice) * tb.numSteps + step + 1);
   }
 
   // Arithmetic; each ends with a barrier, so that the next step (and the
@@ -232,6 +234,21 @@ public:
     }
     ++traced;
   }
+  /// The last CTA of the launch to get here advances the slice base in
+  /// KernelParams::launchState by the launch's slices (every CTA has read
+  /// it by then: they all started before the last one finished).
+  __device__ void finishLaunch() {
+    if (!k.launchState || threadIdx.x != 0)
+      return;
+    __threadfence();
+    unsigned int *done = reinterpret_cast<unsigned int *>(k.launchState + 1);
+    if (atomicAdd(done, 1u) + 1 == gridDim.x) {
+      *reinterpret_cast<volatile uint64_t *>(k.launchState) = base + k.layout.numSlices;
+      atomicExch(done, 0u);
+      __threadfence();
+    }
+  }
+
   /// Tracing: thread 0 writes the CTA's header, begun at \p startNs.
   __device__ void traceEnd(uint64_t startNs) {
     if (k.trace && threadIdx.x == 0)
@@ -262,7 +279,7 @@ public:
     e.slice = st.slice;
     e.observed = lastObserved;
     e.expected = lastExpected;
-    e.sliceBase = k.sliceBase;
+    e.sliceBase = base;
   }
 
 private:
@@ -520,6 +537,7 @@ private:
   const TbDesc &tb;
   uint32_t block;
   Net net;
+  uint64_t base; ///< The launch's slice base (KernelParams::launchState, or sliceBase).
   /// A rank's buffer table: one per BufferKind.
   static constexpr unsigned NumBuffers = numBufferKinds();
   char *buffers[NumBuffers];

@@ -41,6 +41,10 @@ struct DeviceWorldState {
   DeviceBuffer slotMemory, scratchMemory, inputCopies;
   DeviceBuffer trace;  ///< DeviceOptions::traceSteps: every CTA's step trace.
   DeviceBuffer stages; ///< Line protocols: every CTA's staging copies.
+  /// The slice base and the count of finished CTAs (KernelParams::
+  /// launchState): the kernel advances the base, so a launch captured in a
+  /// CUDA graph replays with the right one.
+  DeviceBuffer launchState;
   /// The protocol the slots were last laid out and cleared for: a line
   /// protocol's slots must hold no flag of a message to come (zero, or an
   /// earlier message's while the counters go on).
@@ -65,6 +69,7 @@ struct DeviceWorldState {
         (err = cudaMemset(counters.ptr, 0, counters.bytes)) ||
         (err = cudaMemset(abortFlag.ptr, 0, abortFlag.bytes)) ||
         (err = cudaMemset(error.ptr, 0, error.bytes)) ||
+        (err = cudaMemset(launchState.ptr, 0, launchState.bytes)) ||
         // cudaMemset is not ordered before kernels on non-blocking streams.
         (err = cudaDeviceSynchronize()))
       return fail("cannot reset the device state", err);
@@ -147,6 +152,7 @@ Result<std::unique_ptr<DeviceWorld>> DeviceWorld::create(const ValidatedPlan &va
       (err = st->counters.reserve(uint64_t(st->tables.fifos.size()) * 2 * kCounterStride * 8)) ||
       (err = st->abortFlag.reserve(sizeof(unsigned int))) ||
       (err = st->error.reserve(sizeof(DeviceError))) ||
+      (err = st->launchState.reserve(2 * sizeof(uint64_t))) ||
       (err = st->rankBufferTable.reserve(uint64_t(plan.info.nranks) * numBufferKinds() *
                                          sizeof(char *))))
     return st->fail("cannot allocate device memory for the plan", err);
@@ -319,7 +325,7 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
 
   err = launchInterpreter(w, fn, layout, pieceStride, /*systemScope=*/false, stream,
                           /*network=*/nullptr, w.trace.ptr, w.options.traceSteps, protocol,
-                          w.stages.ptr, memory->stageBytes);
+                          w.stages.ptr, memory->stageBytes, w.launchState.as<uint64_t>());
   if (err)
     return w.fail("cannot launch the interpreter kernel", err);
   w.traced = w.trace.ptr != nullptr;

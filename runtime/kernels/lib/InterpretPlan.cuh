@@ -47,6 +47,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock)
   if (st.result != WaitResult::Ready)
     platform.recordStop(st);
   platform.traceEnd(startNs);
+  platform.finishLaunch();
 }
 
 /// interpretPlan over \p Net for \p type and \p op (Avg runs as Sum); null

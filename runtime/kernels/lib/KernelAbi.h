@@ -7,7 +7,9 @@
 /// the static_asserts below hold both compilers to one layout.
 ///
 /// Counters never go back: a run starts at `sliceBase` (the slices of the
-/// runs before it), so consecutive launches need no reset in between.
+/// runs before it), so consecutive launches need no reset in between. With
+/// `launchState` the base lives in device memory and the kernel advances
+/// it, so that graph replays go on counting.
 ///
 /// A launch's connections run one protocol (KernelParams::protocol): the
 /// counters above for Simple, flags in the lines for LL and LL128.
@@ -151,6 +153,12 @@ struct KernelParams {
   /// platform packs it into lines and unpacks it (DevicePlatform.cuh).
   char *stages;
   uint64_t stageBytes;
+  /// Null, or device memory that holds the launch's slice base (word 0,
+  /// instead of `sliceBase`) and a count of the CTAs that finished (word
+  /// 1): the last CTA to finish advances the base by the launch's slices.
+  /// A launch captured in a CUDA graph then replays with the base of each
+  /// replay, not the one it was captured with.
+  uint64_t *launchState;
 };
 
 /// The bytes of a staging copy for messages of up to \p dataBytes in
@@ -199,7 +207,7 @@ static_assert(offsetof(KernelParams, rankBuffers) == 32 && offsetof(KernelParams
               "KernelParams layout changed");
 static_assert(offsetof(KernelParams, protocol) == 180 && offsetof(KernelParams, stages) == 184,
               "KernelParams layout changed");
-static_assert(sizeof(KernelParams) == 200, "KernelParams layout changed");
+static_assert(sizeof(KernelParams) == 208, "KernelParams layout changed");
 
 } // namespace coll::kernels
 

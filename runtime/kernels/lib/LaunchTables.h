@@ -238,7 +238,8 @@ cudaError_t launchInterpreter(const State &w, KernelFn fn, const ChunkLayout &la
                               uint64_t pieceStride, bool systemScope, cudaStream_t stream,
                               const void *network = nullptr, char *trace = nullptr,
                               uint32_t traceSteps = 0, ProtocolKind protocol = ProtocolKind::Simple,
-                              char *stages = nullptr, uint64_t stageBytes = 0) {
+                              char *stages = nullptr, uint64_t stageBytes = 0,
+                              uint64_t *launchState = nullptr) {
   KernelParams k;
   k.tbs = w.tbTable.template as<TbDesc>();
   k.steps = w.stepTable.template as<Instruction>();
@@ -261,6 +262,7 @@ cudaError_t launchInterpreter(const State &w, KernelFn fn, const ChunkLayout &la
   k.protocol = uint32_t(protocol);
   k.stages = stages;
   k.stageBytes = stageBytes;
+  k.launchState = launchState;
   void *args[] = {&k};
   const size_t shared = w.tables.sharedSteps * sizeof(Instruction);
   if (w.numBlocks == 0)
