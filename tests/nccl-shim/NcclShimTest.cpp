@@ -1,0 +1,219 @@
+//===- NcclShimTest.cpp - libcollc_nccl.so against nccl.h and a fake NCCL -===//
+//
+// Host-side tests of the NCCL-compatible library, without a GPU:
+//  - it exports every function that the nccl.h of the build declares, and
+//    the profiling twin (pNAME) of each;
+//  - with the fake NCCL as the real one (COLLC_NCCL_LIB), every call reaches
+//    it with the same arguments, and its result comes back;
+//  - it finds the real library on the library path, skipping itself, and
+//    fails every call with a reason when there is none.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FakeNcclLog.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <dlfcn.h>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+std::string readFile(const std::string &path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+/// The functions nccl.h declares (nccl*, pnccl*), from the header itself.
+std::set<std::string> headerFunctions() {
+  std::string h = readFile(COLL_NCCL_HEADER);
+  // Comments out, then every "name(" after a return type at a line start.
+  h = std::regex_replace(h, std::regex(R"(/\*[\s\S]*?\*/)"), " ");
+  h = std::regex_replace(h, std::regex(R"(//[^\n]*)"), " ");
+  std::set<std::string> names;
+  std::regex decl(R"((?:^|\n)\s*(?:const\s+)?\w+\s*\*?\s*(p?nccl[A-Z]\w*)\s*\()");
+  for (std::sregex_iterator it(h.begin(), h.end(), decl), end; it != end; ++it)
+    names.insert((*it)[1]);
+  return names;
+}
+
+void *openShim() {
+  static void *shim = [] {
+    setenv("COLLC_NCCL_LIB", COLL_FAKE_NCCL, 1);
+    return dlopen(COLL_NCCL_SHIM, RTLD_NOW | RTLD_LOCAL);
+  }();
+  return shim;
+}
+
+TEST(NcclShim, ExportsEveryFunctionOfTheHeader) {
+  std::set<std::string> names = headerFunctions();
+  // nccl.h 2.28 declares 41 functions, each with its profiling twin.
+  ASSERT_GE(names.size(), 82u) << "nccl.h at " << COLL_NCCL_HEADER << " was not read";
+  void *shim = openShim();
+  ASSERT_NE(shim, nullptr) << dlerror();
+  std::vector<std::string> missing;
+  for (const std::string &n : names)
+    if (!dlsym(shim, n.c_str()))
+      missing.push_back(n);
+  EXPECT_TRUE(missing.empty()) << missing.size() << " functions of nccl.h are not exported, "
+                               << "the first " << missing.front();
+  // And NcclApi.def, the source of the exports, lists exactly the header's.
+  std::set<std::string> listed;
+#define NCCL_RESULT(Name, Params, Args)                                                            \
+  listed.insert(#Name);                                                                            \
+  listed.insert("p" #Name);
+#define NCCL_STRING(Name, Params, Args) NCCL_RESULT(Name, Params, Args)
+#define NCCL_VOID(Name, Params, Args) NCCL_RESULT(Name, Params, Args)
+#include "NcclApi.def"
+  EXPECT_EQ(listed, names);
+}
+
+TEST(NcclShim, ForwardsEveryCallWithItsArguments) {
+  const std::string log = ::testing::TempDir() + "fake_nccl_" + std::to_string(getpid()) + ".log";
+  std::remove(log.c_str());
+  setenv("FAKE_NCCL_LOG", log.c_str(), 1);
+  void *shim = openShim();
+  ASSERT_NE(shim, nullptr) << dlerror();
+  std::vector<std::string> want;
+  std::vector<std::string> wrongResults;
+  int seed = 0;
+  auto expectResult = [&](const std::string &name, ncclResult_t got) {
+    const std::string n = name[0] == 'p' ? name.substr(1) : name;
+    ncclResult_t expected = n == "ncclCommAbort"      ? ncclInvalidUsage
+                            : n == "ncclCommFinalize" ? ncclInProgress
+                                                      : ncclSuccess;
+    if (got != expected)
+      wrongResults.push_back(name + " returned " + std::to_string(int(got)));
+  };
+  // Each function and its twin, through dlsym on the shim, with distinct
+  // arguments per call.
+#define CALL(Name, Ret)                                                                            \
+  for (const std::string name : {std::string(#Name), std::string("p" #Name)}) {                    \
+    auto fn = reinterpret_cast<decltype(&::Name)>(dlsym(shim, name.c_str()));                      \
+    ASSERT_NE(fn, nullptr) << name;                                                                \
+    Ret result{};                                                                                  \
+    want.push_back(                                                                                \
+        fake::callWithArgs(fn, name.c_str(), ++seed, &result,                                      \
+                           std::make_index_sequence<fake::Arity<decltype(&::Name)>::value>()));    \
+    CHECK_##Ret(name, result);                                                                     \
+  }
+#define CHECK_ncclResult_t(name, r) expectResult(name, r)
+#define NCCL_RESULT(Name, Params, Args) CALL(Name, ncclResult_t)
+#include "NcclApi.def"
+  // The functions that return text: the fake's text comes back.
+  for (const char *name : {"ncclGetErrorString", "pncclGetErrorString"}) {
+    auto fn = reinterpret_cast<decltype(&::ncclGetErrorString)>(dlsym(shim, name));
+    ASSERT_NE(fn, nullptr);
+    EXPECT_EQ(std::string(fn(ncclInternalError)), std::string("fake ") + name);
+    want.push_back(fake::formatCall(name, ncclInternalError));
+  }
+  for (const char *name : {"ncclGetLastError", "pncclGetLastError"}) {
+    auto fn = reinterpret_cast<decltype(&::ncclGetLastError)>(dlsym(shim, name));
+    ASSERT_NE(fn, nullptr);
+    ncclComm_t comm = fake::makeArg<ncclComm_t>(77, 0);
+    EXPECT_EQ(std::string(fn(comm)), std::string("fake ") + name);
+    want.push_back(fake::formatCall(name, comm));
+  }
+  for (const char *name : {"ncclResetDebugInit", "pncclResetDebugInit"}) {
+    // Deprecated in nccl.h, and still exported.
+    auto fn = reinterpret_cast<void (*)()>(dlsym(shim, name));
+    ASSERT_NE(fn, nullptr);
+    fn();
+    want.push_back(name);
+  }
+  EXPECT_TRUE(wrongResults.empty()) << wrongResults.front();
+  std::vector<std::string> got;
+  std::istringstream in(readFile(log));
+  for (std::string line; std::getline(in, line);)
+    got.push_back(line);
+  EXPECT_EQ(got, want);
+  std::remove(log.c_str());
+}
+
+/// Runs the probe on \p shim with \p env before it; its output.
+std::string probe(const std::string &env, const std::string &shim) {
+  std::string cmd = "env -u COLLC_NCCL_LIB " + env + " " + COLL_SHIM_PROBE + " " + shim + " 2>&1";
+  FILE *p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (p && fgets(buf, sizeof buf, p))
+    out += buf;
+  if (p)
+    pclose(p);
+  return out;
+}
+
+TEST(NcclShim, FindsTheRealLibraryOrSaysWhy) {
+  // A directory holding the fake as libnccl.so.2, after one holding the
+  // shim under that name: the search skips the shim itself.
+  const std::string dir = ::testing::TempDir() + "ncclshim" + std::to_string(getpid());
+  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir + "/self " + dir + "/real").c_str()),
+            0);
+  ASSERT_EQ(symlink(COLL_NCCL_SHIM, (dir + "/self/libnccl.so.2").c_str()), 0);
+  ASSERT_EQ(symlink(COLL_FAKE_NCCL, (dir + "/real/libnccl.so.2").c_str()), 0);
+  std::string out = probe("LD_LIBRARY_PATH=" + dir + "/self:" + dir + "/real COLLC_NCCL_DEBUG=1",
+                          dir + "/self/libnccl.so.2");
+  EXPECT_NE(out.find("collc-nccl: forwarding to " + dir + "/real/libnccl.so.2"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("abort: " + std::to_string(int(ncclInvalidUsage))), std::string::npos) << out;
+  EXPECT_NE(out.find("error string: fake ncclGetErrorString"), std::string::npos) << out;
+
+  // Named, but it is the shim itself: every call fails, and says why.
+  out = probe("COLLC_NCCL_LIB=" + dir + "/self/libnccl.so.2", COLL_NCCL_SHIM);
+  EXPECT_NE(out.find("is this library (libcollc_nccl), not NCCL"), std::string::npos) << out;
+  EXPECT_NE(out.find("version: " + std::to_string(int(ncclSystemError)) + " -1"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("abort: " + std::to_string(int(ncclSystemError))), std::string::npos) << out;
+  EXPECT_NE(out.find("last error: collc-nccl: COLLC_NCCL_LIB="), std::string::npos) << out;
+
+  // Named, and missing.
+  out = probe("COLLC_NCCL_LIB=" + dir + "/none.so", COLL_NCCL_SHIM);
+  EXPECT_NE(out.find("collc-nccl: cannot load NCCL: COLLC_NCCL_LIB=" + dir + "/none.so"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("error string: collc-nccl: COLLC_NCCL_LIB="), std::string::npos) << out;
+
+  // Not an NCCL library at all.
+  out = probe("COLLC_NCCL_LIB=libm.so.6", COLL_NCCL_SHIM);
+  EXPECT_NE(out.find("does not export ncclGetVersion: not an NCCL library"), std::string::npos)
+      << out;
+  ASSERT_EQ(system(("rm -rf " + dir).c_str()), 0);
+}
+
+TEST(NcclShim, ForwardsToTheInstalledNccl) {
+  // The library as libnccl.so.2, first on the library path: it finds the
+  // real NCCL behind itself (in the CUDA or system directories) and its
+  // version comes back. Needs no GPU.
+  const char *candidates[] = {"/usr/local/cuda/lib64/libnccl.so.2",
+                              "/usr/lib/x86_64-linux-gnu/libnccl.so.2", "/usr/lib64/libnccl.so.2"};
+  std::string real;
+  for (const char *c : candidates)
+    if (access(c, R_OK) == 0) {
+      real = c;
+      break;
+    }
+  if (real.empty())
+    GTEST_SKIP() << "no NCCL installed";
+  const std::string dir = ::testing::TempDir() + "ncclshimreal" + std::to_string(getpid());
+  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  ASSERT_EQ(symlink(COLL_NCCL_SHIM, (dir + "/libnccl.so.2").c_str()), 0);
+  std::string out = probe("LD_LIBRARY_PATH=" + dir + " COLLC_NCCL_DEBUG=1", dir + "/libnccl.so.2");
+  EXPECT_NE(out.find("collc-nccl: forwarding to "), std::string::npos) << out;
+  EXPECT_EQ(out.find("forwarding to " + dir), std::string::npos) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("version: 0 (\\d+)"))) << out;
+  EXPECT_GE(std::stoi(m[1]), 22800) << out; // NCCL 2.28 or later.
+  EXPECT_NE(out.find("error string: invalid usage"), std::string::npos) << out; // NCCL's text.
+  ASSERT_EQ(system(("rm -rf " + dir).c_str()), 0);
+}
+
+} // namespace
