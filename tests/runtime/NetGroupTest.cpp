@@ -137,6 +137,18 @@ TEST(NetGroupTest, RepeatedCallsAcrossHosts) {
   expectSuccess(j, {"--hand-ring", "2", "--cases", "repeat", "--slice", "64", "--loop", "3"});
 }
 
+// LL and LL128 between the ranks of a host, Simple across hosts (the
+// network's links carry whole messages), both in one call: every case in
+// LL, repeated calls on the kept data side in LL128.
+TEST(NetGroupTest, LineProtocolsOnEachHost) {
+  SKIP_WITHOUT_NETWORK();
+  NetJob ll("net-ll", 4, Spread::Halves);
+  expectSuccess(ll, {"--hand-ring", "2", "--cases", "all", "--slice", "48", "--protocol", "LL"});
+  NetJob ll128("net-ll128", 4, Spread::Halves);
+  expectSuccess(ll128, {"--hand-ring", "2", "--cases", "repeat", "--slice", "64", "--loop", "3",
+                        "--protocol", "LL128"});
+}
+
 // Every rank on a host of its own: every connection crosses the network.
 TEST(NetGroupTest, HandRingEveryRankItsOwnHost) {
   SKIP_WITHOUT_NETWORK();

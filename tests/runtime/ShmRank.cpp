@@ -7,6 +7,7 @@
 //   runtime_shm_rank --job J --rank R --nranks N (--plan FILE | --hand-ring DEPTH)
 //                    [--cases all|repeat | --count C] [--dtype T] [--op O] [--inplace]
 //                    [--loop K] [--slice E] [--workers W] [--timeout S]
+//                    [--protocol CHOICE]
 //                    [--setup-timeout S] [--count-offset K] [--mismatch-at I]
 //                    [--die-after-ms MS]
 //                    [--stop-after-ms MS] [--exit-after-ms MS] [--abort-after-ms MS]
@@ -326,7 +327,12 @@ int main(int argc, char **argv) {
       a.validated = true;
     else if (s == "--workers")
       a.options.workers = uint32_t(std::atoi(next()));
-    else if (s == "--timeout")
+    else if (s == "--protocol") {
+      if (Status st = parseProtocolChoice(next(), a.options.protocol); !st) {
+        std::fprintf(stderr, "%s\n", st.message().c_str());
+        return 2;
+      }
+    } else if (s == "--timeout")
       a.options.timeoutSeconds = std::atof(next());
     else if (s == "--setup-timeout")
       a.options.setupTimeoutSeconds = std::atof(next());
