@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace coll::torchext {
@@ -65,6 +66,11 @@ Result<std::unique_ptr<GroupEngine>> GroupEngine::create(const std::string &job,
   ProcessGroupOptions options;
   options.setupTimeoutSeconds = timeoutSeconds;
   options.timeoutSeconds = timeoutSeconds;
+  // COLLC_PROTOCOL: the protocol of the group's connections on this host
+  // (docs/runtime.md, "Protocols"); every rank must set it alike.
+  if (const char *protocol = std::getenv("COLLC_PROTOCOL"); protocol && *protocol)
+    if (Status s = parseProtocolChoice(protocol, options.protocol); !s)
+      return Status::error("COLLC_PROTOCOL: " + s.message());
   Result<std::unique_ptr<ProcessGroup>> group =
       store ? ProcessGroup::create(job, rank, size, *store, options)
             : ProcessGroup::create(job, rank, size, options);
