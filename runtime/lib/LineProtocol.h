@@ -45,7 +45,8 @@ inline void packLines(ProtocolKind p, char *lines, const char *src, uint64_t byt
     }
     if (full < n) { // A shorter last line, or the one line of an empty message.
       uint64_t d = 0;
-      std::memcpy(&d, src + 8 * full, bytes - 8 * full);
+      if (bytes > 8 * full)
+        std::memcpy(&d, src + 8 * full, bytes - 8 * full);
       __atomic_store_n(&words[2 * full], flag | (d & 0xffffffffu), __ATOMIC_RELAXED);
       __atomic_store_n(&words[2 * full + 1], flag | (d >> 32), __ATOMIC_RELAXED);
     }
@@ -61,7 +62,8 @@ inline void packLines(ProtocolKind p, char *lines, const char *src, uint64_t byt
   if (full < n) { // A shorter last line, or the one line of an empty message.
     char *line = lines + 128 * full;
     const uint64_t take = bytes - 120 * full;
-    std::memcpy(line, src + 120 * full, take);
+    if (take)
+      std::memcpy(line, src + 120 * full, take);
     std::memset(line + take, 0, 120 - take);
     __atomic_store_n(reinterpret_cast<uint64_t *>(line + 120), flag, __ATOMIC_RELEASE);
   }
@@ -93,7 +95,8 @@ inline bool unpackLines(ProtocolKind p, char *dst, const char *lines, uint64_t b
       if ((w0 >> 32 != flag) | (w1 >> 32 != flag))
         return false;
       const uint64_t d = (w0 & 0xffffffffu) | (w1 << 32);
-      std::memcpy(dst + 8 * full, &d, bytes - 8 * full);
+      if (bytes > 8 * full)
+        std::memcpy(dst + 8 * full, &d, bytes - 8 * full);
     }
     return true;
   }
@@ -113,7 +116,8 @@ inline bool unpackLines(ProtocolKind p, char *dst, const char *lines, uint64_t b
   if (full < n) {
     if (!arrived(full))
       return false;
-    std::memcpy(dst + 120 * full, lines + 128 * full, bytes - 120 * full);
+    if (bytes > 120 * full)
+      std::memcpy(dst + 120 * full, lines + 128 * full, bytes - 120 * full);
   }
   return true;
 }

@@ -17,6 +17,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "usage: nccl-shim-probe SHIM\n");
     return 2;
   }
+  // Unbuffered: what it printed survives however the process ends.
+  std::setvbuf(stdout, nullptr, _IONBF, 0);
   void *shim = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (!shim) {
     std::fprintf(stderr, "%s\n", dlerror());
