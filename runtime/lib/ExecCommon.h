@@ -62,7 +62,7 @@ inline void armLineStages(TbRun &t) {
       mem.reset();
       return nullptr;
     }
-    mem.reset(new char[messageLines(f->protocol, f->dataBytes) * lineDataBytes(f->protocol)]());
+    mem.reset(new char[stageBytesFor(f->protocol, f->dataBytes)]());
     return mem.get();
   };
   p.sendStage = stage(p.sendFifo, t.sendStage);

@@ -214,11 +214,17 @@ TEST(LineFormatTest, MessageBytesCoverEveryPieceOfTheSlice) {
 // Runs
 //===----------------------------------------------------------------------===//
 
-/// Fills rank r's input of call \p call: distinct per (call, rank, element).
+/// Element \p i of rank \p r's input in call \p call: distinct per
+/// (call, rank, element), and exact in any sum of a few ranks.
+float inputValue(uint32_t call, size_t r, size_t i) {
+  return float((call * 7 + r * 3 + i) % 1024);
+}
+
+/// Fills every rank's input of call \p call.
 void fillCall(std::vector<std::vector<float>> &in, uint32_t call) {
   for (size_t r = 0; r < in.size(); ++r)
     for (size_t i = 0; i < in[r].size(); ++i)
-      in[r][i] = float((call * 7 + r * 3 + i) % 1024);
+      in[r][i] = inputValue(call, r, i);
 }
 
 /// Checks a ring allreduce of \p in against \p out.
@@ -357,7 +363,7 @@ TEST(ProtocolRunTest, ProcessGroupReusesItsSlotsAcrossCalls) {
         }
         for (uint32_t call = 0; call < 30; ++call) {
           for (size_t i = 0; i < count; ++i)
-            in[r][i] = float((call * 7 + r * 3 + i) % 1024);
+            in[r][i] = inputValue(call, r, i);
           Status s = (*group)->execute(plan, in[r].data(), out[r].data(), count, DataType::Float32,
                                        RedOp::Sum);
           if (!s) {
@@ -367,7 +373,7 @@ TEST(ProtocolRunTest, ProcessGroupReusesItsSlotsAcrossCalls) {
           for (size_t i = 0; i < count; ++i) {
             float sum = 0;
             for (uint32_t q = 0; q < n; ++q)
-              sum += float((call * 7 + q * 3 + i) % 1024);
+              sum += inputValue(call, q, i);
             if (out[r][i] != sum) {
               errors[r] = "call " + std::to_string(call) + " element " + std::to_string(i) +
                           " is " + std::to_string(out[r][i]) + ", not " + std::to_string(sum);

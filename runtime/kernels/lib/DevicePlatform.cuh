@@ -295,8 +295,9 @@ private:
     return coll::messageBytes(k.layout, count, slice, k.pieceStride, sizeof(S));
   }
 
-  /// Polls \p spins times between checks of the abort flag and the clock;
-  /// sets \p result when the wait must end.
+  /// After poll \p spins of a wait begun at \p start: every 256 polls,
+  /// checks the abort flag and the time limit (false, with \p result set,
+  /// when the wait must end); past 4096 polls, sleeps 100 ns between them.
   __device__ bool keepPolling(uint32_t spins, uint64_t start, uint32_t &result) const {
     if ((spins & 255) != 0)
       return true;
@@ -309,7 +310,7 @@ private:
       return false;
     }
     if (spins > 4096)
-      __nanosleep(64);
+      __nanosleep(100);
     return true;
   }
 
@@ -497,18 +498,8 @@ private:
             fenceAcqRel(k.systemScope);
             break;
           }
-          if ((spins & 255) == 0) {
-            if (*reinterpret_cast<volatile unsigned int *>(k.abortFlag)) {
-              result = uint32_t(WaitResult::Aborted);
-              break;
-            }
-            if (globalTimerNs() - start > k.timeoutNs) {
-              result = uint32_t(WaitResult::TimedOut);
-              break;
-            }
-            if (spins > 4096)
-              __nanosleep(100);
-          }
+          if (!keepPolling(spins, start, result))
+            break;
         }
       }
       lastObserved = v;

@@ -161,12 +161,6 @@ struct KernelParams {
   uint64_t *launchState;
 };
 
-/// The bytes of a staging copy for messages of up to \p dataBytes in
-/// \p protocol: whole lines' data, 16-byte aligned.
-COLL_HOST_DEVICE constexpr uint64_t stageBytesFor(ProtocolKind protocol, uint64_t dataBytes) {
-  return (messageLines(protocol, dataBytes) * lineDataBytes(protocol) + 15) / 16 * 16;
-}
-
 /// The kernel entry for one data type and operator (Avg runs as Sum).
 using KernelFn = void (*)(KernelParams);
 

@@ -72,6 +72,12 @@ COLL_HOST_DEVICE constexpr uint64_t slotBytesFor(ProtocolKind p, uint64_t dataBy
   return p == ProtocolKind::Simple ? dataBytes : messageLines(p, dataBytes) * lineBytes(p);
 }
 
+/// The bytes of a staging copy (the CPU's and the kernel's) for messages
+/// of up to \p dataBytes in \p protocol: whole lines' data, 16-byte aligned.
+COLL_HOST_DEVICE constexpr uint64_t stageBytesFor(ProtocolKind p, uint64_t dataBytes) {
+  return (messageLines(p, dataBytes) * lineDataBytes(p) + 15) / 16 * 16;
+}
+
 /// The data bytes a message of \p count pieces of slice \p slice may
 /// occupy: pieces sit at a stride of \p pieceBytes, and none is longer than
 /// the slice of a scratch chunk (the largest chunk), of \p elementBytes
