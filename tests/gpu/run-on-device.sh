@@ -11,7 +11,11 @@
 # GPU, driver, commands and results), and the logs of every step.
 # Environment: BUILD_DIR (build-gpu), CUDA_ARCH (90), COLL_GPU_COUNTS (the
 # sweep's counts, comma-separated; default 0,1,7,1000,1M+3,64M), SWEEP_FILTER
-# (a gtest filter over the sweep's plans; default all, Plans/*), RUN_SECONDS
+# (a gtest filter over the sweep's tests; default all, Plans/*),
+# SWEEP_FIRST (plan names, e.g. 'oneshot*:*_n8', swept first as a step of
+# their own), COLL_GPU_TIMEOUT (the seconds a wait of the sweep may take
+# before it fails; a timeout stops that protocol's runs of the plan;
+# default 30), RUN_SECONDS
 # (a time budget for the whole run: each step is stopped at what is left of
 # it, less 20 s for the report; a step that finds nothing left is skipped)
 # and STEP_SECONDS (the most any one test step may take; default no limit).
@@ -41,7 +45,7 @@ step() {
     [ "$limit" -gt 0 ] && [ "$limit" -lt $left ] || limit=$left
   fi
   local start=$SECONDS
-  timeout "$limit" "$@" >"$report/$name.log" 2>&1
+  timeout "$limit" stdbuf -oL -eL "$@" >"$report/$name.log" 2>&1
   local rc=$?
   echo "| $name | \`$*\` | $rc | $((SECONDS - start)) s |" >>"$md"
   [ $rc -eq 0 ] || status=1
@@ -71,7 +75,9 @@ step configure cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release 
 # goes on past a failure; only the NCCL tests may fail to build.
 targets=(gpu_tests runtime_gpu_tests gpu_probe_tests coll-gpu-bench coll-run)
 nccl_target=()
-ninja -C "$build" -t targets all 2>/dev/null | grep -q '^gpu_nccl_tests:' && nccl_target=(gpu_nccl_tests)
+# (Not `| grep -q`: under pipefail, grep's early exit fails the pipeline.)
+all_targets=$(ninja -C "$build" -t targets all 2>/dev/null)
+grep -q '^gpu_nccl_tests:' <<<"$all_targets" && nccl_target=(gpu_nccl_tests)
 step build ninja -k 0 -C "$build" "${targets[@]}" "${nccl_target[@]}"
 ninja -C "$build" "${targets[@]}" >>"$report/build.log" 2>&1 || { cat "$md"; exit 1; }
 
@@ -90,7 +96,19 @@ fi
 # SWEEP_FIRST (a gtest filter): those plans first, as a step of their own,
 # so that a time budget that cuts the sweep short cuts other plans.
 sweep_logs=()
+# A plan name pattern (oneshot*) becomes the sweep test's name
+# (Plans/PlanSweep.EveryTypeOpCountAndPlacement/oneshot*); a pattern with a
+# slash is taken as a gtest pattern as it is.
+sweep_patterns() {
+  local out=() p
+  IFS=: read -r -a ps <<<"$1"
+  for p in "${ps[@]}"; do
+    case $p in */*) out+=("$p") ;; *) out+=("Plans/*/$p") ;; esac
+  done
+  (IFS=:; echo "${out[*]}")
+}
 if [ -n "${SWEEP_FIRST:-}" ]; then
+  SWEEP_FIRST=$(sweep_patterns "$SWEEP_FIRST")
   sweep_logs+=(sweep_first)
   step sweep_first "$build/tests/gpu/gpu_tests" --gtest_filter="$SWEEP_FIRST"
   sweep_logs+=(sweep)
