@@ -50,20 +50,6 @@ const char *shortTypeName(DataType type) {
   return "?";
 }
 
-double busBandwidthFactor(CollectiveKind kind, uint32_t nranks) {
-  const double n = nranks;
-  switch (kind) {
-  case CollectiveKind::AllReduce:
-    return 2 * (n - 1) / n;
-  case CollectiveKind::AllGather:
-  case CollectiveKind::ReduceScatter:
-  case CollectiveKind::AllToAll:
-    return (n - 1) / n;
-  default:
-    return 1;
-  }
-}
-
 namespace {
 
 /// Whether a call of \p plan combines values: a built-in collective that

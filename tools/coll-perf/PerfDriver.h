@@ -52,11 +52,6 @@ struct PerfOptions {
 /// The short name of \p type that the CSV and the peers use: f32, i8, bf16...
 const char *shortTypeName(DataType type);
 
-/// nccl-tests' bus bandwidth factor of \p kind on \p nranks ranks:
-/// busbw = algbw * factor (1 for every collective without one of its own,
-/// user-declared ones included).
-double busBandwidthFactor(CollectiveKind kind, uint32_t nranks);
-
 /// One plan of a sweep and the sizes it runs: nccl-tests' sizes up to
 /// \p maxBytes that no earlier plan of the sweep takes.
 struct SweepPlan {

@@ -10,8 +10,11 @@
 #include "coll/Lang/Frontend.h"
 #include "coll/Lang/IntArith.h"
 #include "coll/Runtime/Collective.h"
+#include "coll/Runtime/Executor.h"
 #include "coll/Runtime/PlanIO.h"
 #include "coll/Runtime/PlanSimulator.h"
+#include "coll/Runtime/Predict.h"
+#include "coll/Runtime/Selection.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -44,7 +47,8 @@ enum class EmitKind {
   Plan,
   Dot,
   DotDag,
-  MscclXml
+  MscclXml,
+  Predict
 };
 cl::opt<EmitKind>
     emit("emit", cl::desc("What to print (default: nothing; compile and check only)"),
@@ -61,6 +65,8 @@ cl::opt<EmitKind>
                     clEnumValN(EmitKind::Plan, "plan", "the binary plan (to -o, default plan.bin)"),
                     clEnumValN(EmitKind::Dot, "dot", "the per-threadblock schedule as Graphviz"),
                     clEnumValN(EmitKind::DotDag, "dot-dag", "the dependence DAG as Graphviz"),
+                    clEnumValN(EmitKind::Predict, "predict",
+                               "predicted time per size on --topology (nccl-tests' columns)"),
                     clEnumValN(EmitKind::MscclXml, "msccl-xml",
                                "the plan as MSCCL-IR XML (to -o, or standard output)")),
          cl::init(EmitKind::Check), cl::cat(collcCategory));
@@ -122,6 +128,26 @@ cl::opt<std::string> mscclLimits(
     "msccl-limits", cl::value_desc("runtime"),
     cl::desc("--emit=msccl-xml: the limits of executor (default), rccl, legacy or none"),
     cl::init("executor"), cl::cat(collcCategory));
+
+cl::opt<std::string> topologyFile("topology", cl::value_desc("file"),
+                                  cl::desc("--emit=predict: the system to predict on"),
+                                  cl::cat(collcCategory));
+cl::opt<std::string> minBytes("b", cl::value_desc("size"),
+                              cl::desc("--emit=predict: the smallest size (default 1K)"),
+                              cl::init("1K"), cl::cat(collcCategory));
+cl::opt<std::string> maxBytes("e", cl::value_desc("size"),
+                              cl::desc("--emit=predict: the largest size (default 1G)"),
+                              cl::init("1G"), cl::cat(collcCategory));
+cl::opt<unsigned> sizeFactor("f", cl::value_desc("n"),
+                             cl::desc("--emit=predict: the factor between sizes (default 2)"),
+                             cl::init(2), cl::cat(collcCategory));
+cl::opt<std::string> predictType("dtype", cl::value_desc("type"),
+                                 cl::desc("--emit=predict: the data type (default f32)"),
+                                 cl::init("f32"), cl::cat(collcCategory));
+cl::opt<std::string>
+    predictProtocol("protocol", cl::value_desc("name"),
+                    cl::desc("--emit=predict: Simple, LL or LL128 (default: the plan's)"),
+                    cl::cat(collcCategory));
 
 cl::opt<unsigned> errorLimit("error-limit", cl::value_desc("n"),
                              cl::desc("Stop after n errors (0: no limit; default 20)"),
@@ -270,6 +296,70 @@ bool writePlanTo(const Plan &plan, const std::string &out, DiagnosticEngine &dia
   std::vector<uint8_t> bytes = serializePlan(plan);
   return writeOutput(llvm::StringRef(reinterpret_cast<const char *>(bytes.data()), bytes.size()),
                      out, diag);
+}
+
+/// --emit=predict: \p plan's predicted time per size on --topology, as
+/// nccl-tests prints measurements.
+int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
+  if (topologyFile.empty()) {
+    diag.errorNoLoc("--emit=predict needs --topology <file>");
+    return 1;
+  }
+  Result<Topology> topo = loadTopology(topologyFile);
+  if (!topo) {
+    diag.errorNoLoc(topo.message());
+    return 1;
+  }
+  uint64_t lo = 0, hi = 0;
+  if (!parseByteSize(minBytes, lo) || !parseByteSize(maxBytes, hi) || lo == 0 || hi < lo) {
+    diag.errorNoLoc("-b and -e take sizes such as 1K and 1G, the first at most the second");
+    return 1;
+  }
+  if (sizeFactor < 2) {
+    diag.errorNoLoc("-f takes a factor of at least 2");
+    return 1;
+  }
+  DataType type;
+  if (!parseDataType(predictType.c_str(), type)) {
+    diag.errorNoLoc("unknown --dtype '" + llvm::Twine(predictType) + "'");
+    return 1;
+  }
+  PredictOptions options;
+  if (!predictProtocol.empty()) {
+    if (!parseProtocol(predictProtocol.c_str(), options.protocol)) {
+      diag.errorNoLoc("--protocol takes Simple, LL or LL128, not '" + llvm::Twine(predictProtocol) +
+                      "'");
+      return 1;
+    }
+    options.forceProtocol = true;
+  }
+  const BufferElements unit = planBufferElements(plan.info, 1);
+  const uint64_t perCount = std::max<uint64_t>(1, std::max(unit.input, unit.output));
+  const uint64_t es = dataTypeSize(type);
+  llvm::outs() << "# " << plan.info.name << " (" << collectiveName(plan.info.collective) << "), "
+               << plan.info.nranks << " ranks, predicted on '" << topo->name << "', "
+               << dataTypeName(type) << ", protocol "
+               << protocolName(options.forceProtocol ? options.protocol : plan.info.protocol)
+               << "\n";
+  llvm::outs()
+      << "#     size (B)          count    time (us)      algbw      busbw  last to finish\n"
+      << "#                                              (GB/s)     (GB/s)\n";
+  for (uint64_t bytes = lo; bytes <= hi;) {
+    const uint64_t count = bytes / es / perCount;
+    Result<Prediction> p = predictPlan(plan, *topo, count, type, options);
+    if (!p) {
+      diag.errorNoLoc(p.message());
+      return 1;
+    }
+    llvm::outs() << llvm::format("  %12llu %14llu %12.2f %10.2f %10.2f  rank %u tb %u\n",
+                                 (unsigned long long)(count * es * perCount),
+                                 (unsigned long long)count, p->seconds * 1e6, p->algbw / 1e9,
+                                 p->busbw / 1e9, p->lastRank, p->lastTb);
+    if (bytes > hi / sizeFactor)
+      break;
+    bytes *= sizeFactor;
+  }
+  return 0;
 }
 
 /// --emit=msccl-xml: \p plan as MSCCL-IR XML, to -o or standard output.
@@ -540,6 +630,10 @@ int main(int argc, char **argv) {
   }
   case EmitKind::MscclXml:
     return writeMscclXml(c->plan, diag);
+  case EmitKind::Predict:
+    if (int rc = printPrediction(c->plan, diag))
+      return rc;
+    break;
   default:
     break;
   }

@@ -119,6 +119,23 @@ constexpr bool collectiveReduces(CollectiveKind kind) {
   return collectiveInfo(kind).reduces;
 }
 
+/// nccl-tests' bus bandwidth factor of \p kind on \p nranks ranks:
+/// busbw = algbw * factor (1 for every collective without one of its own,
+/// user-declared ones included).
+constexpr double busBandwidthFactor(CollectiveKind kind, uint32_t nranks) {
+  const double n = nranks ? nranks : 1;
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    return 2 * (n - 1) / n;
+  case CollectiveKind::AllGather:
+  case CollectiveKind::ReduceScatter:
+  case CollectiveKind::AllToAll:
+    return (n - 1) / n;
+  default:
+    return 1;
+  }
+}
+
 /// Where the value of one unit of a rank's output comes from: one unit of
 /// the inputs, of every rank (combined with the operator) or of one.
 struct UnitSource {

@@ -1,0 +1,81 @@
+//===- Predict.h - How long a plan takes on a described system --*- C++ -*-===//
+/// \file
+/// predictPlan() runs a plan in simulated time on a Topology. It is the
+/// executors' interpreter core (Interpreter.h) over a platform that moves
+/// no data: every threadblock steps through its program slice by slice
+/// with the runtime's semantics (connection depth, cross-threadblock
+/// dependencies, the protocol's line geometry), and the platform turns
+/// each step into time:
+///
+///  - a step costs the topology's step latency, plus its local copies and
+///    reductions at copy bandwidth;
+///  - a message is a flow over the links between its ranks (the sender's
+///    port and the receiver's within a node; the two NICs, and the core
+///    when oversubscribed, between nodes). Flows that share a link share
+///    its bandwidth max-min fairly, recomputed whenever a flow starts or
+///    ends. The sending step ends when its flow has drained; the message
+///    is there for the receiver one link latency later, and the slot it
+///    frees is free for the sender one latency after the receiving step;
+///  - LL carries 8 data bytes per 16-byte line, LL128 120 per 128.
+///
+/// Events at the same time run in a fixed order: the same plan, topology
+/// and size give the same prediction, to the bit.
+//===----------------------------------------------------------------------===//
+#ifndef COLL_RUNTIME_PREDICT_H
+#define COLL_RUNTIME_PREDICT_H
+
+#include "coll/Runtime/DataType.h"
+#include "coll/Runtime/Plan.h"
+#include "coll/Runtime/Protocol.h"
+#include "coll/Runtime/Status.h"
+#include "coll/Runtime/Topology.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace coll {
+
+/// How predictPlan() runs a call.
+struct PredictOptions {
+  /// Elements of a chunk per slice, as ExecOptions::sliceElements.
+  uint64_t sliceElements = 16384;
+  /// The protocol: the plan's unless forced.
+  bool forceProtocol = false;
+  ProtocolKind protocol = ProtocolKind::Simple;
+};
+
+/// What one link carried.
+struct LinkUsage {
+  std::string name;    ///< "rank 3 out", "node 1 nic 0 in", "core".
+  double bytes = 0;    ///< Bytes that crossed it.
+  double busy = 0;     ///< Seconds during which some flow crossed it.
+  double capacity = 0; ///< Bytes per second.
+};
+
+/// The predicted run of one call.
+struct Prediction {
+  double seconds = 0;     ///< From the first step's start to the last step's end.
+  uint64_t sizeBytes = 0; ///< nccl-tests' size: the larger per-rank buffer.
+  double algbw = 0;       ///< Bytes per second: sizeBytes / seconds.
+  double busbw = 0;       ///< algbw times the collective's bus factor.
+  ProtocolKind protocol = ProtocolKind::Simple;
+  uint64_t slices = 0;          ///< Slices of the run.
+  uint64_t steps = 0;           ///< Steps executed, over every threadblock.
+  uint64_t messages = 0;        ///< Messages sent.
+  uint64_t events = 0;          ///< Simulation events (the simulator's own cost).
+  uint32_t lastRank = 0;        ///< The rank of the threadblock that finished last ...
+  uint32_t lastTb = 0;          ///< ... and its index in the rank.
+  std::vector<LinkUsage> links; ///< Every link some message crossed.
+};
+
+/// Predicts a call of \p count elements of \p type per rank (the
+/// executors' count) of \p plan on \p topo. An error when the plan is
+/// invalid, the topology has fewer ranks than the plan needs links for, or
+/// the simulated run cannot finish (a threadblock waits for ever).
+Result<Prediction> predictPlan(const Plan &plan, const Topology &topo, uint64_t count,
+                               DataType type, const PredictOptions &options = {});
+
+} // namespace coll
+
+#endif // COLL_RUNTIME_PREDICT_H

@@ -1,0 +1,71 @@
+//===- Topology.h - A described system of ranks and links -------*- C++ -*-===//
+/// \file
+/// The machine a plan's time is predicted on (Predict.h): nodes of ranks,
+/// each rank's port into its node's fabric, the nodes' NICs and the network
+/// between them, and what a step of a threadblock costs. The text format,
+/// one `key value` pair per line, `#` comments:
+///
+///     name              dgx-h100
+///     ranks-per-node    8          # 0: every rank on one node
+///     intra-bandwidth   450GB/s    # each rank's port, each direction
+///     intra-latency     0.7us
+///     nics-per-node     8          # rank r uses NIC (r mod ranks-per-node) mod nics
+///     inter-bandwidth   400Gbit/s  # each NIC, each direction
+///     inter-latency     5us
+///     oversubscription  1          # the network core: NIC bandwidth / core bandwidth
+///     copy-bandwidth    1500GB/s   # a threadblock's local copy or reduction; 0: free
+///     step-latency      1.5us      # the fixed cost of a step (Simple)
+///     line-step-latency 1.2us      # the same under LL and LL128 (default: step-latency)
+///
+/// Bandwidths take B/s, KB/s, MB/s, GB/s (powers of ten) or bit/s, Kbit/s,
+/// Mbit/s, Gbit/s; latencies s, ms, us or ns. Every key is optional except
+/// intra-bandwidth (and inter-bandwidth when ranks-per-node is not 0).
+//===----------------------------------------------------------------------===//
+#ifndef COLL_RUNTIME_TOPOLOGY_H
+#define COLL_RUNTIME_TOPOLOGY_H
+
+#include "coll/Runtime/Status.h"
+
+#include <cstdint>
+#include <string>
+
+namespace coll {
+
+/// One direction of a link.
+struct LinkSpec {
+  double bandwidth = 0; ///< Bytes per second.
+  double latency = 0;   ///< Seconds.
+};
+
+/// A described system (see the file comment).
+struct Topology {
+  std::string name;
+  uint32_t ranksPerNode = 0; ///< 0: every rank on one node.
+  LinkSpec intra;            ///< A rank's port into its node's fabric.
+  uint32_t nicsPerNode = 1;
+  LinkSpec inter;              ///< One NIC.
+  double oversubscription = 1; ///< Above 1: a shared core of that much less bandwidth.
+  double copyBandwidth = 0;    ///< Bytes per second of a local copy or reduction; 0: free.
+  double stepLatency = 0;      ///< Seconds per step (Simple).
+  double lineStepLatency = -1; ///< Seconds per step under LL and LL128; < 0: stepLatency.
+
+  /// The node of \p rank.
+  uint32_t nodeOf(uint32_t rank) const { return ranksPerNode ? rank / ranksPerNode : 0; }
+  /// The NIC of \p rank within its node.
+  uint32_t nicOf(uint32_t rank) const {
+    const uint32_t local = ranksPerNode ? rank % ranksPerNode : rank;
+    return nicsPerNode ? local % nicsPerNode : 0;
+  }
+};
+
+/// Parses the text format of the file comment; errors name \p source and
+/// the line ("topo.txt:3: unknown key 'bandwith'").
+Status parseTopology(const std::string &text, const std::string &source, Topology &out);
+/// parseTopology() of the file at \p path.
+Result<Topology> loadTopology(const std::string &path);
+/// The text format of \p topo (parseTopology() reads it back).
+std::string formatTopology(const Topology &topo);
+
+} // namespace coll
+
+#endif // COLL_RUNTIME_TOPOLOGY_H

@@ -1,0 +1,620 @@
+//===- Predictor.cpp - Plans in simulated time on a topology --------------===//
+///
+/// A discrete-event simulation (Predict.h). Threadblocks run the shared
+/// interpreter over SimPlatform, which moves no data and never waits: a
+/// step whose message, slot or dependency is not there yet returns
+/// WouldBlock, and the threadblock is woken when the event it waits for
+/// gets a time. A threadblock in the middle of a step (its flow draining,
+/// its copies running) refuses its next step the same way, at checkAbort().
+//===----------------------------------------------------------------------===//
+
+#include "coll/Runtime/ChunkLayout.h"
+#include "coll/Runtime/Collective.h"
+#include "coll/Runtime/Interpreter.h"
+#include "coll/Runtime/Predict.h"
+#include "coll/Runtime/PreparedCall.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <queue>
+#include <tuple>
+#include <unordered_map>
+
+namespace coll {
+
+namespace {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+/// Fake addresses: the simulation never touches memory, but tells a step's
+/// writes into its send slot from its other writes by address.
+char *const kBufferBase = reinterpret_cast<char *>(uintptr_t(1) << 40);
+char *const kSendSlot = reinterpret_cast<char *>(uintptr_t(1) << 44);
+char *const kRecvSlot = reinterpret_cast<char *>(uintptr_t(1) << 45);
+constexpr uintptr_t kSlotSpan = uintptr_t(1) << 43;
+
+bool inSendSlot(const char *p) {
+  return uintptr_t(p) >= uintptr_t(kSendSlot) && uintptr_t(p) < uintptr_t(kSendSlot) + kSlotSpan;
+}
+
+/// One connection: a sender's threadblock to a receiver's on a channel.
+struct Connection {
+  uint32_t senderTb = 0, receiverTb = 0; ///< Global threadblock indices.
+  std::vector<uint32_t> links;           ///< The flow's path.
+  double latency = 0;
+  std::vector<double> arrival; ///< Message m is there for the receiver at arrival[m].
+  std::vector<double> freed;   ///< Slot of message m is free for the sender at freed[m].
+  bool recvWaiting = false, sendWaiting = false;
+};
+
+/// A message in flight.
+struct Flow {
+  std::vector<uint32_t> links;
+  double remaining = 0; ///< Bytes.
+  double rate = 0;      ///< Bytes per second.
+  uint32_t tb = 0;      ///< The sending threadblock.
+};
+
+struct Link {
+  LinkUsage use;
+  double residual = 0; ///< Rate computation scratch.
+  uint32_t unfrozen = 0;
+  uint32_t active = 0; ///< Flows crossing it now.
+};
+
+class Simulation;
+
+/// Interpreter.h's Platform for one simulated threadblock.
+class SimPlatform {
+public:
+  SimPlatform(Simulation &sim, uint32_t tb) : sim(sim), tb(tb) {}
+
+  MemPiece piece(BufferKind buf, uint32_t chunk, uint64_t slice) const;
+  char *slotPiece(char *slot, uint32_t j) const { return slot + j; }
+  const char *recvPiece(char *slot, uint32_t j, uint64_t) const { return slot + j; }
+  void recvCopy(char *, char *, uint32_t, uint64_t n) { local += n; }
+  void sendPiece(char *, uint32_t, const char *, uint64_t n) { sent += n; }
+  bool sendsResult() const { return false; }
+
+  WaitResult checkAbort() const;
+  WaitResult waitDependency(uint32_t otherTb, uint32_t step, uint64_t slice);
+  WaitResult waitRecv(char *&slot, uint32_t count, uint64_t slice);
+  WaitResult waitSend(char *&slot, uint32_t count, uint64_t slice);
+  void releaseRecv() { releases = true; }
+  void publishSend() { publishes = true; }
+  void markProgress(uint64_t, uint32_t) {}
+
+  void copy(char *dst, const char *, uint64_t n) { note(dst, n); }
+  void copy2(char *dst0, char *dst1, const char *, uint64_t n) {
+    note(dst0, n);
+    note(dst1, n);
+  }
+  void reduce(char *dst, const char *, const char *, uint64_t n) { note(dst, n); }
+  void reduce2(char *dst0, char *dst1, const char *, const char *, uint64_t n) {
+    note(dst0, n);
+    note(dst1, n);
+  }
+
+  void stepBegin(uint64_t, uint32_t) { local = sent = 0, releases = publishes = false; }
+  void stepEnd(uint64_t slice, uint32_t step, const Instruction &);
+
+  uint64_t local = 0, sent = 0; ///< Elements of the step.
+  bool releases = false, publishes = false;
+  uint64_t received = 0, posted = 0; ///< Messages taken and sent so far.
+
+private:
+  void note(const char *dst, uint64_t n) {
+    if (inSendSlot(dst))
+      sent += n;
+    local += n;
+  }
+  Simulation &sim;
+  uint32_t tb;
+};
+
+/// One threadblock's state.
+struct SimTb {
+  uint32_t rank = 0, index = 0; ///< Its rank and its index there.
+  uint32_t numSteps = 0;
+  int32_t sendConn = -1, recvConn = -1;
+  bool busy = false;     ///< In a step.
+  bool flowDone = true;  ///< Its step's flow has drained.
+  double computeEnd = 0; ///< Its step's copies end.
+  uint64_t linear = 0;   ///< Steps completed (slice * numSteps + step).
+  /// Completion times of its steps, when another threadblock waits on them.
+  std::vector<double> done;
+  bool tracked = false;
+  std::vector<uint32_t> depWaiters; ///< Threadblocks waiting on a step of it.
+  bool finished = false;
+  double finishTime = 0;
+  ExecStatus stopped; ///< Where its interpreter last stopped.
+  std::unique_ptr<SimPlatform> platform;
+  std::unique_ptr<Interpreter<SimPlatform>> interp;
+};
+
+class Simulation {
+public:
+  Simulation(const Plan &plan, const Topology &topo, const ChunkLayout &layout, uint64_t es,
+             ProtocolKind protocol)
+      : plan(plan), topo(topo), layout(layout), es(es), protocol(protocol) {}
+
+  Status setUp();
+  Status run(Prediction &out);
+
+  // For SimPlatform.
+  double now = 0;
+  const Plan &plan;
+  const Topology &topo;
+  const ChunkLayout &layout;
+  uint64_t es;
+  ProtocolKind protocol;
+  std::vector<SimTb> tbs;
+  std::vector<Connection> conns;
+
+  void wake(uint32_t tb, double at) { push(at, tb); }
+  void startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems, bool publishes);
+  double stepLatency() const {
+    return protocol != ProtocolKind::Simple && topo.lineStepLatency >= 0 ? topo.lineStepLatency
+                                                                         : topo.stepLatency;
+  }
+
+private:
+  struct Event {
+    double time;
+    uint64_t seq;
+    uint32_t tb; ///< A threadblock to wake, or kFlowEvent.
+    bool operator>(const Event &o) const { return std::tie(time, seq) > std::tie(o.time, o.seq); }
+  };
+  static constexpr uint32_t kFlowEvent = ~0u, kFlowStart = ~0u - 1;
+  void push(double at, uint32_t tb) { events.push(Event{at, seq++, tb}); }
+  uint32_t linkOf(const std::string &name, double capacity);
+  /// Drains the flows up to now, then ends those that are done.
+  void advanceFlows();
+  /// Max-min fair rates, and the event of the next flow to end.
+  void reshareFlows();
+  /// \p tb's step is complete: its effects become events.
+  void completeStep(uint32_t tb);
+  void runTb(uint32_t tb);
+
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+  uint64_t seq = 0, eventCount = 0;
+  std::vector<Link> links;
+  std::map<std::string, uint32_t> linkByName;
+  std::vector<Flow> flows;
+  std::vector<std::pair<double, Flow>> pending; ///< Flows that start later.
+  double flowsAt = 0;                           ///< Time the flows' `remaining` refers to.
+  double nextFlowEnd = -1;                      ///< The pending flow event, or -1.
+  uint64_t stepCount = 0, messageCount = 0;
+};
+
+// SimPlatform, which needs Simulation.
+
+MemPiece SimPlatform::piece(BufferKind buf, uint32_t chunk, uint64_t slice) const {
+  PieceRange r = buf == BufferKind::Scratch ? sim.layout.scratchPiece(chunk, slice)
+                                            : sim.layout.userPiece(chunk, slice);
+  return MemPiece{kBufferBase, r.length};
+}
+
+WaitResult SimPlatform::checkAbort() const {
+  return sim.tbs[tb].busy ? WaitResult::WouldBlock : WaitResult::Ready;
+}
+
+WaitResult SimPlatform::waitDependency(uint32_t otherTb, uint32_t step, uint64_t slice) {
+  const SimTb &me = sim.tbs[tb];
+  SimTb &other = sim.tbs[tb - me.index + otherTb];
+  const uint64_t target = slice * other.numSteps + step;
+  if (other.linear <= target) {
+    other.depWaiters.push_back(tb);
+    return WaitResult::WouldBlock;
+  }
+  const double at = other.done[target];
+  if (at > sim.now) {
+    sim.wake(tb, at);
+    return WaitResult::WouldBlock;
+  }
+  return WaitResult::Ready;
+}
+
+WaitResult SimPlatform::waitRecv(char *&slot, uint32_t, uint64_t) {
+  Connection &c = sim.conns[sim.tbs[tb].recvConn];
+  slot = kRecvSlot;
+  if (c.arrival.size() <= received) {
+    c.recvWaiting = true;
+    return WaitResult::WouldBlock;
+  }
+  if (c.arrival[received] > sim.now) {
+    sim.wake(tb, c.arrival[received]);
+    return WaitResult::WouldBlock;
+  }
+  return WaitResult::Ready;
+}
+
+WaitResult SimPlatform::waitSend(char *&slot, uint32_t, uint64_t) {
+  Connection &c = sim.conns[sim.tbs[tb].sendConn];
+  slot = kSendSlot;
+  const uint64_t depth = std::max<uint32_t>(1, sim.plan.info.connectionDepth);
+  if (posted < depth)
+    return WaitResult::Ready;
+  const uint64_t m = posted - depth;
+  if (c.freed.size() <= m) {
+    c.sendWaiting = true;
+    return WaitResult::WouldBlock;
+  }
+  if (c.freed[m] > sim.now) {
+    sim.wake(tb, c.freed[m]);
+    return WaitResult::WouldBlock;
+  }
+  return WaitResult::Ready;
+}
+
+void SimPlatform::stepEnd(uint64_t, uint32_t, const Instruction &) {
+  sim.startStep(tb, sent, local, publishes);
+}
+
+// Simulation.
+
+uint32_t Simulation::linkOf(const std::string &name, double capacity) {
+  auto [it, fresh] = linkByName.emplace(name, uint32_t(links.size()));
+  if (fresh) {
+    Link l;
+    l.use.name = name;
+    l.use.capacity = capacity;
+    links.push_back(l);
+  }
+  return it->second;
+}
+
+Status Simulation::setUp() {
+  const uint32_t n = plan.info.nranks;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> senders, receivers;
+  for (uint32_t r = 0; r < n; ++r)
+    for (uint32_t t = 0; t < plan.ranks[r].threadblocks.size(); ++t) {
+      const Threadblock &b = plan.ranks[r].threadblocks[t];
+      SimTb s;
+      s.rank = r;
+      s.index = t;
+      s.numSteps = uint32_t(b.steps.size());
+      const uint32_t id = uint32_t(tbs.size());
+      if (b.sendPeer >= 0)
+        senders[{r, uint32_t(b.sendPeer), b.channel}] = id;
+      if (b.recvPeer >= 0)
+        receivers[{uint32_t(b.recvPeer), r, b.channel}] = id;
+      tbs.push_back(std::move(s));
+    }
+  // Threadblocks that others wait on keep their steps' completion times.
+  for (uint32_t id = 0; id < tbs.size(); ++id) {
+    const Threadblock &b = plan.ranks[tbs[id].rank].threadblocks[tbs[id].index];
+    for (const Dependency &d : b.deps)
+      if (d.tb < plan.ranks[tbs[id].rank].threadblocks.size())
+        tbs[id - tbs[id].index + d.tb].tracked = true;
+  }
+  for (auto &[key, sender] : senders) {
+    auto it = receivers.find(key);
+    if (it == receivers.end())
+      return Status::error("rank " + std::to_string(std::get<0>(key)) + " sends to rank " +
+                           std::to_string(std::get<1>(key)) + " on channel " +
+                           std::to_string(std::get<2>(key)) + ", which never receives it");
+    const auto [from, to, channel] = key;
+    Connection c;
+    c.senderTb = sender;
+    c.receiverTb = it->second;
+    if (from == to) {
+      c.latency = 0;
+    } else if (topo.nodeOf(from) == topo.nodeOf(to)) {
+      c.latency = topo.intra.latency;
+      c.links = {linkOf("rank " + std::to_string(from) + " out", topo.intra.bandwidth),
+                 linkOf("rank " + std::to_string(to) + " in", topo.intra.bandwidth)};
+    } else {
+      c.latency = topo.inter.latency;
+      const std::string a = "node " + std::to_string(topo.nodeOf(from)) + " nic " +
+                            std::to_string(topo.nicOf(from)) + " out";
+      const std::string b = "node " + std::to_string(topo.nodeOf(to)) + " nic " +
+                            std::to_string(topo.nicOf(to)) + " in";
+      c.links.push_back(linkOf(a, topo.inter.bandwidth));
+      if (topo.oversubscription > 1) {
+        const uint32_t nodes =
+            topo.ranksPerNode ? (n + topo.ranksPerNode - 1) / topo.ranksPerNode : 1;
+        c.links.push_back(linkOf("core", double(nodes) * topo.nicsPerNode * topo.inter.bandwidth /
+                                             topo.oversubscription));
+      }
+      c.links.push_back(linkOf(b, topo.inter.bandwidth));
+    }
+    tbs[sender].sendConn = int32_t(conns.size());
+    tbs[it->second].recvConn = int32_t(conns.size());
+    conns.push_back(std::move(c));
+  }
+  for (auto &[key, receiver] : receivers)
+    if (!senders.count(key))
+      return Status::error("rank " + std::to_string(std::get<1>(key)) + " receives from rank " +
+                           std::to_string(std::get<0>(key)) + " on channel " +
+                           std::to_string(std::get<2>(key)) + ", which never sends");
+  for (uint32_t id = 0; id < tbs.size(); ++id) {
+    const Threadblock &b = plan.ranks[tbs[id].rank].threadblocks[tbs[id].index];
+    tbs[id].platform = std::make_unique<SimPlatform>(*this, id);
+    tbs[id].interp = std::make_unique<Interpreter<SimPlatform>>(
+        *tbs[id].platform, ProgramView{b.steps.data(), uint32_t(b.steps.size()), b.deps.data()},
+        layout.numSlices);
+    push(0, id);
+  }
+  return Status::success();
+}
+
+void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems, bool publishes) {
+  SimTb &t = tbs[tb];
+  ++stepCount;
+  t.busy = true;
+  const double start = now + stepLatency();
+  t.computeEnd =
+      start + (topo.copyBandwidth > 0 ? double(localElems * es) / topo.copyBandwidth : 0.0);
+  t.flowDone = true;
+  if (publishes) {
+    ++messageCount;
+    const Connection &c = conns[t.sendConn];
+    double bytes = double(sentElems * es);
+    if (protocol != ProtocolKind::Simple) {
+      const uint64_t lines = messageLines(protocol, sentElems * es);
+      bytes = double(lines * lineBytes(protocol));
+    }
+    if (!c.links.empty() && bytes > 0) {
+      // The flow starts after the step's fixed cost.
+      Flow f;
+      f.links = c.links;
+      f.remaining = bytes;
+      f.tb = tb;
+      for (uint32_t l : f.links)
+        links[l].use.bytes += bytes;
+      t.flowDone = false;
+      if (start > now) {
+        pending.emplace_back(start, std::move(f));
+        push(start, kFlowStart);
+      } else {
+        advanceFlows();
+        flows.push_back(std::move(f));
+        reshareFlows();
+      }
+    }
+  }
+  if (t.flowDone)
+    wake(tb, t.computeEnd);
+}
+
+void Simulation::advanceFlows() {
+  const double dt = now - flowsAt;
+  if (dt > 0) {
+    for (Flow &f : flows)
+      f.remaining -= f.rate * dt;
+    for (Link &l : links)
+      if (l.active)
+        l.use.busy += dt;
+  }
+  flowsAt = now;
+  // End the flows that have drained (within rounding).
+  for (size_t i = 0; i < flows.size();) {
+    Flow &f = flows[i];
+    if (f.remaining <= 1e-9 * std::max(1.0, f.rate * 1e-9) || f.remaining <= 1e-6) {
+      SimTb &t = tbs[f.tb];
+      t.flowDone = true;
+      wake(f.tb, std::max(now, t.computeEnd));
+      flows[i] = std::move(flows.back());
+      flows.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+void Simulation::reshareFlows() {
+  for (Link &l : links) {
+    l.residual = l.use.capacity;
+    l.unfrozen = 0;
+    l.active = 0;
+  }
+  for (Flow &f : flows) {
+    f.rate = -1;
+    for (uint32_t l : f.links) {
+      ++links[l].unfrozen;
+      ++links[l].active;
+    }
+  }
+  // Progressive filling: the most constrained link fixes the rate of its
+  // flows, which then leave the other links' shares.
+  size_t left = flows.size();
+  while (left) {
+    double share = kNever;
+    uint32_t tight = ~0u;
+    for (uint32_t l = 0; l < links.size(); ++l)
+      if (links[l].unfrozen) {
+        const double s = links[l].residual / links[l].unfrozen;
+        if (s < share) {
+          share = s;
+          tight = l;
+        }
+      }
+    if (tight == ~0u)
+      break;
+    for (Flow &f : flows) {
+      if (f.rate >= 0 || std::find(f.links.begin(), f.links.end(), tight) == f.links.end())
+        continue;
+      f.rate = share;
+      --left;
+      for (uint32_t l : f.links) {
+        links[l].residual -= share;
+        --links[l].unfrozen;
+      }
+    }
+  }
+  double first = kNever;
+  for (const Flow &f : flows)
+    if (f.rate > 0)
+      first = std::min(first, now + f.remaining / f.rate);
+  if (first < kNever && first != nextFlowEnd) {
+    nextFlowEnd = first;
+    push(first, kFlowEvent);
+  }
+}
+
+void Simulation::completeStep(uint32_t tb) {
+  SimTb &t = tbs[tb];
+  SimPlatform &p = *t.platform;
+  if (p.publishes) {
+    Connection &c = conns[t.sendConn];
+    c.arrival.push_back(now + c.latency);
+    ++p.posted;
+    if (c.recvWaiting) {
+      c.recvWaiting = false;
+      wake(c.receiverTb, c.arrival.back());
+    }
+  }
+  if (p.releases) {
+    Connection &c = conns[t.recvConn];
+    c.freed.push_back(now + c.latency);
+    ++p.received;
+    if (c.sendWaiting) {
+      c.sendWaiting = false;
+      wake(c.senderTb, c.freed.back());
+    }
+  }
+  p.publishes = p.releases = false;
+  if (t.tracked)
+    t.done.push_back(now);
+  ++t.linear;
+  for (uint32_t w : t.depWaiters)
+    wake(w, now);
+  t.depWaiters.clear();
+  t.busy = false;
+}
+
+void Simulation::runTb(uint32_t tb) {
+  SimTb &t = tbs[tb];
+  if (t.finished)
+    return;
+  if (t.busy) {
+    if (!t.flowDone || now < t.computeEnd)
+      return; // Woken early: its step is still running.
+    completeStep(tb);
+  }
+  ExecStatus st = t.interp->run();
+  t.stopped = st;
+  if (st.result == WaitResult::Ready && !t.busy) {
+    t.finished = true;
+    t.finishTime = now;
+  }
+}
+
+Status Simulation::run(Prediction &out) {
+  while (!events.empty()) {
+    const Event e = events.top();
+    events.pop();
+    ++eventCount;
+    now = e.time;
+    if (e.tb == kFlowStart) {
+      advanceFlows();
+      for (size_t i = 0; i < pending.size();) {
+        if (pending[i].first <= now) {
+          flows.push_back(std::move(pending[i].second));
+          pending.erase(pending.begin() + i);
+        } else {
+          ++i;
+        }
+      }
+      reshareFlows();
+      continue;
+    }
+    if (e.tb == kFlowEvent) {
+      if (e.time != nextFlowEnd)
+        continue; // Superseded by a later resharing.
+      nextFlowEnd = -1;
+      advanceFlows();
+      reshareFlows();
+      continue;
+    }
+    runTb(e.tb);
+    // A step that ended its threadblock's program finishes it once complete.
+    SimTb &t = tbs[e.tb];
+    if (!t.finished && !t.busy && t.interp->finished()) {
+      t.finished = true;
+      t.finishTime = now;
+    }
+  }
+  out.seconds = 0;
+  for (uint32_t id = 0; id < tbs.size(); ++id) {
+    const SimTb &t = tbs[id];
+    if (!t.finished) {
+      const Threadblock &b = plan.ranks[t.rank].threadblocks[t.index];
+      std::string what = "waiting";
+      switch (t.stopped.waitKind) {
+      case WaitKind::RecvMessage:
+        what = "waiting for a message from rank " + std::to_string(b.recvPeer);
+        break;
+      case WaitKind::SendSlot:
+        what = "waiting for a free slot to send to rank " + std::to_string(b.sendPeer);
+        break;
+      case WaitKind::Dependency:
+        what = "waiting for threadblock " + std::to_string(t.stopped.depTb) + " step " +
+               std::to_string(t.stopped.depStep);
+        break;
+      default:
+        break;
+      }
+      return Status::error("the simulated run cannot finish: rank " + std::to_string(t.rank) +
+                           " threadblock " + std::to_string(t.index) + " step " +
+                           std::to_string(t.interp->currentStep()) + " of slice " +
+                           std::to_string(t.interp->currentSlice()) + " is " + what +
+                           " for ever (a deadlock at connection depth " +
+                           std::to_string(plan.info.connectionDepth) + ")");
+    }
+    if (t.finishTime >= out.seconds) {
+      out.seconds = t.finishTime;
+      out.lastRank = t.rank;
+      out.lastTb = t.index;
+    }
+  }
+  out.steps = stepCount;
+  out.messages = messageCount;
+  out.events = eventCount;
+  for (const Link &l : links)
+    out.links.push_back(l.use);
+  return Status::success();
+}
+
+} // namespace
+
+Result<Prediction> predictPlan(const Plan &plan, const Topology &topo, uint64_t count,
+                               DataType type, const PredictOptions &options) {
+  Result<ValidatedPlan> vp = ValidatedPlan::borrow(plan);
+  if (!vp)
+    return vp.getStatus();
+  if (unsigned(type) >= numDataTypes())
+    return Status::error("predict: invalid data type");
+  if (topo.intra.bandwidth <= 0 || (topo.ranksPerNode && topo.inter.bandwidth <= 0))
+    return Status::error("predict: the topology '" + topo.name + "' has a link without bandwidth");
+  const uint64_t es = dataTypeSize(type);
+  const uint64_t chunks = vp->chunksPerUnit();
+  const ChunkLayout whole = ChunkLayout::make(count, chunks, 1);
+  const ChunkLayout layout = ChunkLayout::make(
+      count, chunks,
+      std::max<uint64_t>(1, std::min<uint64_t>(std::max<uint64_t>(1, options.sliceElements),
+                                               std::max<uint64_t>(1, whole.maxChunk))));
+  Prediction out;
+  out.protocol = options.forceProtocol ? options.protocol : plan.info.protocol;
+  const BufferElements elems = planBufferElements(plan.info, count);
+  out.sizeBytes = std::max(elems.input, elems.output) * es;
+  out.slices = layout.numSlices;
+  if (count == 0)
+    return out;
+  Simulation sim(plan, topo, layout, es, out.protocol);
+  if (Status s = sim.setUp(); !s)
+    return s;
+  if (Status s = sim.run(out); !s)
+    return s;
+  if (out.seconds > 0) {
+    out.algbw = double(out.sizeBytes) / out.seconds;
+    out.busbw = out.algbw * busBandwidthFactor(plan.info.collective, plan.info.nranks);
+  }
+  return out;
+}
+
+} // namespace coll

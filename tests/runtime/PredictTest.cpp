@@ -1,0 +1,277 @@
+//===- PredictTest.cpp - The simulator of plans on hand-computed cases ----===//
+///
+/// predictPlan() (Predict.h) on plans small enough to time by hand: one
+/// transfer between two ranks, two flows into one port, a ring, LL and
+/// LL128 against Simple, a transfer between nodes; and the topology format.
+//===----------------------------------------------------------------------===//
+
+#include "coll/Runtime/Predict.h"
+
+#include "HandPlans.h"
+#include "coll/Runtime/Topology.h"
+
+#include <gtest/gtest.h>
+
+using namespace coll;
+using namespace coll::test;
+
+namespace {
+
+/// One node; ports of \p bw bytes per second and \p lat seconds; free steps
+/// and copies unless given.
+Topology oneNode(double bw, double lat, double step = 0) {
+  Topology t;
+  t.name = "test";
+  t.intra = {bw, lat};
+  t.stepLatency = step;
+  return t;
+}
+
+/// Rank 0 sends its input to rank 1, which receives it into its output.
+Plan transfer() {
+  Plan p = makePlan("transfer", CollectiveKind::Broadcast, 2, 1, 1, 2);
+  Threadblock a, b;
+  a.sendPeer = 1;
+  add(a, step(Opcode::Send, I, 0, O, 0, 1));
+  b.recvPeer = 0;
+  add(b, step(Opcode::Recv, I, 0, O, 0, 1));
+  p.ranks[0].threadblocks.push_back(a);
+  p.ranks[1].threadblocks.push_back(b);
+  return p;
+}
+
+/// Ranks 0 and 1 each send their input to rank 2 at once (a gather).
+Plan twoIntoOne() {
+  Plan p = makePlan("two_into_one", CollectiveKind::Gather, 3, 1, 3, 2);
+  p.info.root = 2;
+  for (uint32_t r = 0; r < 2; ++r) {
+    Threadblock s;
+    s.sendPeer = 2;
+    add(s, step(Opcode::Send, I, 0, O, 0, 1));
+    p.ranks[r].threadblocks.push_back(s);
+    Threadblock t;
+    t.recvPeer = int32_t(r);
+    add(t, step(Opcode::Recv, I, 0, O, r, 1));
+    p.ranks[2].threadblocks.push_back(t);
+  }
+  return p;
+}
+
+PredictOptions oneSlice(uint64_t count) {
+  PredictOptions o;
+  o.sliceElements = count;
+  return o;
+}
+
+TEST(Predict, TransferBetweenTwoRanks) {
+  // 4 MB at 1 GB/s: 4 ms on the wire, then 10 us of latency.
+  const uint64_t count = 1000000;
+  Result<Prediction> p =
+      predictPlan(transfer(), oneNode(1e9, 10e-6), count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_NEAR(p->seconds, 4e-3 + 10e-6, 1e-12);
+  EXPECT_EQ(p->sizeBytes, 4000000u);
+  EXPECT_NEAR(p->algbw, 4e6 / (4e-3 + 10e-6), 1e-3);
+  EXPECT_EQ(p->messages, 1u);
+  EXPECT_EQ(p->steps, 2u);
+  EXPECT_EQ(p->lastRank, 1u);
+  // The flow crossed rank 0's port out and rank 1's port in, busy 4 ms each.
+  ASSERT_EQ(p->links.size(), 2u);
+  for (const LinkUsage &l : p->links) {
+    EXPECT_DOUBLE_EQ(l.bytes, 4e6) << l.name;
+    EXPECT_NEAR(l.busy, 4e-3, 1e-12) << l.name;
+  }
+}
+
+TEST(Predict, StepLatencyAndCopyBandwidth) {
+  // Each step costs 1 us before its data moves; the receiver's copy out of
+  // the slot runs at 2 GB/s: 1 + 4000 + 10 + 1 + 2000 us.
+  const uint64_t count = 1000000;
+  Topology t = oneNode(1e9, 10e-6, 1e-6);
+  t.copyBandwidth = 2e9;
+  Result<Prediction> p = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_NEAR(p->seconds, (1 + 4000 + 10 + 1 + 2000) * 1e-6, 1e-12);
+}
+
+TEST(Predict, TwoFlowsShareAPort) {
+  // Both flows enter rank 2's port: each gets half of it, so both take 2x.
+  const uint64_t count = 250000; // 1 MB each
+  Result<Prediction> p =
+      predictPlan(twoIntoOne(), oneNode(1e9, 5e-6), count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_NEAR(p->seconds, 2e-3 + 5e-6, 1e-12);
+  for (const LinkUsage &l : p->links)
+    if (l.name == "rank 2 in") {
+      EXPECT_DOUBLE_EQ(l.bytes, 2e6);
+      EXPECT_NEAR(l.busy, 2e-3, 1e-12);
+    }
+  // One flow alone takes half as long.
+  Result<Prediction> one =
+      predictPlan(transfer(), oneNode(1e9, 5e-6), count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(one.ok()) << one.message();
+  EXPECT_NEAR(one->seconds, 1e-3 + 5e-6, 1e-12);
+}
+
+TEST(Predict, RingAllReduce) {
+  // N = 4, one slice: 2(N - 1) messages of a chunk in a chain, each a
+  // chunk's time on the wire plus a latency; depth 2 never stalls a send.
+  const uint32_t n = 4;
+  const uint64_t count = 4000000; // 16 MB per rank: chunks of 4 MB
+  const double chunk = 4e6 / 1e9, lat = 20e-6;
+  Result<Prediction> p = predictPlan(ringAllReduce(n, 2), oneNode(1e9, lat), count,
+                                     DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_NEAR(p->seconds, 2 * (n - 1) * (chunk + lat), 1e-9);
+  EXPECT_EQ(p->messages, uint64_t(n) * 2 * (n - 1));
+  EXPECT_NEAR(p->busbw, 16e6 / p->seconds * 2 * (n - 1) / n, 1e-3);
+
+  // Depth 1: each rank's fused receive-and-send step waits for a free slot
+  // at its successor while holding its own: the runtime deadlocks there,
+  // and so does the simulation, which says so.
+  Result<Prediction> shallow = predictPlan(ringAllReduce(n, 1), oneNode(1e9, lat), count,
+                                           DataType::Float32, oneSlice(count));
+  ASSERT_FALSE(shallow.ok());
+  EXPECT_NE(shallow.message().find("waiting for a free slot to send to rank"), std::string::npos)
+      << shallow.message();
+  EXPECT_NE(shallow.message().find("deadlock at connection depth 1"), std::string::npos)
+      << shallow.message();
+
+  // In 8 slices: a threadblock runs slice after slice, and each slice's
+  // chain waits for the one before it (the ring's last step of a slice
+  // precedes the next slice's first send), so the slices add their
+  // latencies: 8 x 2(N - 1) x (chunk / 8 + latency).
+  PredictOptions sliced;
+  sliced.sliceElements = count / n / 8;
+  Result<Prediction> slices =
+      predictPlan(ringAllReduce(n, 2), oneNode(1e9, lat), count, DataType::Float32, sliced);
+  ASSERT_TRUE(slices.ok()) << slices.message();
+  EXPECT_EQ(slices->slices, 8u);
+  EXPECT_NEAR(slices->seconds, 8 * 2 * (n - 1) * (chunk / 8 + lat), 1e-9);
+}
+
+TEST(Predict, LineProtocolsCarryLessPerByte) {
+  const uint64_t count = 1000000; // 4 MB
+  PredictOptions o = oneSlice(count);
+  o.forceProtocol = true;
+  o.protocol = ProtocolKind::LL;
+  Result<Prediction> ll = predictPlan(transfer(), oneNode(1e9, 0), count, DataType::Float32, o);
+  ASSERT_TRUE(ll.ok()) << ll.message();
+  EXPECT_EQ(ll->protocol, ProtocolKind::LL);
+  EXPECT_NEAR(ll->seconds, 8e-3, 1e-12); // 16-byte lines of 8 data bytes
+  o.protocol = ProtocolKind::LL128;
+  Result<Prediction> ll128 = predictPlan(transfer(), oneNode(1e9, 0), count, DataType::Float32, o);
+  ASSERT_TRUE(ll128.ok()) << ll128.message();
+  EXPECT_NEAR(ll128->seconds, (4000000 + 119) / 120 * 128 / 1e9, 1e-12);
+  // A protocol's own step latency applies under it.
+  Topology t = oneNode(1e9, 0, 5e-6);
+  t.lineStepLatency = 1e-6;
+  o.protocol = ProtocolKind::LL;
+  Result<Prediction> fast = predictPlan(transfer(), t, 1, DataType::Float32, o);
+  o.forceProtocol = false;
+  Result<Prediction> simple = predictPlan(transfer(), t, 1, DataType::Float32, o);
+  ASSERT_TRUE(fast.ok() && simple.ok());
+  EXPECT_NEAR(fast->seconds, 2e-6 + 16 / 1e9, 1e-12);
+  EXPECT_NEAR(simple->seconds, 10e-6 + 4 / 1e9, 1e-12);
+}
+
+TEST(Predict, AcrossNodesUsesTheNics) {
+  Topology t = oneNode(100e9, 1e-6);
+  t.ranksPerNode = 1;
+  t.inter = {1e9, 50e-6};
+  const uint64_t count = 250000; // 1 MB
+  Result<Prediction> p = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_NEAR(p->seconds, 1e-3 + 50e-6, 1e-12);
+  ASSERT_EQ(p->links.size(), 2u);
+  EXPECT_EQ(p->links[0].name, "node 0 nic 0 out");
+  EXPECT_EQ(p->links[1].name, "node 1 nic 0 in");
+  // An oversubscribed core of half the NICs' bandwidth halves the rate.
+  t.oversubscription = 4; // 2 nodes x 1 GB/s / 4 = 0.5 GB/s
+  Result<Prediction> slow = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(slow.ok()) << slow.message();
+  EXPECT_NEAR(slow->seconds, 2e-3 + 50e-6, 1e-12);
+}
+
+TEST(Predict, Deterministic) {
+  Topology t = oneNode(37e9, 3e-6, 1.3e-6);
+  t.copyBandwidth = 211e9;
+  PredictOptions o;
+  o.sliceElements = 1000;
+  Result<Prediction> a = predictPlan(ringAllReduce(7, 3), t, 123457, DataType::BFloat16, o);
+  Result<Prediction> b = predictPlan(ringAllReduce(7, 3), t, 123457, DataType::BFloat16, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->seconds, b->seconds); // to the bit
+  EXPECT_EQ(a->events, b->events);
+  ASSERT_EQ(a->links.size(), b->links.size());
+  for (size_t i = 0; i < a->links.size(); ++i)
+    EXPECT_EQ(a->links[i].busy, b->links[i].busy);
+}
+
+TEST(Predict, ZeroCountAndErrors) {
+  Result<Prediction> p = predictPlan(transfer(), oneNode(1e9, 0), 0, DataType::Float32);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->seconds, 0);
+  Topology none;
+  Result<Prediction> bad = predictPlan(transfer(), none, 10, DataType::Float32);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("without bandwidth"), std::string::npos) << bad.message();
+}
+
+TEST(Topology, ParsesUnitsAndRoundTrips) {
+  Topology t;
+  Status s = parseTopology("name box  # a comment\n"
+                           "ranks-per-node 4\n"
+                           "intra-bandwidth 450GB/s\n"
+                           "intra-latency 700ns\n"
+                           "nics-per-node 2\n"
+                           "inter-bandwidth 400Gbit/s\n"
+                           "inter-latency 5us\n"
+                           "oversubscription 2\n"
+                           "copy-bandwidth 1.5TB/s\n"
+                           "step-latency 1.5us\n",
+                           "box.topo", t);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(t.name, "box");
+  EXPECT_EQ(t.ranksPerNode, 4u);
+  EXPECT_DOUBLE_EQ(t.intra.bandwidth, 450e9);
+  EXPECT_DOUBLE_EQ(t.intra.latency, 700e-9);
+  EXPECT_DOUBLE_EQ(t.inter.bandwidth, 50e9);
+  EXPECT_DOUBLE_EQ(t.inter.latency, 5e-6);
+  EXPECT_DOUBLE_EQ(t.copyBandwidth, 1.5e12);
+  EXPECT_DOUBLE_EQ(t.oversubscription, 2);
+  EXPECT_EQ(t.nodeOf(5), 1u);
+  EXPECT_EQ(t.nicOf(7), 1u);
+  Topology back;
+  ASSERT_TRUE(parseTopology(formatTopology(t), "again", back).ok());
+  EXPECT_EQ(formatTopology(back), formatTopology(t));
+}
+
+TEST(Topology, ErrorsNameTheLine) {
+  Topology t;
+  auto error = [&](const char *text) {
+    Status s = parseTopology(text, "t.topo", t);
+    return s.ok() ? std::string("ok") : s.message();
+  };
+  EXPECT_EQ(error("intra-bandwidth 1GB/s\nbandwith 3GB/s\n"), "t.topo:2: unknown key 'bandwith'");
+  EXPECT_EQ(error("intra-bandwidth 1GB\n"),
+            "t.topo:1: 'intra-bandwidth' expects a bandwidth above 0 such as 450GB/s or "
+            "400Gbit/s, not '1GB'");
+  EXPECT_EQ(error("intra-bandwidth -1GB/s\n"),
+            "t.topo:1: 'intra-bandwidth' expects a bandwidth above 0 such as 450GB/s or "
+            "400Gbit/s, not '-1GB/s'");
+  EXPECT_EQ(error("intra-latency 5\nintra-bandwidth 1GB/s\n"),
+            "t.topo:1: 'intra-latency' expects a latency such as 5us or 1ms, not '5'");
+  EXPECT_EQ(error("intra-bandwidth\n"), "t.topo:1: 'intra-bandwidth' needs a value");
+  EXPECT_EQ(error("intra-bandwidth 1GB/s 2GB/s\n"),
+            "t.topo:1: 'intra-bandwidth' takes one value, not '1GB/s 2GB/s'");
+  EXPECT_EQ(error("name x\n"), "t.topo: no intra-bandwidth (each rank's port into its node)");
+  EXPECT_EQ(error("intra-bandwidth 1GB/s\nranks-per-node 8\n"),
+            "t.topo: ranks-per-node 8 needs an inter-bandwidth (each NIC's)");
+  EXPECT_EQ(error("intra-bandwidth 1GB/s\noversubscription 0.5\n"),
+            "t.topo:2: 'oversubscription' expects a ratio of at least 1, not '0.5'");
+  EXPECT_EQ(error("intra-bandwidth 1GB/s\nnics-per-node 0\n"),
+            "t.topo:2: 'nics-per-node' expects a number of NICs, at least 1, not '0'");
+}
+
+} // namespace
