@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <map>
 #include <memory>
@@ -40,29 +41,50 @@ bool inSendSlot(const char *p) {
   return uintptr_t(p) >= uintptr_t(kSendSlot) && uintptr_t(p) < uintptr_t(kSendSlot) + kSlotSpan;
 }
 
+/// A path: at most three links (port or NIC out, core, port or NIC in).
+struct Path {
+  uint32_t ids[3] = {0, 0, 0};
+  uint8_t n = 0;
+  const uint32_t *begin() const { return ids; }
+  const uint32_t *end() const { return ids + n; }
+  bool empty() const { return n == 0; }
+  void push_back(uint32_t id) { ids[n++] = id; }
+};
+
 /// One connection: a sender's threadblock to a receiver's on a channel.
 struct Connection {
   uint32_t senderTb = 0, receiverTb = 0; ///< Global threadblock indices.
-  std::vector<uint32_t> links;           ///< The flow's path.
+  Path links;                            ///< The flow's path.
   double latency = 0;
-  std::vector<double> arrival; ///< Message m is there for the receiver at arrival[m].
-  std::vector<double> freed;   ///< Slot of message m is free for the sender at freed[m].
+  /// When message arrivalBase + i is there for the receiver: arrival[i]
+  /// (messages it has taken are dropped).
+  std::deque<double> arrival;
+  uint64_t arrivalBase = 0;
+  /// When the slot of message freedBase + i is free for the sender.
+  std::deque<double> freed;
+  uint64_t freedBase = 0;
   bool recvWaiting = false, sendWaiting = false;
 };
 
 /// A message in flight.
 struct Flow {
-  std::vector<uint32_t> links;
-  double remaining = 0; ///< Bytes.
-  double rate = 0;      ///< Bytes per second.
+  Path links;
+  double remaining = 0; ///< Bytes left at `since`.
+  double rate = 0;      ///< Bytes per second since `since`.
+  double since = 0;
   uint32_t tb = 0;      ///< The sending threadblock.
+  uint64_t version = 0; ///< Bumped whenever its rate changes (stale end events).
+  bool active = false;
+  uint32_t mark = 0; ///< Component search scratch.
 };
 
 struct Link {
   LinkUsage use;
+  std::vector<uint32_t> flows; ///< Active flows crossing it.
+  double busySince = 0;
   double residual = 0; ///< Rate computation scratch.
   uint32_t unfrozen = 0;
-  uint32_t active = 0; ///< Flows crossing it now.
+  uint32_t mark = 0;
 };
 
 class Simulation;
@@ -162,19 +184,24 @@ public:
   }
 
 private:
+  enum class EventKind : uint8_t { Wake, FlowStart, FlowEnd };
   struct Event {
     double time;
     uint64_t seq;
-    uint32_t tb; ///< A threadblock to wake, or kFlowEvent.
+    EventKind kind;
+    uint32_t id;          ///< The threadblock, or the flow.
+    uint64_t version = 0; ///< FlowEnd: the flow's version when scheduled.
     bool operator>(const Event &o) const { return std::tie(time, seq) > std::tie(o.time, o.seq); }
   };
-  static constexpr uint32_t kFlowEvent = ~0u, kFlowStart = ~0u - 1;
-  void push(double at, uint32_t tb) { events.push(Event{at, seq++, tb}); }
+  void push(double at, uint32_t tb) { events.push(Event{at, seq++, EventKind::Wake, tb}); }
   uint32_t linkOf(const std::string &name, double capacity);
-  /// Drains the flows up to now, then ends those that are done.
-  void advanceFlows();
-  /// Max-min fair rates, and the event of the next flow to end.
-  void reshareFlows();
+  /// Starts flow \p id now and reshares its component.
+  void startFlow(uint32_t id);
+  /// Ends flow \p id now and reshares what it shared links with.
+  void endFlow(uint32_t id);
+  /// Max-min fair rates for the flows connected to \p seeds through
+  /// shared links (progressive filling), each then scheduled to end.
+  void reshare(const uint32_t *seeds, size_t n);
   /// \p tb's step is complete: its effects become events.
   void completeStep(uint32_t tb);
   void runTb(uint32_t tb);
@@ -184,9 +211,10 @@ private:
   std::vector<Link> links;
   std::map<std::string, uint32_t> linkByName;
   std::vector<Flow> flows;
-  std::vector<std::pair<double, Flow>> pending; ///< Flows that start later.
-  double flowsAt = 0;                           ///< Time the flows' `remaining` refers to.
-  double nextFlowEnd = -1;                      ///< The pending flow event, or -1.
+  std::vector<uint32_t> freeFlows;
+  uint32_t markGen = 0;
+  std::vector<uint32_t> compFlows, compLinks, stack; ///< reshare() scratch.
+  std::vector<uint32_t> neighbours;                  ///< endFlow() scratch.
   uint64_t stepCount = 0, messageCount = 0;
 };
 
@@ -221,12 +249,13 @@ WaitResult SimPlatform::waitDependency(uint32_t otherTb, uint32_t step, uint64_t
 WaitResult SimPlatform::waitRecv(char *&slot, uint32_t, uint64_t) {
   Connection &c = sim.conns[sim.tbs[tb].recvConn];
   slot = kRecvSlot;
-  if (c.arrival.size() <= received) {
+  if (c.arrivalBase + c.arrival.size() <= received) {
     c.recvWaiting = true;
     return WaitResult::WouldBlock;
   }
-  if (c.arrival[received] > sim.now) {
-    sim.wake(tb, c.arrival[received]);
+  const double at = c.arrival[received - c.arrivalBase];
+  if (at > sim.now) {
+    sim.wake(tb, at);
     return WaitResult::WouldBlock;
   }
   return WaitResult::Ready;
@@ -239,12 +268,13 @@ WaitResult SimPlatform::waitSend(char *&slot, uint32_t, uint64_t) {
   if (posted < depth)
     return WaitResult::Ready;
   const uint64_t m = posted - depth;
-  if (c.freed.size() <= m) {
+  if (c.freedBase + c.freed.size() <= m) {
     c.sendWaiting = true;
     return WaitResult::WouldBlock;
   }
-  if (c.freed[m] > sim.now) {
-    sim.wake(tb, c.freed[m]);
+  const double at = c.freed[m - c.freedBase];
+  if (at > sim.now) {
+    sim.wake(tb, at);
     return WaitResult::WouldBlock;
   }
   return WaitResult::Ready;
@@ -305,8 +335,8 @@ Status Simulation::setUp() {
       c.latency = 0;
     } else if (topo.nodeOf(from) == topo.nodeOf(to)) {
       c.latency = topo.intra.latency;
-      c.links = {linkOf("rank " + std::to_string(from) + " out", topo.intra.bandwidth),
-                 linkOf("rank " + std::to_string(to) + " in", topo.intra.bandwidth)};
+      c.links.push_back(linkOf("rank " + std::to_string(from) + " out", topo.intra.bandwidth));
+      c.links.push_back(linkOf("rank " + std::to_string(to) + " in", topo.intra.bandwidth));
     } else {
       c.latency = topo.inter.latency;
       const std::string a = "node " + std::to_string(topo.nodeOf(from)) + " nic " +
@@ -360,83 +390,122 @@ void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
     }
     if (!c.links.empty() && bytes > 0) {
       // The flow starts after the step's fixed cost.
-      Flow f;
+      uint32_t id;
+      if (!freeFlows.empty()) {
+        id = freeFlows.back();
+        freeFlows.pop_back();
+      } else {
+        id = uint32_t(flows.size());
+        flows.emplace_back();
+      }
+      Flow &f = flows[id];
       f.links = c.links;
       f.remaining = bytes;
+      f.rate = 0;
       f.tb = tb;
+      f.active = false;
       for (uint32_t l : f.links)
         links[l].use.bytes += bytes;
       t.flowDone = false;
-      if (start > now) {
-        pending.emplace_back(start, std::move(f));
-        push(start, kFlowStart);
-      } else {
-        advanceFlows();
-        flows.push_back(std::move(f));
-        reshareFlows();
-      }
+      if (start > now)
+        events.push(Event{start, seq++, EventKind::FlowStart, id});
+      else
+        startFlow(id);
     }
   }
   if (t.flowDone)
     wake(tb, t.computeEnd);
 }
 
-void Simulation::advanceFlows() {
-  const double dt = now - flowsAt;
-  if (dt > 0) {
-    for (Flow &f : flows)
-      f.remaining -= f.rate * dt;
-    for (Link &l : links)
-      if (l.active)
-        l.use.busy += dt;
+void Simulation::startFlow(uint32_t id) {
+  Flow &f = flows[id];
+  f.active = true;
+  f.since = now;
+  for (uint32_t l : f.links) {
+    if (links[l].flows.empty())
+      links[l].busySince = now;
+    links[l].flows.push_back(id);
   }
-  flowsAt = now;
-  // End the flows that have drained (within rounding).
-  for (size_t i = 0; i < flows.size();) {
-    Flow &f = flows[i];
-    if (f.remaining <= 1e-9 * std::max(1.0, f.rate * 1e-9) || f.remaining <= 1e-6) {
-      SimTb &t = tbs[f.tb];
-      t.flowDone = true;
-      wake(f.tb, std::max(now, t.computeEnd));
-      flows[i] = std::move(flows.back());
-      flows.pop_back();
-    } else {
-      ++i;
-    }
-  }
+  reshare(&id, 1);
 }
 
-void Simulation::reshareFlows() {
-  for (Link &l : links) {
-    l.residual = l.use.capacity;
-    l.unfrozen = 0;
-    l.active = 0;
+void Simulation::endFlow(uint32_t id) {
+  Flow &f = flows[id];
+  f.active = false;
+  ++f.version;
+  neighbours.clear();
+  for (uint32_t l : f.links) {
+    std::vector<uint32_t> &on = links[l].flows;
+    on.erase(std::find(on.begin(), on.end(), id));
+    if (on.empty())
+      links[l].use.busy += now - links[l].busySince;
+    neighbours.insert(neighbours.end(), on.begin(), on.end());
   }
-  for (Flow &f : flows) {
-    f.rate = -1;
-    for (uint32_t l : f.links) {
-      ++links[l].unfrozen;
-      ++links[l].active;
+  freeFlows.push_back(id);
+  SimTb &t = tbs[f.tb];
+  t.flowDone = true;
+  wake(f.tb, std::max(now, t.computeEnd));
+  if (!neighbours.empty())
+    reshare(neighbours.data(), neighbours.size());
+}
+
+void Simulation::reshare(const uint32_t *seeds, size_t n) {
+  // The component: every active flow reachable through shared links.
+  ++markGen;
+  compFlows.clear();
+  compLinks.clear();
+  stack.clear();
+  for (size_t i = 0; i < n; ++i)
+    if (flows[seeds[i]].active && flows[seeds[i]].mark != markGen) {
+      flows[seeds[i]].mark = markGen;
+      stack.push_back(seeds[i]);
+    }
+  while (!stack.empty()) {
+    const uint32_t id = stack.back();
+    stack.pop_back();
+    compFlows.push_back(id);
+    for (uint32_t l : flows[id].links) {
+      if (links[l].mark == markGen)
+        continue;
+      links[l].mark = markGen;
+      compLinks.push_back(l);
+      for (uint32_t other : links[l].flows)
+        if (flows[other].mark != markGen) {
+          flows[other].mark = markGen;
+          stack.push_back(other);
+        }
     }
   }
-  // Progressive filling: the most constrained link fixes the rate of its
-  // flows, which then leave the other links' shares.
-  size_t left = flows.size();
+  // Settle each flow's bytes at its old rate, then fill progressively: the
+  // most constrained link fixes the rate of its unfrozen flows, which then
+  // leave the other links' shares.
+  for (uint32_t id : compFlows) {
+    Flow &f = flows[id];
+    f.remaining = std::max(0.0, f.remaining - f.rate * (now - f.since));
+    f.since = now;
+    f.rate = -1;
+  }
+  for (uint32_t l : compLinks) {
+    links[l].residual = links[l].use.capacity;
+    links[l].unfrozen = uint32_t(links[l].flows.size());
+  }
+  size_t left = compFlows.size();
   while (left) {
     double share = kNever;
     uint32_t tight = ~0u;
-    for (uint32_t l = 0; l < links.size(); ++l)
+    for (uint32_t l : compLinks)
       if (links[l].unfrozen) {
-        const double s = links[l].residual / links[l].unfrozen;
-        if (s < share) {
-          share = s;
+        const double v = links[l].residual / links[l].unfrozen;
+        if (v < share) {
+          share = v;
           tight = l;
         }
       }
     if (tight == ~0u)
       break;
-    for (Flow &f : flows) {
-      if (f.rate >= 0 || std::find(f.links.begin(), f.links.end(), tight) == f.links.end())
+    for (uint32_t id : links[tight].flows) {
+      Flow &f = flows[id];
+      if (f.rate >= 0)
         continue;
       f.rate = share;
       --left;
@@ -446,13 +515,12 @@ void Simulation::reshareFlows() {
       }
     }
   }
-  double first = kNever;
-  for (const Flow &f : flows)
-    if (f.rate > 0)
-      first = std::min(first, now + f.remaining / f.rate);
-  if (first < kNever && first != nextFlowEnd) {
-    nextFlowEnd = first;
-    push(first, kFlowEvent);
+  for (uint32_t id : compFlows) {
+    Flow &f = flows[id];
+    ++f.version;
+    const double end = f.rate > 0 ? now + f.remaining / f.rate : kNever;
+    if (end < kNever)
+      events.push(Event{end, seq++, EventKind::FlowEnd, id, f.version});
   }
 }
 
@@ -463,6 +531,12 @@ void Simulation::completeStep(uint32_t tb) {
     Connection &c = conns[t.sendConn];
     c.arrival.push_back(now + c.latency);
     ++p.posted;
+    // The slot of message posted - depth will not be asked for again.
+    const uint64_t depth = std::max<uint32_t>(1, plan.info.connectionDepth);
+    while (!c.freed.empty() && c.freedBase + depth < p.posted) {
+      c.freed.pop_front();
+      ++c.freedBase;
+    }
     if (c.recvWaiting) {
       c.recvWaiting = false;
       wake(c.receiverTb, c.arrival.back());
@@ -472,6 +546,8 @@ void Simulation::completeStep(uint32_t tb) {
     Connection &c = conns[t.recvConn];
     c.freed.push_back(now + c.latency);
     ++p.received;
+    c.arrival.pop_front(); // Taken: message arrivalBase.
+    ++c.arrivalBase;
     if (c.sendWaiting) {
       c.sendWaiting = false;
       wake(c.senderTb, c.freed.back());
@@ -510,30 +586,18 @@ Status Simulation::run(Prediction &out) {
     events.pop();
     ++eventCount;
     now = e.time;
-    if (e.tb == kFlowStart) {
-      advanceFlows();
-      for (size_t i = 0; i < pending.size();) {
-        if (pending[i].first <= now) {
-          flows.push_back(std::move(pending[i].second));
-          pending.erase(pending.begin() + i);
-        } else {
-          ++i;
-        }
-      }
-      reshareFlows();
+    if (e.kind == EventKind::FlowStart) {
+      startFlow(e.id);
       continue;
     }
-    if (e.tb == kFlowEvent) {
-      if (e.time != nextFlowEnd)
-        continue; // Superseded by a later resharing.
-      nextFlowEnd = -1;
-      advanceFlows();
-      reshareFlows();
+    if (e.kind == EventKind::FlowEnd) {
+      if (flows[e.id].active && flows[e.id].version == e.version)
+        endFlow(e.id);
       continue;
     }
-    runTb(e.tb);
+    runTb(e.id);
     // A step that ended its threadblock's program finishes it once complete.
-    SimTb &t = tbs[e.tb];
+    SimTb &t = tbs[e.id];
     if (!t.finished && !t.busy && t.interp->finished()) {
       t.finished = true;
       t.finishTime = now;
