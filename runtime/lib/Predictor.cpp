@@ -41,9 +41,10 @@ bool inSendSlot(const char *p) {
   return uintptr_t(p) >= uintptr_t(kSendSlot) && uintptr_t(p) < uintptr_t(kSendSlot) + kSlotSpan;
 }
 
-/// A path: at most three links (port or NIC out, core, port or NIC in).
+/// A path: at most four links (the sending threadblock, port or NIC out,
+/// core, port or NIC in).
 struct Path {
-  uint32_t ids[3] = {0, 0, 0};
+  uint32_t ids[4] = {0, 0, 0, 0};
   uint8_t n = 0;
   const uint32_t *begin() const { return ids; }
   const uint32_t *end() const { return ids + n; }
@@ -331,6 +332,10 @@ Status Simulation::setUp() {
     Connection c;
     c.senderTb = sender;
     c.receiverTb = it->second;
+    if (topo.threadblockBandwidth > 0 && from != to)
+      c.links.push_back(
+          linkOf("rank " + std::to_string(from) + " tb " + std::to_string(tbs[sender].index),
+                 topo.threadblockBandwidth));
     if (from == to) {
       c.latency = 0;
     } else if (topo.nodeOf(from) == topo.nodeOf(to)) {

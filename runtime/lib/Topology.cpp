@@ -98,19 +98,23 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
     } else if (key == "nics-per-node") {
       ok = parseCount(value, t.nicsPerNode) && t.nicsPerNode > 0;
       expects = "a number of NICs, at least 1";
-    } else if (key == "intra-bandwidth" || key == "inter-bandwidth" || key == "copy-bandwidth") {
+    } else if (key == "intra-bandwidth" || key == "inter-bandwidth" || key == "copy-bandwidth" ||
+               key == "threadblock-bandwidth") {
+      const bool zeroOk = key == "copy-bandwidth" || key == "threadblock-bandwidth";
       double v = 0;
-      ok = parseBandwidth(value, v) && (key == "copy-bandwidth" || v > 0);
-      expects = key == "copy-bandwidth" ? "a bandwidth such as 1500GB/s, or 0"
-                                        : "a bandwidth above 0 such as 450GB/s or 400Gbit/s";
+      ok = parseBandwidth(value, v) && (zeroOk || v > 0);
+      expects = zeroOk ? "a bandwidth such as 1500GB/s, or 0"
+                       : "a bandwidth above 0 such as 450GB/s or 400Gbit/s";
       if (key == "intra-bandwidth") {
         t.intra.bandwidth = v;
         haveIntra = true;
       } else if (key == "inter-bandwidth") {
         t.inter.bandwidth = v;
         haveInter = true;
-      } else {
+      } else if (key == "copy-bandwidth") {
         t.copyBandwidth = v;
+      } else {
+        t.threadblockBandwidth = v;
       }
     } else if (key == "intra-latency" || key == "inter-latency" || key == "step-latency" ||
                key == "line-step-latency") {
@@ -169,6 +173,7 @@ std::string formatTopology(const Topology &t) {
     o << "oversubscription " << t.oversubscription << "\n";
   }
   o << "copy-bandwidth " << formatBandwidth(t.copyBandwidth) << "\n";
+  o << "threadblock-bandwidth " << formatBandwidth(t.threadblockBandwidth) << "\n";
   o << "step-latency " << formatLatency(t.stepLatency) << "\n";
   if (t.lineStepLatency >= 0)
     o << "line-step-latency " << formatLatency(t.lineStepLatency) << "\n";

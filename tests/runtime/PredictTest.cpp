@@ -193,6 +193,18 @@ TEST(Predict, AcrossNodesUsesTheNics) {
   EXPECT_NEAR(slow->seconds, 2e-3 + 50e-6, 1e-12);
 }
 
+TEST(Predict, ThreadblockBandwidthCapsAFlow) {
+  // Ports of 1 GB/s, a threadblock that sends at most 0.25 GB/s: 4x.
+  Topology t = oneNode(1e9, 0);
+  t.threadblockBandwidth = 0.25e9;
+  const uint64_t count = 250000; // 1 MB
+  Result<Prediction> p = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_NEAR(p->seconds, 4e-3, 1e-12);
+  ASSERT_EQ(p->links.size(), 3u);
+  EXPECT_EQ(p->links[0].name, "rank 0 tb 0");
+}
+
 TEST(Predict, Deterministic) {
   Topology t = oneNode(37e9, 3e-6, 1.3e-6);
   t.copyBandwidth = 211e9;

@@ -355,8 +355,22 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
                                  (unsigned long long)(count * es * perCount),
                                  (unsigned long long)count, p->seconds * 1e6, p->algbw / 1e9,
                                  p->busbw / 1e9, p->lastRank, p->lastTb);
-    if (bytes > hi / sizeFactor)
+    if (bytes > hi / sizeFactor || bytes * sizeFactor > hi) {
+      // The largest size: where its time went, by the busiest links.
+      std::vector<LinkUsage> links = p->links;
+      std::stable_sort(links.begin(), links.end(),
+                       [](const LinkUsage &a, const LinkUsage &b) { return a.busy > b.busy; });
+      llvm::outs() << "# busiest links at " << count * es * perCount
+                   << " B (busy: share of the run; load: bytes / capacity / run):\n";
+      for (size_t i = 0; i < links.size() && i < 5; ++i) {
+        const LinkUsage &l = links[i];
+        const double run = p->seconds > 0 ? p->seconds : 1;
+        llvm::outs() << llvm::format("#   %-24s busy %5.1f%%  load %5.1f%%  %.6g GB/s\n",
+                                     l.name.c_str(), 100 * l.busy / run,
+                                     100 * l.bytes / l.capacity / run, l.capacity / 1e9);
+      }
       break;
+    }
     bytes *= sizeFactor;
   }
   return 0;

@@ -11,7 +11,8 @@
 ///    reductions at copy bandwidth;
 ///  - a message is a flow over the links between its ranks (the sender's
 ///    port and the receiver's within a node; the two NICs, and the core
-///    when oversubscribed, between nodes). Flows that share a link share
+///    when oversubscribed, between nodes), and over its threadblock when
+///    the topology caps what one threadblock sends. Flows that share a link share
 ///    its bandwidth max-min fairly, recomputed whenever a flow starts or
 ///    ends. The sending step ends when its flow has drained; the message
 ///    is there for the receiver one link latency later, and the slot it

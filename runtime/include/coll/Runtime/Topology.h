@@ -14,6 +14,7 @@
 ///     inter-latency     5us
 ///     oversubscription  1          # the network core: NIC bandwidth / core bandwidth
 ///     copy-bandwidth    1500GB/s   # a threadblock's local copy or reduction; 0: free
+///     threadblock-bandwidth 50GB/s # the most one threadblock sends; 0: no limit
 ///     step-latency      1.5us      # the fixed cost of a step (Simple)
 ///     line-step-latency 1.2us      # the same under LL and LL128 (default: step-latency)
 ///
@@ -43,11 +44,12 @@ struct Topology {
   uint32_t ranksPerNode = 0; ///< 0: every rank on one node.
   LinkSpec intra;            ///< A rank's port into its node's fabric.
   uint32_t nicsPerNode = 1;
-  LinkSpec inter;              ///< One NIC.
-  double oversubscription = 1; ///< Above 1: a shared core of that much less bandwidth.
-  double copyBandwidth = 0;    ///< Bytes per second of a local copy or reduction; 0: free.
-  double stepLatency = 0;      ///< Seconds per step (Simple).
-  double lineStepLatency = -1; ///< Seconds per step under LL and LL128; < 0: stepLatency.
+  LinkSpec inter;                  ///< One NIC.
+  double oversubscription = 1;     ///< Above 1: a shared core of that much less bandwidth.
+  double copyBandwidth = 0;        ///< Bytes per second of a local copy or reduction; 0: free.
+  double threadblockBandwidth = 0; ///< The most one threadblock sends per second; 0: no limit.
+  double stepLatency = 0;          ///< Seconds per step (Simple).
+  double lineStepLatency = -1;     ///< Seconds per step under LL and LL128; < 0: stepLatency.
 
   /// The node of \p rank.
   uint32_t nodeOf(uint32_t rank) const { return ranksPerNode ? rank / ranksPerNode : 0; }
