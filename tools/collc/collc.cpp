@@ -6,6 +6,7 @@
 
 #include "coll/Compiler/MscclXml.h"
 #include "coll/Compiler/Pipeline.h"
+#include "coll/Compiler/SelectPrograms.h"
 #include "coll/Lang/ASTDump.h"
 #include "coll/Lang/Frontend.h"
 #include "coll/Lang/IntArith.h"
@@ -21,6 +22,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 #include <cstdlib>
 #include <sstream>
@@ -148,6 +150,16 @@ cl::opt<std::string>
     predictProtocol("protocol", cl::value_desc("name"),
                     cl::desc("--emit=predict: Simple, LL or LL128 (default: the plan's)"),
                     cl::cat(collcCategory));
+
+cl::opt<std::string>
+    selectRanks("select-ranks", cl::value_desc("list"),
+                cl::desc("collc select: the rank counts to choose for (default 2,4,8)"),
+                cl::init("2,4,8"), cl::cat(collcCategory));
+cl::opt<std::string> stdlibDir(
+    "stdlib", cl::value_desc("dir"),
+    cl::desc("collc select: the programs to choose from (default: $COLLC_STDLIB, else the "
+             "standard library collc was built with)"),
+    cl::cat(collcCategory));
 
 cl::opt<unsigned> errorLimit("error-limit", cl::value_desc("n"),
                              cl::desc("Stop after n errors (0: no limit; default 20)"),
@@ -376,6 +388,80 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
   return 0;
 }
 
+/// `collc select --topology T`: the selection table of the standard
+/// library's programs predicted fastest on T, to -o or standard output.
+int runSelect(DiagnosticEngine &diag) {
+  if (topologyFile.empty()) {
+    diag.errorNoLoc("collc select needs --topology <file>");
+    return 1;
+  }
+  Result<Topology> topo = loadTopology(topologyFile);
+  if (!topo) {
+    diag.errorNoLoc(topo.message());
+    return 1;
+  }
+  compiler::SelectOptions options;
+  options.programDir = stdlibDir;
+  if (options.programDir.empty())
+    if (const char *env = std::getenv("COLLC_STDLIB"))
+      options.programDir = env;
+#ifdef COLLC_SOURCE_STDLIB
+  if (options.programDir.empty())
+    options.programDir = COLLC_SOURCE_STDLIB;
+#endif
+  if (options.programDir.empty()) {
+    diag.errorNoLoc("collc select: no standard library; pass --stdlib <dir>");
+    return 1;
+  }
+  for (llvm::StringRef rest = selectRanks; !rest.empty();) {
+    auto [word, tail] = rest.split(',');
+    unsigned n = 0;
+    if (word.getAsInteger(10, n) || n < 1 || n > 1u << 20) {
+      diag.errorNoLoc("--select-ranks takes rank counts such as 2,4,8, not '" +
+                      llvm::Twine(selectRanks) + "'");
+      return 1;
+    }
+    options.ranks.push_back(n);
+    rest = tail;
+  }
+  if (!parseByteSize(minBytes, options.minBytes) || !parseByteSize(maxBytes, options.maxBytes) ||
+      options.minBytes == 0 || options.maxBytes < options.minBytes) {
+    diag.errorNoLoc("-b and -e take sizes such as 1K and 1G, the first at most the second");
+    return 1;
+  }
+  options.factor = sizeFactor;
+  if (!parseDataType(predictType.c_str(), options.type)) {
+    diag.errorNoLoc("unknown --dtype '" + llvm::Twine(predictType) + "'");
+    return 1;
+  }
+  if (!outputFile.empty()) {
+    llvm::SmallString<256> dir(outputFile);
+    llvm::sys::fs::make_absolute(dir);
+    llvm::sys::path::remove_filename(dir);
+    options.tableDir = std::string(dir);
+    llvm::SmallString<256> lib(options.programDir);
+    llvm::sys::fs::make_absolute(lib);
+    options.programDir = std::string(lib);
+  }
+  Result<std::string> table = compiler::selectPrograms(*topo, options);
+  if (!table) {
+    diag.errorNoLoc(table.message());
+    return 1;
+  }
+  if (outputFile.empty()) {
+    llvm::outs() << *table;
+    return 0;
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream os(outputFile, ec);
+  if (ec) {
+    diag.errorNoLoc("cannot write '" + llvm::Twine(outputFile) + "': " + ec.message());
+    return 1;
+  }
+  os << *table;
+  return 0;
+}
+
 /// --emit=msccl-xml: \p plan as MSCCL-IR XML, to -o or standard output.
 int writeMscclXml(const Plan &plan, DiagnosticEngine &diag) {
   const compiler::MscclLimits *limits = compiler::MscclLimits::named(mscclLimits);
@@ -460,7 +546,9 @@ int main(int argc, char **argv) {
       "  collc prog.coll --nranks 8 -o plan.bin   compile, verify and write the plan\n"
       "  collc prog.coll --emit=verify-report     what verification proved\n"
       "  collc prog.coll --emit=plan-text         the plan as text\n"
-      "  collc prog.coll --emit=ast               the checked AST\n");
+      "  collc prog.coll --emit=ast               the checked AST\n"
+      "  collc prog.coll --emit=predict --topology T   predicted time per size on T\n"
+      "  collc select --topology T -o t.select    the fastest program per size on T\n");
 
   if (listPasses) {
     for (compiler::PassId pass : compiler::allPasses())
@@ -477,6 +565,8 @@ int main(int argc, char **argv) {
   }
   if (importMscclXml)
     return importXml(diag);
+  if (inputFile == "select")
+    return runSelect(diag);
   if (verifyOnly) {
     diag.errorNoLoc("--verify-only goes with --import-msccl-xml");
     return 1;
