@@ -2,6 +2,8 @@
 
 #include "coll/Runtime/Topology.h"
 
+#include "coll/Runtime/XmlReader.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -67,9 +69,149 @@ std::string formatLatency(double v) {
   return buf;
 }
 
+/// The value of attribute \p name of \p tag, or "".
+std::string attr(const XmlTag &tag, const char *name) {
+  for (const auto &a : tag.attrs)
+    if (a.first == name)
+      return a.second;
+  return "";
+}
+
+/// NCCL's bandwidth of one NVLink of a GPU of compute capability \p sm,
+/// bytes per second (NCCL's topology model: SMxx_NVLINK_BW).
+double nvlinkBandwidth(int sm) {
+  if (sm >= 100)
+    return 40.1e9;
+  if (sm >= 90)
+    return 20.6e9;
+  if (sm >= 80)
+    return 20.0e9;
+  if (sm >= 70)
+    return 20.0e9;
+  return 18.0e9;
+}
+
+/// A PCIe link's bandwidth from NCCL's attributes ("16.0 GT/s PCIe", 16
+/// lanes), bytes per second, as NCCL rates it: lanes x {15, 30, 60, 120,
+/// 240, 480} / 80 GB/s for 2.5 to 64 GT/s (0 when unknown).
+double pciBandwidth(const std::string &speed, const std::string &width) {
+  const double gts = std::strtod(speed.c_str(), nullptr);
+  const double lanes = std::strtod(width.c_str(), nullptr);
+  double perLane = 0; // NCCL's units of 100 Mbit/s per lane.
+  if (gts >= 64)
+    perLane = 480;
+  else if (gts >= 32)
+    perLane = 240;
+  else if (gts >= 16)
+    perLane = 120;
+  else if (gts >= 8)
+    perLane = 60;
+  else if (gts >= 5)
+    perLane = 30;
+  else if (gts >= 2.5)
+    perLane = 15;
+  return lanes * perLane / 80.0 * 1e9;
+}
+
+/// One node from NCCL's topology XML (NCCL_TOPO_DUMP_FILE): its GPUs are
+/// the node's ranks; a GPU's port is the sum of its NVLinks (at NCCL's
+/// per-link rate for its compute capability), else its PCIe link; the
+/// NICs are its <net> elements (speed in Mbit/s). What the file does not
+/// say takes the GPU executor's measured figures (docs/prediction.md).
+Status parseNcclTopology(const std::string &text, const std::string &source, Topology &out) {
+  XmlReader reader(text, source, "NCCL's topology XML");
+  Topology t;
+  t.name = source;
+  std::vector<XmlTag> open; // The elements we are inside.
+  uint32_t gpus = 0, nets = 0;
+  double port = 0, nic = 0, nicLatency = 0;
+  double gpuLinks = 0; // NVLink bandwidth of the GPU being read.
+  int gpuSm = 0;
+  bool sawSystem = false;
+  auto endGpu = [&](const XmlTag &gpu) {
+    double bw = gpuLinks;
+    if (bw == 0) {
+      // No NVLink: the GPU's PCIe link (its parent <pci>).
+      for (auto it = open.rbegin(); it != open.rend(); ++it)
+        if (it->name == "pci") {
+          bw = pciBandwidth(attr(*it, "link_speed"), attr(*it, "link_width"));
+          break;
+        }
+    }
+    if (bw <= 0)
+      return Status::error(reader.at(gpu.line, gpu.col) +
+                           "<gpu> has neither NVLinks nor a PCIe link speed and width");
+    port = gpus == 0 ? bw : std::min(port, bw);
+    ++gpus;
+    return Status::success();
+  };
+  for (;;) {
+    XmlTag tag;
+    XmlReader::Event ev = reader.next(tag);
+    if (ev == XmlReader::Event::Error)
+      return Status::error(reader.error());
+    if (ev == XmlReader::Event::Eof)
+      break;
+    if (ev == XmlReader::Event::End) {
+      if (open.empty() || open.back().name != tag.name)
+        return Status::error(reader.at(tag.line, tag.col) + "</" + tag.name + "> closes " +
+                             (open.empty() ? "nothing" : "<" + open.back().name + ">"));
+      if (tag.name == "gpu")
+        if (Status s = endGpu(open.back()); !s)
+          return s;
+      open.pop_back();
+      continue;
+    }
+    if (tag.name == "system") {
+      sawSystem = true;
+    } else if (tag.name == "gpu") {
+      gpuLinks = 0;
+      gpuSm = std::atoi(attr(tag, "sm").c_str());
+    } else if (tag.name == "nvlink") {
+      const double count = std::strtod(attr(tag, "count").c_str(), nullptr);
+      gpuLinks += (count > 0 ? count : 1) * nvlinkBandwidth(gpuSm);
+    } else if (tag.name == "net") {
+      const double mbps = std::strtod(attr(tag, "speed").c_str(), nullptr);
+      if (!(mbps > 0))
+        return Status::error(reader.at(tag.line, tag.col) + "<net> has no speed (Mbit/s)");
+      const double bw = mbps * 1e6 / 8;
+      nic = nets == 0 ? bw : std::min(nic, bw);
+      nicLatency = std::max(nicLatency, std::strtod(attr(tag, "latency").c_str(), nullptr) * 1e-6);
+      ++nets;
+    }
+    if (tag.selfClosing) {
+      if (tag.name == "gpu")
+        if (Status s = endGpu(tag); !s)
+          return s;
+    } else {
+      open.push_back(tag);
+    }
+  }
+  if (!open.empty())
+    return Status::error(reader.at(open.back().line, open.back().col) + "<" + open.back().name +
+                         "> is not closed");
+  if (!sawSystem)
+    return Status::error(source + ": not NCCL's topology XML (no <system>)");
+  if (gpus == 0)
+    return Status::error(source + ": the topology has no <gpu>");
+  t.ranksPerNode = gpus;
+  t.intra = {port, 1e-6};
+  t.nicsPerNode = nets ? nets : 1;
+  // A node without a NIC reaches others at PCIe speed through the host.
+  t.inter = {nets ? nic : 12e9, nicLatency > 0 ? nicLatency : 5e-6};
+  t.copyBandwidth = 49e9;
+  t.threadblockBandwidth = 49e9;
+  t.stepLatency = 1.9e-6;
+  out = std::move(t);
+  return Status::success();
+}
+
 } // namespace
 
 Status parseTopology(const std::string &text, const std::string &source, Topology &out) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '<')
+    return parseNcclTopology(text, source, out);
   Topology t;
   bool haveIntra = false, haveInter = false;
   std::istringstream in(text);

@@ -286,4 +286,67 @@ TEST(Topology, ErrorsNameTheLine) {
             "t.topo:2: 'nics-per-node' expects a number of NICs, at least 1, not '0'");
 }
 
+TEST(Topology, ReadsNcclTopologyXml) {
+  // Two GPUs of sm 90 with 18 and 16 NVLinks, two NICs of 400 and 200
+  // Gbit/s: ports of the smaller GPU's 16 x 20.6 GB/s, NICs of 25 GB/s.
+  const char *xml = R"(<?xml version="1.0"?>
+<!-- as NCCL_TOPO_DUMP_FILE writes it -->
+<system version="1">
+  <cpu numaid="0" arch="x86_64">
+    <pci busid="0000:01:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
+      <gpu dev="0" sm="90" rank="0" gdr="1">
+        <nvlink target="0000:a0:00.0" count="18" tclass="0x068000"/>
+      </gpu>
+    </pci>
+    <pci busid="0000:02:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
+      <gpu dev="1" sm="90" rank="1" gdr="1">
+        <nvlink target="0000:a0:00.0" count="16" tclass="0x068000"/>
+      </gpu>
+    </pci>
+    <pci busid="0000:03:00.0" class="0x020700" link_speed="32.0 GT/s PCIe" link_width="16">
+      <nic><net name="mlx5_0" dev="0" speed="400000" port="1" latency="0.000000"/></nic>
+    </pci>
+    <pci busid="0000:04:00.0" class="0x020700" link_speed="32.0 GT/s PCIe" link_width="16">
+      <nic><net name="mlx5_1" dev="1" speed="200000" port="1" latency="2.5"/></nic>
+    </pci>
+  </cpu>
+</system>
+)";
+  Topology t;
+  Status s = parseTopology(xml, "node.xml", t);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(t.ranksPerNode, 2u);
+  EXPECT_DOUBLE_EQ(t.intra.bandwidth, 16 * 20.6e9);
+  EXPECT_EQ(t.nicsPerNode, 2u);
+  EXPECT_DOUBLE_EQ(t.inter.bandwidth, 25e9);
+  EXPECT_DOUBLE_EQ(t.inter.latency, 2.5e-6);
+  EXPECT_GT(t.stepLatency, 0);
+
+  // Without NVLink, a GPU's port is its PCIe link: Gen4 x16 is 24 GB/s.
+  const char *pcie = R"(<system version="1"><cpu><pci link_speed="16.0 GT/s PCIe" link_width="16">
+    <gpu dev="0" sm="80" rank="0"/></pci></cpu></system>)";
+  ASSERT_TRUE(parseTopology(pcie, "pcie.xml", t).ok());
+  EXPECT_EQ(t.ranksPerNode, 1u);
+  EXPECT_DOUBLE_EQ(t.intra.bandwidth, 24e9);
+}
+
+TEST(Topology, NcclXmlErrorsNameTheLine) {
+  Topology t;
+  auto error = [&](const char *text) {
+    Status s = parseTopology(text, "n.xml", t);
+    return s.ok() ? std::string("ok") : s.message();
+  };
+  EXPECT_EQ(error("<system>\n  <cpu>\n</system>"), "n.xml:3:1: error: </system> closes <cpu>");
+  EXPECT_EQ(error("<system>\n <cpu>"), "n.xml:2:2: error: <cpu> is not closed");
+  EXPECT_EQ(error("<system version=\"1\"></system>"), "n.xml: the topology has no <gpu>");
+  EXPECT_EQ(error("<cpu><gpu sm=\"90\" nvlinks=\"x\"/></cpu>"),
+            "n.xml:1:6: error: <gpu> has neither NVLinks nor a PCIe link speed and width");
+  EXPECT_EQ(error("<cpu></cpu>"), "n.xml: not NCCL's topology XML (no <system>)");
+  EXPECT_EQ(error("<system>text</system>"),
+            "n.xml:1:9: error: unexpected text 'text' (NCCL's topology XML has elements and "
+            "attributes only)");
+  EXPECT_EQ(error("<system><net speed=\"0\"/></system>"),
+            "n.xml:1:9: error: <net> has no speed (Mbit/s)");
+}
+
 } // namespace

@@ -60,8 +60,13 @@ struct Topology {
   }
 };
 
-/// Parses the text format of the file comment; errors name \p source and
-/// the line ("topo.txt:3: unknown key 'bandwith'").
+/// Parses the text format of the file comment, or NCCL's topology XML
+/// (NCCL_TOPO_DUMP_FILE; a text that starts with '<') for one node: its
+/// GPUs are the node's ranks, a GPU's port the sum of its NVLinks at
+/// NCCL's rate per link for its compute capability (else its PCIe link),
+/// the NICs its <net> elements; the step and threadblock figures are the
+/// GPU executor's. Errors name \p source and the line ("topo.txt:3:
+/// unknown key 'bandwith'").
 Status parseTopology(const std::string &text, const std::string &source, Topology &out);
 /// parseTopology() of the file at \p path.
 Result<Topology> loadTopology(const std::string &path);
