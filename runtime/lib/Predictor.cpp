@@ -41,10 +41,10 @@ bool inSendSlot(const char *p) {
   return uintptr_t(p) >= uintptr_t(kSendSlot) && uintptr_t(p) < uintptr_t(kSendSlot) + kSlotSpan;
 }
 
-/// A path: at most four links (the sending threadblock, port or NIC out,
-/// core, port or NIC in).
+/// A path: at most five links (the sending threadblock, its node, port or
+/// NIC out, core, port or NIC in).
 struct Path {
-  uint32_t ids[4] = {0, 0, 0, 0};
+  uint32_t ids[5] = {0, 0, 0, 0, 0};
   uint8_t n = 0;
   const uint32_t *begin() const { return ids; }
   const uint32_t *end() const { return ids + n; }
@@ -129,10 +129,13 @@ public:
   uint64_t received = 0, posted = 0; ///< Messages taken and sent so far.
 
 private:
+  /// A write of \p n elements to \p dst: into the send slot it is the
+  /// message (its bytes travel as the flow), elsewhere a local copy.
   void note(const char *dst, uint64_t n) {
     if (inSendSlot(dst))
       sent += n;
-    local += n;
+    else
+      local += n;
   }
   Simulation &sim;
   uint32_t tb;
@@ -143,10 +146,11 @@ struct SimTb {
   uint32_t rank = 0, index = 0; ///< Its rank and its index there.
   uint32_t numSteps = 0;
   int32_t sendConn = -1, recvConn = -1;
-  bool busy = false;     ///< In a step.
-  bool flowDone = true;  ///< Its step's flow has drained.
-  double computeEnd = 0; ///< Its step's copies end.
-  uint64_t linear = 0;   ///< Steps completed (slice * numSteps + step).
+  bool busy = false;      ///< In a step.
+  uint32_t flowsLeft = 0; ///< Its step's flows still draining.
+  double computeEnd = 0;  ///< Its step's private copies end.
+  Path local;             ///< The links its local copies cross (none: private).
+  uint64_t linear = 0;    ///< Steps completed (slice * numSteps + step).
   /// Completion times of its steps, when another threadblock waits on them.
   std::vector<double> done;
   bool tracked = false;
@@ -179,6 +183,8 @@ public:
 
   void wake(uint32_t tb, double at) { push(at, tb); }
   void startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems, bool publishes);
+  /// A flow of \p bytes over \p path for \p tb's step, from \p start.
+  void addFlow(uint32_t tb, const Path &path, double bytes, double start);
   double stepLatency() const {
     return protocol != ProtocolKind::Simple && topo.lineStepLatency >= 0 ? topo.lineStepLatency
                                                                          : topo.stepLatency;
@@ -322,6 +328,15 @@ Status Simulation::setUp() {
       if (d.tb < plan.ranks[tbs[id].rank].threadblocks.size())
         tbs[id - tbs[id].index + d.tb].tracked = true;
   }
+  // A threadblock's work crosses its own cap and its node's, where the
+  // topology has them.
+  for (SimTb &t : tbs) {
+    if (topo.threadblockBandwidth > 0)
+      t.local.push_back(linkOf("rank " + std::to_string(t.rank) + " tb " + std::to_string(t.index),
+                               topo.threadblockBandwidth));
+    if (topo.nodeBandwidth > 0)
+      t.local.push_back(linkOf("node " + std::to_string(topo.nodeOf(t.rank)), topo.nodeBandwidth));
+  }
   for (auto &[key, sender] : senders) {
     auto it = receivers.find(key);
     if (it == receivers.end())
@@ -332,10 +347,8 @@ Status Simulation::setUp() {
     Connection c;
     c.senderTb = sender;
     c.receiverTb = it->second;
-    if (topo.threadblockBandwidth > 0 && from != to)
-      c.links.push_back(
-          linkOf("rank " + std::to_string(from) + " tb " + std::to_string(tbs[sender].index),
-                 topo.threadblockBandwidth));
+    if (from != to)
+      c.links = tbs[sender].local; // What the sender's own work crosses.
     if (from == to) {
       c.latency = 0;
     } else if (topo.nodeOf(from) == topo.nodeOf(to)) {
@@ -382,9 +395,17 @@ void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
   ++stepCount;
   t.busy = true;
   const double start = now + stepLatency();
-  t.computeEnd =
-      start + (topo.copyBandwidth > 0 ? double(localElems * es) / topo.copyBandwidth : 0.0);
-  t.flowDone = true;
+  t.flowsLeft = 0;
+  t.computeEnd = start;
+  // Local copies: a flow over the threadblock's and the node's caps, or a
+  // private rate.
+  if (localElems) {
+    const double bytes = double(localElems * es);
+    if (!t.local.empty())
+      addFlow(tb, t.local, bytes, start);
+    else if (topo.copyBandwidth > 0)
+      t.computeEnd += bytes / topo.copyBandwidth;
+  }
   if (publishes) {
     ++messageCount;
     const Connection &c = conns[t.sendConn];
@@ -393,33 +414,35 @@ void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
       const uint64_t lines = messageLines(protocol, sentElems * es);
       bytes = double(lines * lineBytes(protocol));
     }
-    if (!c.links.empty() && bytes > 0) {
-      // The flow starts after the step's fixed cost.
-      uint32_t id;
-      if (!freeFlows.empty()) {
-        id = freeFlows.back();
-        freeFlows.pop_back();
-      } else {
-        id = uint32_t(flows.size());
-        flows.emplace_back();
-      }
-      Flow &f = flows[id];
-      f.links = c.links;
-      f.remaining = bytes;
-      f.rate = 0;
-      f.tb = tb;
-      f.active = false;
-      for (uint32_t l : f.links)
-        links[l].use.bytes += bytes;
-      t.flowDone = false;
-      if (start > now)
-        events.push(Event{start, seq++, EventKind::FlowStart, id});
-      else
-        startFlow(id);
-    }
+    if (!c.links.empty() && bytes > 0)
+      addFlow(tb, c.links, bytes, start);
   }
-  if (t.flowDone)
+  if (t.flowsLeft == 0)
     wake(tb, t.computeEnd);
+}
+
+void Simulation::addFlow(uint32_t tb, const Path &path, double bytes, double start) {
+  uint32_t id;
+  if (!freeFlows.empty()) {
+    id = freeFlows.back();
+    freeFlows.pop_back();
+  } else {
+    id = uint32_t(flows.size());
+    flows.emplace_back();
+  }
+  Flow &f = flows[id];
+  f.links = path;
+  f.remaining = bytes;
+  f.rate = 0;
+  f.tb = tb;
+  f.active = false;
+  for (uint32_t l : f.links)
+    links[l].use.bytes += bytes;
+  ++tbs[tb].flowsLeft;
+  if (start > now)
+    events.push(Event{start, seq++, EventKind::FlowStart, id});
+  else
+    startFlow(id);
 }
 
 void Simulation::startFlow(uint32_t id) {
@@ -448,8 +471,8 @@ void Simulation::endFlow(uint32_t id) {
   }
   freeFlows.push_back(id);
   SimTb &t = tbs[f.tb];
-  t.flowDone = true;
-  wake(f.tb, std::max(now, t.computeEnd));
+  if (--t.flowsLeft == 0)
+    wake(f.tb, std::max(now, t.computeEnd));
   if (!neighbours.empty())
     reshare(neighbours.data(), neighbours.size());
 }
@@ -573,7 +596,7 @@ void Simulation::runTb(uint32_t tb) {
   if (t.finished)
     return;
   if (t.busy) {
-    if (!t.flowDone || now < t.computeEnd)
+    if (t.flowsLeft || now < t.computeEnd)
       return; // Woken early: its step is still running.
     completeStep(tb);
   }
@@ -679,6 +702,7 @@ Result<Prediction> predictPlan(const Plan &plan, const Topology &topo, uint64_t 
     return s;
   if (Status s = sim.run(out); !s)
     return s;
+  out.seconds += topo.callLatency;
   if (out.seconds > 0) {
     out.algbw = double(out.sizeBytes) / out.seconds;
     out.busbw = out.algbw * busBandwidthFactor(plan.info.collective, plan.info.nranks);

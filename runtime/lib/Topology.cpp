@@ -241,8 +241,9 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
       ok = parseCount(value, t.nicsPerNode) && t.nicsPerNode > 0;
       expects = "a number of NICs, at least 1";
     } else if (key == "intra-bandwidth" || key == "inter-bandwidth" || key == "copy-bandwidth" ||
-               key == "threadblock-bandwidth") {
-      const bool zeroOk = key == "copy-bandwidth" || key == "threadblock-bandwidth";
+               key == "threadblock-bandwidth" || key == "node-bandwidth") {
+      const bool zeroOk =
+          key == "copy-bandwidth" || key == "threadblock-bandwidth" || key == "node-bandwidth";
       double v = 0;
       ok = parseBandwidth(value, v) && (zeroOk || v > 0);
       expects = zeroOk ? "a bandwidth such as 1500GB/s, or 0"
@@ -255,17 +256,20 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
         haveInter = true;
       } else if (key == "copy-bandwidth") {
         t.copyBandwidth = v;
+      } else if (key == "node-bandwidth") {
+        t.nodeBandwidth = v;
       } else {
         t.threadblockBandwidth = v;
       }
     } else if (key == "intra-latency" || key == "inter-latency" || key == "step-latency" ||
-               key == "line-step-latency") {
+               key == "line-step-latency" || key == "call-latency") {
       double v = 0;
       ok = parseLatency(value, v);
       expects = "a latency such as 5us or 1ms";
       (key == "intra-latency"   ? t.intra.latency
        : key == "inter-latency" ? t.inter.latency
        : key == "step-latency"  ? t.stepLatency
+       : key == "call-latency"  ? t.callLatency
                                 : t.lineStepLatency) = v;
     } else if (key == "oversubscription") {
       char *end = nullptr;
@@ -316,6 +320,8 @@ std::string formatTopology(const Topology &t) {
   }
   o << "copy-bandwidth " << formatBandwidth(t.copyBandwidth) << "\n";
   o << "threadblock-bandwidth " << formatBandwidth(t.threadblockBandwidth) << "\n";
+  o << "node-bandwidth " << formatBandwidth(t.nodeBandwidth) << "\n";
+  o << "call-latency " << formatLatency(t.callLatency) << "\n";
   o << "step-latency " << formatLatency(t.stepLatency) << "\n";
   if (t.lineStepLatency >= 0)
     o << "line-step-latency " << formatLatency(t.lineStepLatency) << "\n";

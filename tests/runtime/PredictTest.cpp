@@ -193,16 +193,31 @@ TEST(Predict, AcrossNodesUsesTheNics) {
   EXPECT_NEAR(slow->seconds, 2e-3 + 50e-6, 1e-12);
 }
 
-TEST(Predict, ThreadblockBandwidthCapsAFlow) {
-  // Ports of 1 GB/s, a threadblock that sends at most 0.25 GB/s: 4x.
+TEST(Predict, ThreadblockBandwidthCapsAThreadblocksWork) {
+  // Ports of 1 GB/s, a threadblock that moves at most 0.25 GB/s: the send
+  // takes 4 ms, and the receiver's copy out of the slot 4 ms more.
   Topology t = oneNode(1e9, 0);
   t.threadblockBandwidth = 0.25e9;
   const uint64_t count = 250000; // 1 MB
   Result<Prediction> p = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
   ASSERT_TRUE(p.ok()) << p.message();
-  EXPECT_NEAR(p->seconds, 4e-3, 1e-12);
-  ASSERT_EQ(p->links.size(), 3u);
+  EXPECT_NEAR(p->seconds, 8e-3, 1e-12);
+  ASSERT_EQ(p->links.size(), 4u);
   EXPECT_EQ(p->links[0].name, "rank 0 tb 0");
+  EXPECT_EQ(p->links[1].name, "rank 1 tb 0");
+}
+
+TEST(Predict, NodeBandwidthIsShared) {
+  // Both senders' copies share the node's 1 GB/s (2 ms for 2 MB), then both
+  // of rank 2's copies out of their slots share it again (2 ms); a call
+  // costs 7 us besides.
+  Topology t = oneNode(100e9, 5e-6);
+  t.nodeBandwidth = 1e9;
+  t.callLatency = 7e-6;
+  const uint64_t count = 250000; // 1 MB each
+  Result<Prediction> p = predictPlan(twoIntoOne(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_NEAR(p->seconds, 4e-3 + 5e-6 + 7e-6, 1e-12);
 }
 
 TEST(Predict, Deterministic) {

@@ -4,6 +4,7 @@
 
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/Executor.h"
+#include "coll/Runtime/Predict.h"
 #include "coll/Runtime/ProcessGroup.h"
 #include "coll/Runtime/Reference.h"
 
@@ -103,7 +104,8 @@ public:
     }
     if (opts.csv) {
       std::printf("collective,algorithm,nranks,ranks_as,size_bytes,count,dtype,op,placement,"
-                  "time_us,algbw_GBps,busbw_GBps,wrong\n");
+                  "time_us,algbw_GBps,busbw_GBps,wrong%s\n",
+                  opts.predict ? ",predicted_us" : "");
     } else {
       std::printf("# coll-perf: plan%s %s, %s, %u ranks as %s%s, %u chunks per rank unit, "
                   "slice %" PRIu64 " elements, protocol %s\n",
@@ -118,12 +120,15 @@ public:
                   opts.iters, opts.warmup, opts.check ? 1 : 0, shortTypeName(opts.type), op);
       std::printf("# %10s  %12s  %6s  %6s  %6s  %-33s  %s\n", "", "", "", "", "",
                   "           out-of-place", "             in-place");
-      std::printf("# %10s  %12s  %6s  %6s  %6s  %10s %7s %7s %6s  %10s %7s %7s %6s\n", "size",
+      std::printf("# %10s  %12s  %6s  %6s  %6s  %10s %7s %7s %6s  %10s %7s %7s %6s%s\n", "size",
                   "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
-                  "algbw", "busbw", "#wrong");
-      std::printf("# %10s  %12s  %6s  %6s  %6s  %10s %7s %7s %6s  %10s %7s %7s\n", "(B)",
+                  "algbw", "busbw", "#wrong", opts.predict ? "   predicted  meas/pred" : "");
+      std::printf("# %10s  %12s  %6s  %6s  %6s  %10s %7s %7s %6s  %10s %7s %7s%s\n", "(B)",
                   "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
-                  "(GB/s)");
+                  "(GB/s)", opts.predict ? "         (us)" : "");
+      if (opts.predict)
+        std::printf("# predicted on '%s' (collc --emit=predict's model)\n",
+                    opts.predict->name.c_str());
     }
     std::fflush(stdout);
   }
@@ -131,6 +136,21 @@ public:
   /// Records \p m of \p step; \p lastOfSize prints the size's table line.
   void measured(const Step &step, const Measured &m, bool lastOfSize) {
     const uint64_t sizeBytes = step.count * dataTypeSize(opts.type) * sizeFactor(info);
+    double predicted = -1;
+    if (opts.predict) {
+      PredictOptions po;
+      po.sliceElements = opts.run.sliceElements;
+      po.protocol = step.plan->info().protocol;
+      if (opts.run.protocol.force || opts.run.protocol.llMaxBytes ||
+          opts.run.protocol.ll128MaxBytes) {
+        po.forceProtocol = true;
+        po.protocol = chooseProtocol(step.plan->info().protocol, opts.run.protocol, sizeBytes);
+      }
+      Result<Prediction> p =
+          predictPlan(step.plan->plan(), *opts.predict, step.count, opts.type, po);
+      if (p)
+        predicted = p->seconds * 1e6;
+    }
     const uint64_t count = sizeBytes / dataTypeSize(opts.type);
     const double algbw = m.timeUs > 0 ? double(sizeBytes) / m.timeUs / 1e3 : 0;
     const double busbw = algbw * factor;
@@ -138,10 +158,13 @@ public:
     busbwSum += busbw;
     ++rows;
     if (opts.csv) {
-      std::printf("%s,%s,%u,%s,%" PRIu64 ",%" PRIu64 ",%s,%s,%s,%.3f,%.4f,%.4f,%" PRIu64 "\n",
+      std::printf("%s,%s,%u,%s,%" PRIu64 ",%" PRIu64 ",%s,%s,%s,%.3f,%.4f,%.4f,%" PRIu64,
                   collectiveName(info.collective), step.plan->info().name.c_str(), info.nranks,
                   ranksAs(), sizeBytes, count, shortTypeName(opts.type), op,
                   step.inPlace ? "in-place" : "out-of-place", m.timeUs, algbw, busbw, m.wrong);
+      if (opts.predict)
+        std::printf(",%.3f", predicted);
+      std::printf("\n");
       std::fflush(stdout);
       return;
     }
@@ -149,14 +172,21 @@ public:
     std::snprintf(cells, sizeof cells, "  %10.2f %7.3f %7.3f %6s", m.timeUs, algbw, busbw,
                   opts.check ? std::to_string(m.wrong).c_str() : "N/A");
     (step.inPlace ? inPlaceCells : outOfPlaceCells) = cells;
+    if (!step.inPlace || firstTime < 0)
+      firstTime = m.timeUs;
     if (!lastOfSize)
       return;
+    char prediction[64] = "";
+    if (opts.predict)
+      std::snprintf(prediction, sizeof prediction, "  %10.2f %9.2f", predicted,
+                    predicted > 0 ? firstTime / predicted : 0.0);
+    firstTime = -1;
     char none[64];
     std::snprintf(none, sizeof none, "  %10s %7s %7s %6s", "-", "-", "-", "-");
-    std::printf("  %10" PRIu64 "  %12" PRIu64 "  %6s  %6s  %6d%s%s\n", sizeBytes, count,
+    std::printf("  %10" PRIu64 "  %12" PRIu64 "  %6s  %6s  %6d%s%s%s\n", sizeBytes, count,
                 shortTypeName(opts.type), op, root,
                 outOfPlaceCells.empty() ? none : outOfPlaceCells.c_str(),
-                inPlaceCells.empty() ? none : inPlaceCells.c_str());
+                inPlaceCells.empty() ? none : inPlaceCells.c_str(), prediction);
     outOfPlaceCells.clear();
     inPlaceCells.clear();
     std::fflush(stdout);
@@ -194,6 +224,7 @@ private:
   double factor;
   int root;
   std::string outOfPlaceCells, inPlaceCells;
+  double firstTime = -1; ///< The size's out-of-place time, else its in-place one.
   uint64_t totalWrong = 0;
   double busbwSum = 0;
   uint64_t rows = 0;

@@ -11,6 +11,7 @@
 #include "ToolSupport.h"
 #include "coll/Runtime/DataType.h"
 #include "coll/Runtime/PreparedCall.h"
+#include "coll/Runtime/Topology.h"
 
 #include <cstdint>
 #include <string>
@@ -47,6 +48,8 @@ struct PerfOptions {
   /// job whose ranks may be on several hosts (or network namespaces); rank
   /// 0 prints the sweep, each step's time the slowest rank's.
   tools::Bootstrap *boot = nullptr;
+  /// --predict: each size's predicted time on this topology beside it.
+  const Topology *predict = nullptr;
 };
 
 /// The short name of \p type that the CSV and the peers use: f32, i8, bf16...

@@ -25,6 +25,7 @@
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/PreparedCall.h"
 #include "coll/Runtime/Selection.h"
+#include "coll/Runtime/Topology.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -106,7 +107,9 @@ void usage(FILE *out) {
       "  -D NAME=VALUE          a parameter of the program, for collc\n"
       "  --collc PATH           the compiler (default: beside coll-perf in the build tree)\n"
       "  --stdlib DIR           the standard library (default: the source tree's)\n"
-      "  --select FILE          --coll's selection table (default: DIR/default.select)\n");
+      "  --select FILE          --coll's selection table (default: DIR/default.select)\n"
+      "  --predict TOPOLOGY     beside each size, its predicted time on TOPOLOGY (collc\n"
+      "                         --emit=predict's model) and measured / predicted\n");
 }
 
 int fail(const std::string &msg) {
@@ -123,6 +126,7 @@ struct Options {
   std::vector<std::string> defines;
   std::string collc, stdlib = COLL_STDLIB_DIR, select;
   tools::Bootstrap boot; ///< --bootstrap, --rank, --job.
+  Topology topology;     ///< --predict.
 };
 
 bool endsWith(const std::string &s, const char *suffix) {
@@ -178,12 +182,12 @@ int parseArgs(int argc, char **argv, Options &o) {
       continue;
     }
     static const char *const valued[] = {
-        "--coll",      "--nranks",       "--ranks-as",  "--bind",       "-b",   "--minbytes",
-        "-e",          "--maxbytes",     "-f",          "--stepfactor", "-n",   "--iters",
-        "-w",          "--warmup_iters", "-c",          "--check",      "-R",   "--local_register",
-        "-d",          "--datatype",     "-o",          "--op",         "-r",   "--root",
-        "--placement", "--slice",        "--protocol",  "--timeout",    "-D",   "--collc",
-        "--stdlib",    "--select",       "--bootstrap", "--rank",       "--job"};
+        "--coll",      "--nranks",       "--ranks-as",  "--bind",       "-b",    "--minbytes",
+        "-e",          "--maxbytes",     "-f",          "--stepfactor", "-n",    "--iters",
+        "-w",          "--warmup_iters", "-c",          "--check",      "-R",    "--local_register",
+        "-d",          "--datatype",     "-o",          "--op",         "-r",    "--root",
+        "--placement", "--slice",        "--protocol",  "--timeout",    "-D",    "--collc",
+        "--stdlib",    "--select",       "--bootstrap", "--rank",       "--job", "--predict"};
     if (std::find(std::begin(valued), std::end(valued), a) == std::end(valued))
       return fail("unknown option: " + a);
     if (!value())
@@ -271,6 +275,12 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.stdlib = v;
     } else if (a == "--select") {
       o.select = v;
+    } else if (a == "--predict") {
+      Result<Topology> t = loadTopology(v);
+      if (!t)
+        return fail(t.message());
+      o.topology = std::move(*t);
+      p.predict = &o.topology;
     }
   }
   if (o.input.empty() == o.collective.empty())

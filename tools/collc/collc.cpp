@@ -353,6 +353,13 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
                << dataTypeName(type) << ", protocol "
                << protocolName(options.forceProtocol ? options.protocol : plan.info.protocol)
                << "\n";
+  llvm::outs() << "# " << (topo->ranksPerNode ? std::to_string(topo->ranksPerNode) : "all")
+               << " ranks per node, ports of " << llvm::format("%.6g", topo->intra.bandwidth / 1e9)
+               << " GB/s";
+  if (topo->ranksPerNode)
+    llvm::outs() << ", " << topo->nicsPerNode << " NICs of "
+                 << llvm::format("%.6g", topo->inter.bandwidth / 1e9) << " GB/s per node";
+  llvm::outs() << "\n";
   llvm::outs()
       << "#     size (B)          count    time (us)      algbw      busbw  last to finish\n"
       << "#                                              (GB/s)     (GB/s)\n";

@@ -14,7 +14,9 @@
 ///     inter-latency     5us
 ///     oversubscription  1          # the network core: NIC bandwidth / core bandwidth
 ///     copy-bandwidth    1500GB/s   # a threadblock's local copy or reduction; 0: free
-///     threadblock-bandwidth 50GB/s # the most one threadblock sends; 0: no limit
+///     threadblock-bandwidth 50GB/s # the most one threadblock moves; 0: no limit
+///     node-bandwidth    0          # what all threadblocks of a node move together
+///     call-latency      0us        # a call's fixed cost (launch and completion)
 ///     step-latency      1.5us      # the fixed cost of a step (Simple)
 ///     line-step-latency 1.2us      # the same under LL and LL128 (default: step-latency)
 ///
@@ -47,9 +49,11 @@ struct Topology {
   LinkSpec inter;                  ///< One NIC.
   double oversubscription = 1;     ///< Above 1: a shared core of that much less bandwidth.
   double copyBandwidth = 0;        ///< Bytes per second of a local copy or reduction; 0: free.
-  double threadblockBandwidth = 0; ///< The most one threadblock sends per second; 0: no limit.
-  double stepLatency = 0;          ///< Seconds per step (Simple).
-  double lineStepLatency = -1;     ///< Seconds per step under LL and LL128; < 0: stepLatency.
+  double threadblockBandwidth = 0; ///< The most one threadblock moves per second; 0: no limit.
+  double nodeBandwidth = 0; ///< The most all threadblocks of a node move per second; 0: no limit.
+  double callLatency = 0;   ///< Seconds every call costs besides its steps.
+  double stepLatency = 0;   ///< Seconds per step (Simple).
+  double lineStepLatency = -1; ///< Seconds per step under LL and LL128; < 0: stepLatency.
 
   /// The node of \p rank.
   uint32_t nodeOf(uint32_t rank) const { return ranksPerNode ? rank / ranksPerNode : 0; }
