@@ -99,7 +99,9 @@ public:
   char *slotPiece(char *slot, uint32_t j) const { return slot + j; }
   const char *recvPiece(char *slot, uint32_t j, uint64_t) const { return slot + j; }
   void recvCopy(char *, char *, uint32_t, uint64_t n) { local += n; }
-  void sendPiece(char *, uint32_t, const char *, uint64_t n) { sent += n; }
+  /// A send of data as it lies: with direct sends the receiver reads it
+  /// there, and only its own copy costs.
+  void sendPiece(char *, uint32_t, const char *, uint64_t n);
   bool sendsResult() const { return false; }
 
   WaitResult checkAbort() const;
@@ -121,10 +123,14 @@ public:
     note(dst1, n);
   }
 
-  void stepBegin(uint64_t, uint32_t) { local = sent = 0, releases = publishes = false; }
+  void stepBegin(uint64_t, uint32_t) {
+    local = sent = sentInPlace = 0;
+    releases = publishes = false;
+  }
   void stepEnd(uint64_t slice, uint32_t step, const Instruction &);
 
   uint64_t local = 0, sent = 0; ///< Elements of the step.
+  uint64_t sentInPlace = 0;     ///< Sent where they lie (direct sends).
   bool releases = false, publishes = false;
   uint64_t received = 0, posted = 0; ///< Messages taken and sent so far.
 
@@ -231,6 +237,10 @@ MemPiece SimPlatform::piece(BufferKind buf, uint32_t chunk, uint64_t slice) cons
   PieceRange r = buf == BufferKind::Scratch ? sim.layout.scratchPiece(chunk, slice)
                                             : sim.layout.userPiece(chunk, slice);
   return MemPiece{kBufferBase, r.length};
+}
+
+void SimPlatform::sendPiece(char *, uint32_t, const char *, uint64_t n) {
+  (sim.topo.directSends ? sentInPlace : sent) += n;
 }
 
 WaitResult SimPlatform::checkAbort() const {

@@ -271,6 +271,10 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
        : key == "step-latency"  ? t.stepLatency
        : key == "call-latency"  ? t.callLatency
                                 : t.lineStepLatency) = v;
+    } else if (key == "direct-sends") {
+      ok = value == "0" || value == "1";
+      t.directSends = value == "1";
+      expects = "0 or 1";
     } else if (key == "oversubscription") {
       char *end = nullptr;
       t.oversubscription = std::strtod(value.c_str(), &end);
@@ -322,6 +326,7 @@ std::string formatTopology(const Topology &t) {
   o << "threadblock-bandwidth " << formatBandwidth(t.threadblockBandwidth) << "\n";
   o << "node-bandwidth " << formatBandwidth(t.nodeBandwidth) << "\n";
   o << "call-latency " << formatLatency(t.callLatency) << "\n";
+  o << "direct-sends " << (t.directSends ? 1 : 0) << "\n";
   o << "step-latency " << formatLatency(t.stepLatency) << "\n";
   if (t.lineStepLatency >= 0)
     o << "line-step-latency " << formatLatency(t.lineStepLatency) << "\n";

@@ -15,7 +15,8 @@
 //    one-element messages between two ranks;
 //  - call-latency: what a call costs besides its steps.
 // Ports (intra-bandwidth) are set to the node's bandwidth: between threads
-// a message is a copy like any other.
+// a message is a copy like any other; and a chunk sent as it lies is read
+// there by its receiver (direct-sends 1), as LocalWorld does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -215,6 +216,7 @@ int main(int argc, char **argv) {
   t.nodeBandwidth = all;
   t.stepLatency = step;
   t.callLatency = call;
+  t.directSends = true; // LocalWorld's default between threads.
   std::string text = "# coll-calibrate: ranks as threads on this host, " + std::to_string(threads) +
                      " CPUs\n" + formatTopology(t);
   if (out.empty()) {

@@ -17,6 +17,7 @@
 ///     threadblock-bandwidth 50GB/s # the most one threadblock moves; 0: no limit
 ///     node-bandwidth    0          # what all threadblocks of a node move together
 ///     call-latency      0us        # a call's fixed cost (launch and completion)
+///     direct-sends      0          # 1: a receiver reads a sent chunk where it lies
 ///     step-latency      1.5us      # the fixed cost of a step (Simple)
 ///     line-step-latency 1.2us      # the same under LL and LL128 (default: step-latency)
 ///
@@ -52,7 +53,10 @@ struct Topology {
   double threadblockBandwidth = 0; ///< The most one threadblock moves per second; 0: no limit.
   double nodeBandwidth = 0; ///< The most all threadblocks of a node move per second; 0: no limit.
   double callLatency = 0;   ///< Seconds every call costs besides its steps.
-  double stepLatency = 0;   ///< Seconds per step (Simple).
+  /// A chunk sent as it lies is read there by its receiver (LocalWorld's
+  /// direct sends): the send moves no bytes, the receiver's copy does.
+  bool directSends = false;
+  double stepLatency = 0;      ///< Seconds per step (Simple).
   double lineStepLatency = -1; ///< Seconds per step under LL and LL128; < 0: stepLatency.
 
   /// The node of \p rank.
