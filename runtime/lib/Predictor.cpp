@@ -52,6 +52,17 @@ struct Path {
   void push_back(uint32_t id) { ids[n++] = id; }
 };
 
+/// A chain of events up to a moment (Predict.h's CriticalPath), carried by
+/// every event that can start a step.
+using PathSum = CriticalPath;
+
+PathSum hop(PathSum p, double latency, bool betweenNodes) {
+  p.latency += latency;
+  ++p.hops;
+  p.betweenNodes += betweenNodes;
+  return p;
+}
+
 /// One connection: a sender's threadblock to a receiver's on a channel.
 struct Connection {
   uint32_t senderTb = 0, receiverTb = 0; ///< Global threadblock indices.
@@ -60,10 +71,13 @@ struct Connection {
   /// When message arrivalBase + i is there for the receiver: arrival[i]
   /// (messages it has taken are dropped).
   std::deque<double> arrival;
+  std::deque<PathSum> arrivalPath; ///< The chain that delivered each.
   uint64_t arrivalBase = 0;
   /// When the slot of message freedBase + i is free for the sender.
   std::deque<double> freed;
+  std::deque<PathSum> freedPath;
   uint64_t freedBase = 0;
+  bool betweenNodes = false;
   bool recvWaiting = false, sendWaiting = false;
 };
 
@@ -159,7 +173,14 @@ struct SimTb {
   uint64_t linear = 0;    ///< Steps completed (slice * numSteps + step).
   /// Completion times of its steps, when another threadblock waits on them.
   std::vector<double> done;
+  std::vector<PathSum> donePath;
   bool tracked = false;
+  PathSum path;                     ///< The chain up to its last step's end ...
+  double pathAt = 0;                ///< ... at this time.
+  PathSum enabler;                  ///< The latest event its next step waited for ...
+  double enablerAt = 0;             ///< ... and when it happened.
+  PathSum stepBase;                 ///< The chain its running step started from ...
+  double stepStart = 0;             ///< ... at this time.
   std::vector<uint32_t> depWaiters; ///< Threadblocks waiting on a step of it.
   bool finished = false;
   double finishTime = 0;
@@ -188,6 +209,14 @@ public:
   std::vector<Connection> conns;
 
   void wake(uint32_t tb, double at) { push(at, tb); }
+  /// \p tb's next step waited for an event of \p at, reached by \p path.
+  void enabledBy(uint32_t tb, double at, const PathSum &path) {
+    SimTb &t = tbs[tb];
+    if (at > t.enablerAt) {
+      t.enablerAt = at;
+      t.enabler = path;
+    }
+  }
   void startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems, bool publishes);
   /// A flow of \p bytes over \p path for \p tb's step, from \p start.
   void addFlow(uint32_t tb, const Path &path, double bytes, double start);
@@ -260,6 +289,7 @@ WaitResult SimPlatform::waitDependency(uint32_t otherTb, uint32_t step, uint64_t
     sim.wake(tb, at);
     return WaitResult::WouldBlock;
   }
+  sim.enabledBy(tb, at, other.donePath[target]);
   return WaitResult::Ready;
 }
 
@@ -275,6 +305,7 @@ WaitResult SimPlatform::waitRecv(char *&slot, uint32_t, uint64_t) {
     sim.wake(tb, at);
     return WaitResult::WouldBlock;
   }
+  sim.enabledBy(tb, at, c.arrivalPath[received - c.arrivalBase]);
   return WaitResult::Ready;
 }
 
@@ -294,6 +325,7 @@ WaitResult SimPlatform::waitSend(char *&slot, uint32_t, uint64_t) {
     sim.wake(tb, at);
     return WaitResult::WouldBlock;
   }
+  sim.enabledBy(tb, at, c.freedPath[m - c.freedBase]);
   return WaitResult::Ready;
 }
 
@@ -367,6 +399,7 @@ Status Simulation::setUp() {
       c.links.push_back(linkOf("rank " + std::to_string(to) + " in", topo.intra.bandwidth));
     } else {
       c.latency = topo.inter.latency;
+      c.betweenNodes = true;
       const std::string a = "node " + std::to_string(topo.nodeOf(from)) + " nic " +
                             std::to_string(topo.nicOf(from)) + " out";
       const std::string b = "node " + std::to_string(topo.nodeOf(to)) + " nic " +
@@ -404,6 +437,11 @@ void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
   SimTb &t = tbs[tb];
   ++stepCount;
   t.busy = true;
+  // The chain to this step: the latest event it waited for (its own last
+  // step's end, at least), and any slack up to now.
+  t.stepBase = t.enabler;
+  t.stepBase.waiting += now - t.enablerAt;
+  t.stepStart = now;
   const double start = now + stepLatency();
   t.flowsLeft = 0;
   t.computeEnd = start;
@@ -565,14 +603,24 @@ void Simulation::reshare(const uint32_t *seeds, size_t n) {
 void Simulation::completeStep(uint32_t tb) {
   SimTb &t = tbs[tb];
   SimPlatform &p = *t.platform;
+  const double fixed = std::min(stepLatency(), now - t.stepStart);
+  t.path = t.stepBase;
+  t.path.fixed += fixed;
+  t.path.moving += now - t.stepStart - fixed;
+  ++t.path.steps;
+  t.pathAt = now;
+  t.enabler = t.path;
+  t.enablerAt = now;
   if (p.publishes) {
     Connection &c = conns[t.sendConn];
     c.arrival.push_back(now + c.latency);
+    c.arrivalPath.push_back(hop(t.path, c.latency, c.betweenNodes));
     ++p.posted;
     // The slot of message posted - depth will not be asked for again.
     const uint64_t depth = std::max<uint32_t>(1, plan.info.connectionDepth);
     while (!c.freed.empty() && c.freedBase + depth < p.posted) {
       c.freed.pop_front();
+      c.freedPath.pop_front();
       ++c.freedBase;
     }
     if (c.recvWaiting) {
@@ -583,8 +631,10 @@ void Simulation::completeStep(uint32_t tb) {
   if (p.releases) {
     Connection &c = conns[t.recvConn];
     c.freed.push_back(now + c.latency);
+    c.freedPath.push_back(hop(t.path, c.latency, c.betweenNodes));
     ++p.received;
     c.arrival.pop_front(); // Taken: message arrivalBase.
+    c.arrivalPath.pop_front();
     ++c.arrivalBase;
     if (c.sendWaiting) {
       c.sendWaiting = false;
@@ -592,8 +642,10 @@ void Simulation::completeStep(uint32_t tb) {
     }
   }
   p.publishes = p.releases = false;
-  if (t.tracked)
+  if (t.tracked) {
     t.done.push_back(now);
+    t.donePath.push_back(t.path);
+  }
   ++t.linear;
   for (uint32_t w : t.depWaiters)
     wake(w, now);
@@ -672,6 +724,7 @@ Status Simulation::run(Prediction &out) {
       out.seconds = t.finishTime;
       out.lastRank = t.rank;
       out.lastTb = t.index;
+      out.critical = t.path;
     }
   }
   out.steps = stepCount;

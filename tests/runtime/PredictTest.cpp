@@ -75,6 +75,15 @@ TEST(Predict, TransferBetweenTwoRanks) {
   EXPECT_EQ(p->messages, 1u);
   EXPECT_EQ(p->steps, 2u);
   EXPECT_EQ(p->lastRank, 1u);
+  // The critical path: rank 0's step moving 4 ms, the message's latency,
+  // rank 1's step.
+  EXPECT_NEAR(p->critical.moving, 4e-3, 1e-12);
+  EXPECT_NEAR(p->critical.latency, 10e-6, 1e-12);
+  EXPECT_EQ(p->critical.fixed, 0);
+  EXPECT_EQ(p->critical.waiting, 0);
+  EXPECT_EQ(p->critical.steps, 2u);
+  EXPECT_EQ(p->critical.hops, 1u);
+  EXPECT_EQ(p->critical.betweenNodes, 0u);
   // The flow crossed rank 0's port out and rank 1's port in, busy 4 ms each.
   ASSERT_EQ(p->links.size(), 2u);
   for (const LinkUsage &l : p->links) {
@@ -92,6 +101,9 @@ TEST(Predict, StepLatencyAndCopyBandwidth) {
   Result<Prediction> p = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
   ASSERT_TRUE(p.ok()) << p.message();
   EXPECT_NEAR(p->seconds, (1 + 4000 + 10 + 1 + 2000) * 1e-6, 1e-12);
+  EXPECT_NEAR(p->critical.fixed, 2e-6, 1e-12);
+  EXPECT_NEAR(p->critical.moving, 6000e-6, 1e-12);
+  EXPECT_NEAR(p->critical.latency, 10e-6, 1e-12);
 }
 
 TEST(Predict, TwoFlowsShareAPort) {
@@ -124,6 +136,12 @@ TEST(Predict, RingAllReduce) {
   ASSERT_TRUE(p.ok()) << p.message();
   EXPECT_NEAR(p->seconds, 2 * (n - 1) * (chunk + lat), 1e-9);
   EXPECT_EQ(p->messages, uint64_t(n) * 2 * (n - 1));
+  // The chain is the 2(N - 1) messages, each a chunk's time and a latency.
+  EXPECT_EQ(p->critical.hops, 2 * (n - 1));
+  EXPECT_NEAR(p->critical.moving, 2 * (n - 1) * chunk, 1e-9);
+  EXPECT_NEAR(p->critical.latency, 2 * (n - 1) * lat, 1e-9);
+  EXPECT_NEAR(p->critical.fixed + p->critical.moving + p->critical.latency + p->critical.waiting,
+              p->seconds, 1e-9);
   EXPECT_NEAR(p->busbw, 16e6 / p->seconds * 2 * (n - 1) / n, 1e-3);
 
   // Depth 1: each rank's fused receive-and-send step waits for a free slot
@@ -183,6 +201,7 @@ TEST(Predict, AcrossNodesUsesTheNics) {
   Result<Prediction> p = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
   ASSERT_TRUE(p.ok()) << p.message();
   EXPECT_NEAR(p->seconds, 1e-3 + 50e-6, 1e-12);
+  EXPECT_EQ(p->critical.betweenNodes, 1u);
   ASSERT_EQ(p->links.size(), 2u);
   EXPECT_EQ(p->links[0].name, "node 0 nic 0 out");
   EXPECT_EQ(p->links[1].name, "node 1 nic 0 in");

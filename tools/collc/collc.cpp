@@ -388,6 +388,14 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
                                      l.name.c_str(), 100 * l.busy / run,
                                      100 * l.bytes / l.capacity / run, l.capacity / 1e9);
       }
+      const CriticalPath &cp = p->critical;
+      llvm::outs() << llvm::format(
+          "# critical path at %llu B, to rank %u tb %u: %u steps, %u hops (messages and freed "
+          "slots; %u between nodes): steps' fixed cost %.2f us, moving data %.2f us, link latency "
+          "%.2f us, "
+          "waiting %.2f us\n",
+          (unsigned long long)(count * es * perCount), p->lastRank, p->lastTb, cp.steps, cp.hops,
+          cp.betweenNodes, cp.fixed * 1e6, cp.moving * 1e6, cp.latency * 1e6, cp.waiting * 1e6);
       break;
     }
     bytes *= sizeFactor;

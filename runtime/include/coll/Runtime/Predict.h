@@ -54,6 +54,17 @@ struct LinkUsage {
   double capacity = 0; ///< Bytes per second.
 };
 
+/// The longest chain of events that ends the run: what its time went to.
+struct CriticalPath {
+  double fixed = 0;          ///< Seconds of the steps' fixed cost.
+  double moving = 0;         ///< Seconds of the steps' data movement (flows, copies).
+  double latency = 0;        ///< Seconds of link latency (messages, freed slots).
+  double waiting = 0;        ///< Seconds of slack along the chain.
+  uint32_t steps = 0;        ///< Steps on the chain.
+  uint32_t hops = 0;         ///< Messages and freed slots on the chain ...
+  uint32_t betweenNodes = 0; ///< ... of which between nodes.
+};
+
 /// The predicted run of one call.
 struct Prediction {
   double seconds = 0;     ///< From the first step's start to the last step's end.
@@ -68,6 +79,7 @@ struct Prediction {
   uint32_t lastRank = 0;        ///< The rank of the threadblock that finished last ...
   uint32_t lastTb = 0;          ///< ... and its index in the rank.
   std::vector<LinkUsage> links; ///< Every link some message crossed.
+  CriticalPath critical; ///< Up to the end of the last threadblock (the call's fixed cost aside).
 };
 
 /// Predicts a call of \p count elements of \p type per rank (the
