@@ -100,6 +100,11 @@ struct Link {
   double residual = 0; ///< Rate computation scratch.
   uint32_t unfrozen = 0;
   uint32_t mark = 0;
+  /// The most one flow across it can get elsewhere (0: unknown): while its
+  /// flows times this fits its capacity it cannot bind, and is left out of
+  /// the rates (the network core, which every flow between nodes crosses).
+  double flowBound = 0;
+  bool slack = false;
 };
 
 class Simulation;
@@ -239,6 +244,9 @@ private:
   uint32_t linkOf(const std::string &name, double capacity);
   /// Starts flow \p id now and reshares its component.
   void startFlow(uint32_t id);
+  /// Whether link \p l can bind now (Link::flowBound); a change reshares
+  /// its flows.
+  void updateSlack(uint32_t l);
   /// Ends flow \p id now and reshares what it shared links with.
   void endFlow(uint32_t id);
   /// Max-min fair rates for the flows connected to \p seeds through
@@ -408,8 +416,10 @@ Status Simulation::setUp() {
       if (topo.oversubscription > 1) {
         const uint32_t nodes =
             topo.ranksPerNode ? (n + topo.ranksPerNode - 1) / topo.ranksPerNode : 1;
-        c.links.push_back(linkOf("core", double(nodes) * topo.nicsPerNode * topo.inter.bandwidth /
-                                             topo.oversubscription));
+        const uint32_t core = linkOf("core", double(nodes) * topo.nicsPerNode *
+                                                 topo.inter.bandwidth / topo.oversubscription);
+        links[core].flowBound = topo.inter.bandwidth; // Each flow crosses a NIC.
+        c.links.push_back(core);
       }
       c.links.push_back(linkOf(b, topo.inter.bandwidth));
     }
@@ -501,8 +511,24 @@ void Simulation::startFlow(uint32_t id) {
     if (links[l].flows.empty())
       links[l].busySince = now;
     links[l].flows.push_back(id);
+    updateSlack(l);
   }
   reshare(&id, 1);
+}
+
+void Simulation::updateSlack(uint32_t l) {
+  Link &link = links[l];
+  if (link.flowBound <= 0)
+    return;
+  const bool slack = double(link.flows.size()) * link.flowBound <= link.use.capacity;
+  if (slack == link.slack)
+    return;
+  link.slack = slack;
+  // Its flows' rates change with it: reshare them all.
+  if (!link.flows.empty()) {
+    std::vector<uint32_t> on = link.flows;
+    reshare(on.data(), on.size());
+  }
 }
 
 void Simulation::endFlow(uint32_t id) {
@@ -515,8 +541,11 @@ void Simulation::endFlow(uint32_t id) {
     on.erase(std::find(on.begin(), on.end(), id));
     if (on.empty())
       links[l].use.busy += now - links[l].busySince;
-    neighbours.insert(neighbours.end(), on.begin(), on.end());
+    if (!links[l].slack)
+      neighbours.insert(neighbours.end(), on.begin(), on.end());
   }
+  for (uint32_t l : f.links)
+    updateSlack(l);
   freeFlows.push_back(id);
   SimTb &t = tbs[f.tb];
   if (--t.flowsLeft == 0)
@@ -541,7 +570,7 @@ void Simulation::reshare(const uint32_t *seeds, size_t n) {
     stack.pop_back();
     compFlows.push_back(id);
     for (uint32_t l : flows[id].links) {
-      if (links[l].mark == markGen)
+      if (links[l].mark == markGen || links[l].slack)
         continue;
       links[l].mark = markGen;
       compLinks.push_back(l);
@@ -586,6 +615,8 @@ void Simulation::reshare(const uint32_t *seeds, size_t n) {
       f.rate = share;
       --left;
       for (uint32_t l : f.links) {
+        if (links[l].slack)
+          continue;
         links[l].residual -= share;
         --links[l].unfrozen;
       }
