@@ -310,6 +310,19 @@ bool writePlanTo(const Plan &plan, const std::string &out, DiagnosticEngine &dia
                      out, diag);
 }
 
+/// --topology's file, or null after reporting why not. An XML error
+/// already reads "file:line:col: error: ..." and is printed as it is.
+Result<Topology> loadTopologyFile(DiagnosticEngine &diag) {
+  Result<Topology> topo = loadTopology(topologyFile);
+  if (!topo) {
+    if (topo.message().find(": error: ") != std::string::npos)
+      llvm::errs() << topo.message() << "\n";
+    else
+      diag.errorNoLoc(topo.message());
+  }
+  return topo;
+}
+
 /// --emit=predict: \p plan's predicted time per size on --topology, as
 /// nccl-tests prints measurements.
 int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
@@ -317,11 +330,9 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
     diag.errorNoLoc("--emit=predict needs --topology <file>");
     return 1;
   }
-  Result<Topology> topo = loadTopology(topologyFile);
-  if (!topo) {
-    diag.errorNoLoc(topo.message());
+  Result<Topology> topo = loadTopologyFile(diag);
+  if (!topo)
     return 1;
-  }
   uint64_t lo = 0, hi = 0;
   if (!parseByteSize(minBytes, lo) || !parseByteSize(maxBytes, hi) || lo == 0 || hi < lo) {
     diag.errorNoLoc("-b and -e take sizes such as 1K and 1G, the first at most the second");
@@ -410,11 +421,9 @@ int runSelect(DiagnosticEngine &diag) {
     diag.errorNoLoc("collc select needs --topology <file>");
     return 1;
   }
-  Result<Topology> topo = loadTopology(topologyFile);
-  if (!topo) {
-    diag.errorNoLoc(topo.message());
+  Result<Topology> topo = loadTopologyFile(diag);
+  if (!topo)
     return 1;
-  }
   compiler::SelectOptions options;
   options.programDir = stdlibDir;
   if (options.programDir.empty())
