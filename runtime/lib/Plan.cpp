@@ -34,6 +34,23 @@ const OpcodeInfo &opcodeInfo(Opcode op) {
   return index < numOpcodes() ? opcodeTable[index] : invalidOpcode;
 }
 
+Instruction makeInstruction(Opcode op, BufferKind srcBuf, uint32_t srcOff, BufferKind dstBuf,
+                            uint32_t dstOff, uint32_t count) {
+  Instruction in;
+  in.op = op;
+  const OpcodeInfo &info = opcodeInfo(op);
+  if (info.readSrc) {
+    in.srcBuf = srcBuf;
+    in.srcOff = srcOff;
+  }
+  if (info.writeDst) {
+    in.dstBuf = dstBuf;
+    in.dstOff = dstOff;
+  }
+  in.count = count;
+  return in;
+}
+
 const char *protocolName(ProtocolKind kind) {
   switch (kind) {
   case ProtocolKind::Simple:

@@ -63,22 +63,38 @@ PathSum hop(PathSum p, double latency, bool betweenNodes) {
   return p;
 }
 
+/// An event that can start a step: when it happens, and the chain that
+/// led to it.
+struct TimedPath {
+  double at = 0;
+  PathSum path;
+};
+
+/// A connection's events of one kind in order (message m there for the
+/// receiver, or its slot free for the sender), from message `base` on:
+/// those no longer asked for are dropped.
+struct EventWindow {
+  std::deque<TimedPath> events;
+  uint64_t base = 0;
+  bool waiting = false; ///< Its threadblock waits for the next event.
+  /// Event \p m, or null when it has not happened yet.
+  const TimedPath *find(uint64_t m) const {
+    return m - base < events.size() ? &events[m - base] : nullptr;
+  }
+  void dropBefore(uint64_t m) {
+    for (; base < m && !events.empty(); ++base)
+      events.pop_front();
+  }
+};
+
 /// One connection: a sender's threadblock to a receiver's on a channel.
 struct Connection {
   uint32_t senderTb = 0, receiverTb = 0; ///< Global threadblock indices.
   Path links;                            ///< The flow's path.
   double latency = 0;
-  /// When message arrivalBase + i is there for the receiver: arrival[i]
-  /// (messages it has taken are dropped).
-  std::deque<double> arrival;
-  std::deque<PathSum> arrivalPath; ///< The chain that delivered each.
-  uint64_t arrivalBase = 0;
-  /// When the slot of message freedBase + i is free for the sender.
-  std::deque<double> freed;
-  std::deque<PathSum> freedPath;
-  uint64_t freedBase = 0;
   bool betweenNodes = false;
-  bool recvWaiting = false, sendWaiting = false;
+  EventWindow arrivals; ///< For the receiver.
+  EventWindow freed;    ///< For the sender.
 };
 
 /// A message in flight.
@@ -127,6 +143,12 @@ public:
   WaitResult waitDependency(uint32_t otherTb, uint32_t step, uint64_t slice);
   WaitResult waitRecv(char *&slot, uint32_t count, uint64_t slice);
   WaitResult waitSend(char *&slot, uint32_t count, uint64_t slice);
+  /// Whether event \p e has happened by now: if not, its threadblock is
+  /// woken then; if so, the step's chain may start from it.
+  WaitResult reached(const TimedPath &e);
+  /// reached() of event \p m of \p w; a threadblock waits for one not yet
+  /// known.
+  WaitResult waitFor(EventWindow &w, uint64_t m);
   void releaseRecv() { releases = true; }
   void publishSend() { publishes = true; }
   void markProgress(uint64_t, uint32_t) {}
@@ -177,11 +199,9 @@ struct SimTb {
   Path local;             ///< The links its local copies cross (none: private).
   uint64_t linear = 0;    ///< Steps completed (slice * numSteps + step).
   /// Completion times of its steps, when another threadblock waits on them.
-  std::vector<double> done;
-  std::vector<PathSum> donePath;
+  std::vector<TimedPath> done;
   bool tracked = false;
-  PathSum path;                     ///< The chain up to its last step's end ...
-  double pathAt = 0;                ///< ... at this time.
+  PathSum path;                     ///< The chain up to its last step's end.
   PathSum enabler;                  ///< The latest event its next step waited for ...
   double enablerAt = 0;             ///< ... and when it happened.
   PathSum stepBase;                 ///< The chain its running step started from ...
@@ -214,6 +234,14 @@ public:
   std::vector<Connection> conns;
 
   void wake(uint32_t tb, double at) { push(at, tb); }
+  /// Adds \p e to \p w, waking \p waiter if it waits for it.
+  void post(EventWindow &w, uint32_t waiter, TimedPath e) {
+    if (w.waiting) {
+      w.waiting = false;
+      wake(waiter, e.at);
+    }
+    w.events.push_back(std::move(e));
+  }
   /// \p tb's next step waited for an event of \p at, reached by \p path.
   void enabledBy(uint32_t tb, double at, const PathSum &path) {
     SimTb &t = tbs[tb];
@@ -292,49 +320,38 @@ WaitResult SimPlatform::waitDependency(uint32_t otherTb, uint32_t step, uint64_t
     other.depWaiters.push_back(tb);
     return WaitResult::WouldBlock;
   }
-  const double at = other.done[target];
-  if (at > sim.now) {
-    sim.wake(tb, at);
+  return reached(other.done[target]);
+}
+
+WaitResult SimPlatform::reached(const TimedPath &e) {
+  if (e.at > sim.now) {
+    sim.wake(tb, e.at);
     return WaitResult::WouldBlock;
   }
-  sim.enabledBy(tb, at, other.donePath[target]);
+  sim.enabledBy(tb, e.at, e.path);
   return WaitResult::Ready;
+}
+
+WaitResult SimPlatform::waitFor(EventWindow &w, uint64_t m) {
+  const TimedPath *e = w.find(m);
+  if (!e) {
+    w.waiting = true;
+    return WaitResult::WouldBlock;
+  }
+  return reached(*e);
 }
 
 WaitResult SimPlatform::waitRecv(char *&slot, uint32_t, uint64_t) {
-  Connection &c = sim.conns[sim.tbs[tb].recvConn];
   slot = kRecvSlot;
-  if (c.arrivalBase + c.arrival.size() <= received) {
-    c.recvWaiting = true;
-    return WaitResult::WouldBlock;
-  }
-  const double at = c.arrival[received - c.arrivalBase];
-  if (at > sim.now) {
-    sim.wake(tb, at);
-    return WaitResult::WouldBlock;
-  }
-  sim.enabledBy(tb, at, c.arrivalPath[received - c.arrivalBase]);
-  return WaitResult::Ready;
+  return waitFor(sim.conns[sim.tbs[tb].recvConn].arrivals, received);
 }
 
 WaitResult SimPlatform::waitSend(char *&slot, uint32_t, uint64_t) {
-  Connection &c = sim.conns[sim.tbs[tb].sendConn];
   slot = kSendSlot;
   const uint64_t depth = std::max<uint32_t>(1, sim.plan.info.connectionDepth);
   if (posted < depth)
     return WaitResult::Ready;
-  const uint64_t m = posted - depth;
-  if (c.freedBase + c.freed.size() <= m) {
-    c.sendWaiting = true;
-    return WaitResult::WouldBlock;
-  }
-  const double at = c.freed[m - c.freedBase];
-  if (at > sim.now) {
-    sim.wake(tb, at);
-    return WaitResult::WouldBlock;
-  }
-  sim.enabledBy(tb, at, c.freedPath[m - c.freedBase]);
-  return WaitResult::Ready;
+  return waitFor(sim.conns[sim.tbs[tb].sendConn].freed, posted - depth);
 }
 
 void SimPlatform::stepEnd(uint64_t, uint32_t, const Instruction &) {
@@ -639,44 +656,27 @@ void Simulation::completeStep(uint32_t tb) {
   t.path.fixed += fixed;
   t.path.moving += now - t.stepStart - fixed;
   ++t.path.steps;
-  t.pathAt = now;
   t.enabler = t.path;
   t.enablerAt = now;
   if (p.publishes) {
     Connection &c = conns[t.sendConn];
-    c.arrival.push_back(now + c.latency);
-    c.arrivalPath.push_back(hop(t.path, c.latency, c.betweenNodes));
+    post(c.arrivals, c.receiverTb,
+         TimedPath{now + c.latency, hop(t.path, c.latency, c.betweenNodes)});
     ++p.posted;
-    // The slot of message posted - depth will not be asked for again.
+    // The slots of messages before posted - depth will not be asked for again.
     const uint64_t depth = std::max<uint32_t>(1, plan.info.connectionDepth);
-    while (!c.freed.empty() && c.freedBase + depth < p.posted) {
-      c.freed.pop_front();
-      c.freedPath.pop_front();
-      ++c.freedBase;
-    }
-    if (c.recvWaiting) {
-      c.recvWaiting = false;
-      wake(c.receiverTb, c.arrival.back());
-    }
+    if (p.posted > depth)
+      c.freed.dropBefore(p.posted - depth);
   }
   if (p.releases) {
     Connection &c = conns[t.recvConn];
-    c.freed.push_back(now + c.latency);
-    c.freedPath.push_back(hop(t.path, c.latency, c.betweenNodes));
+    post(c.freed, c.senderTb, TimedPath{now + c.latency, hop(t.path, c.latency, c.betweenNodes)});
     ++p.received;
-    c.arrival.pop_front(); // Taken: message arrivalBase.
-    c.arrivalPath.pop_front();
-    ++c.arrivalBase;
-    if (c.sendWaiting) {
-      c.sendWaiting = false;
-      wake(c.senderTb, c.freed.back());
-    }
+    c.arrivals.dropBefore(p.received); // Taken.
   }
   p.publishes = p.releases = false;
-  if (t.tracked) {
-    t.done.push_back(now);
-    t.donePath.push_back(t.path);
-  }
+  if (t.tracked)
+    t.done.push_back(TimedPath{now, t.path});
   ++t.linear;
   for (uint32_t w : t.depWaiters)
     wake(w, now);
@@ -717,12 +717,6 @@ Status Simulation::run(Prediction &out) {
       continue;
     }
     runTb(e.id);
-    // A step that ended its threadblock's program finishes it once complete.
-    SimTb &t = tbs[e.id];
-    if (!t.finished && !t.busy && t.interp->finished()) {
-      t.finished = true;
-      t.finishTime = now;
-    }
   }
   out.seconds = 0;
   for (uint32_t id = 0; id < tbs.size(); ++id) {

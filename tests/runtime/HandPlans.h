@@ -14,19 +14,7 @@ namespace coll::test {
 
 inline Instruction step(Opcode op, BufferKind srcBuf, uint32_t srcOff, BufferKind dstBuf,
                         uint32_t dstOff, uint32_t count) {
-  Instruction in;
-  in.op = op;
-  const OpcodeInfo &info = opcodeInfo(op);
-  if (info.readSrc) {
-    in.srcBuf = srcBuf;
-    in.srcOff = srcOff;
-  }
-  if (info.writeDst) {
-    in.dstBuf = dstBuf;
-    in.dstOff = dstOff;
-  }
-  in.count = count;
-  return in;
+  return makeInstruction(op, srcBuf, srcOff, dstBuf, dstOff, count);
 }
 
 constexpr BufferKind I = BufferKind::Input, O = BufferKind::Output, S = BufferKind::Scratch;

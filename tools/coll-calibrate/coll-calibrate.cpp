@@ -71,59 +71,49 @@ double copyRate(unsigned threads, size_t bytes) {
   return median(rates);
 }
 
-Instruction step(Opcode op, BufferKind src, uint32_t srcOff, BufferKind dst, uint32_t dstOff) {
-  Instruction in;
-  in.op = op;
-  const OpcodeInfo &info = opcodeInfo(op);
-  if (info.readSrc) {
-    in.srcBuf = src;
-    in.srcOff = srcOff;
-  }
-  if (info.writeDst) {
-    in.dstBuf = dst;
-    in.dstOff = dstOff;
-  }
-  in.count = 1;
-  return in;
+/// A one-chunk step of \p op.
+Instruction step(Opcode op, BufferKind src, BufferKind dst) {
+  return makeInstruction(op, src, 0, dst, 0, 1);
 }
 
 constexpr BufferKind I = BufferKind::Input, O = BufferKind::Output;
 
-/// One rank whose threadblock copies its input to its output \p k times.
-Plan localSteps(uint32_t k) {
+/// A plan of \p n ranks without threadblocks yet: one chunk in and out per
+/// rank, two slots per connection.
+Plan emptyPlan(const char *name, CollectiveKind kind, uint32_t n) {
   Plan p;
-  p.info.name = "calibrate_local";
-  p.info.collective = CollectiveKind::AllReduce;
-  p.info.nranks = 1;
+  p.info.name = name;
+  p.info.collective = kind;
+  p.info.nranks = n;
   p.info.inputChunks = p.info.outputChunks = 1;
   p.info.connectionDepth = 2;
-  p.ranks.resize(1);
+  p.ranks.resize(n);
+  return p;
+}
+
+/// One rank whose threadblock copies its input to its output \p k times.
+Plan localSteps(uint32_t k) {
+  Plan p = emptyPlan("calibrate_local", CollectiveKind::AllReduce, 1);
   Threadblock tb;
   for (uint32_t i = 0; i < k; ++i)
-    tb.steps.push_back(step(Opcode::Copy, I, 0, O, 0));
+    tb.steps.push_back(step(Opcode::Copy, I, O));
   p.ranks[0].threadblocks.push_back(tb);
   return p;
 }
 
 /// Two ranks that pass one message back and forth \p k times.
 Plan pingPong(uint32_t k) {
-  Plan p;
-  p.info.name = "calibrate_pingpong";
-  p.info.collective = CollectiveKind::Broadcast;
-  p.info.nranks = 2;
-  p.info.inputChunks = p.info.outputChunks = 1;
-  p.info.connectionDepth = 2;
-  p.ranks.resize(2);
+  Plan p = emptyPlan("calibrate_pingpong", CollectiveKind::Broadcast, 2);
   for (uint32_t r = 0; r < 2; ++r) {
     Threadblock tb;
     tb.sendPeer = tb.recvPeer = int32_t(1 - r);
     for (uint32_t i = 0; i < k; ++i) {
       if (r == 0) {
-        tb.steps.push_back(step(Opcode::Send, I, 0, O, 0));
-        tb.steps.push_back(step(Opcode::Recv, I, 0, O, 0));
+        tb.steps.push_back(step(Opcode::Send, I, O));
+        tb.steps.push_back(step(Opcode::Recv, I, O));
       } else {
-        tb.steps.push_back(step(Opcode::Recv, I, 0, O, 0));
-        tb.steps.push_back(step(Opcode::Send, O, 0, O, 0));
+        tb.steps.push_back(step(Opcode::Recv, I, O));
+        tb.steps.push_back(step(Opcode::Send, O, O));
       }
     }
     p.ranks[r].threadblocks.push_back(tb);

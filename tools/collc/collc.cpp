@@ -310,6 +310,24 @@ bool writePlanTo(const Plan &plan, const std::string &out, DiagnosticEngine &dia
                      out, diag);
 }
 
+/// -b and -e into \p lo and \p hi, --dtype into \p type, and -f checked;
+/// false after reporting what is wrong.
+bool parseSweep(DiagnosticEngine &diag, uint64_t &lo, uint64_t &hi, DataType &type) {
+  if (!parseByteSize(minBytes, lo) || !parseByteSize(maxBytes, hi) || lo == 0 || hi < lo) {
+    diag.errorNoLoc("-b and -e take sizes such as 1K and 1G, the first at most the second");
+    return false;
+  }
+  if (sizeFactor < 2) {
+    diag.errorNoLoc("-f takes a factor of at least 2");
+    return false;
+  }
+  if (!parseDataType(predictType.c_str(), type)) {
+    diag.errorNoLoc("unknown --dtype '" + llvm::Twine(predictType) + "'");
+    return false;
+  }
+  return true;
+}
+
 /// --topology's file, or null after reporting why not. An XML error
 /// already reads "file:line:col: error: ..." and is printed as it is.
 Result<Topology> loadTopologyFile(DiagnosticEngine &diag) {
@@ -334,19 +352,9 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
   if (!topo)
     return 1;
   uint64_t lo = 0, hi = 0;
-  if (!parseByteSize(minBytes, lo) || !parseByteSize(maxBytes, hi) || lo == 0 || hi < lo) {
-    diag.errorNoLoc("-b and -e take sizes such as 1K and 1G, the first at most the second");
-    return 1;
-  }
-  if (sizeFactor < 2) {
-    diag.errorNoLoc("-f takes a factor of at least 2");
-    return 1;
-  }
   DataType type;
-  if (!parseDataType(predictType.c_str(), type)) {
-    diag.errorNoLoc("unknown --dtype '" + llvm::Twine(predictType) + "'");
+  if (!parseSweep(diag, lo, hi, type))
     return 1;
-  }
   PredictOptions options;
   if (!predictProtocol.empty()) {
     if (!parseProtocol(predictProtocol.c_str(), options.protocol)) {
@@ -448,16 +456,9 @@ int runSelect(DiagnosticEngine &diag) {
     options.ranks.push_back(n);
     rest = tail;
   }
-  if (!parseByteSize(minBytes, options.minBytes) || !parseByteSize(maxBytes, options.maxBytes) ||
-      options.minBytes == 0 || options.maxBytes < options.minBytes) {
-    diag.errorNoLoc("-b and -e take sizes such as 1K and 1G, the first at most the second");
+  if (!parseSweep(diag, options.minBytes, options.maxBytes, options.type))
     return 1;
-  }
   options.factor = sizeFactor;
-  if (!parseDataType(predictType.c_str(), options.type)) {
-    diag.errorNoLoc("unknown --dtype '" + llvm::Twine(predictType) + "'");
-    return 1;
-  }
   if (!outputFile.empty()) {
     llvm::SmallString<256> dir(outputFile);
     llvm::sys::fs::make_absolute(dir);

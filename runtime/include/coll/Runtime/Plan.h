@@ -67,6 +67,12 @@ struct Instruction {
   }
 };
 
+/// A step of \p op on \p count chunks, with a source and a destination
+/// only where the opcode reads or writes one (opcodeInfo()); no
+/// dependencies.
+Instruction makeInstruction(Opcode op, BufferKind srcBuf, uint32_t srcOff, BufferKind dstBuf,
+                            uint32_t dstOff, uint32_t count);
+
 /// A threadblock: one CTA on a GPU, one worker task on a CPU.
 struct Threadblock {
   int32_t sendPeer = -1; ///< Rank this threadblock sends to, or -1.
