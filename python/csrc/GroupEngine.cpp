@@ -2,7 +2,6 @@
 
 #include "GroupEngine.h"
 
-#include "PlanLibrary.h"
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/Executor.h"
 
@@ -10,8 +9,45 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 
 namespace coll::torchext {
+
+namespace {
+
+/// The directory of the shared object this code is in ("" if unknown).
+std::string ownDirectory() {
+  Dl_info info;
+  if (!dladdr(reinterpret_cast<void *>(&ownDirectory), &info) || !info.dli_fname)
+    return "";
+  std::string path = info.dli_fname;
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+} // namespace
+
+PlanLibrary &planLibrary() {
+  static PlanLibrary *library = [] {
+    // The environment's, the installed package's own, the build tree's,
+    // PATH's.
+    const std::string own = ownDirectory();
+    std::vector<std::string> collc = {own + "/bin/collc"}, stdlib = {own + "/stdlib"};
+#ifdef COLLC_TORCH_BUILD_COLLC
+    collc.push_back(COLLC_TORCH_BUILD_COLLC);
+#endif
+#ifdef COLLC_TORCH_SOURCE_STDLIB
+    stdlib.push_back(COLLC_TORCH_SOURCE_STDLIB);
+#endif
+    PlanLibraryPaths paths = PlanLibraryPaths::fromEnvironment(collc, stdlib);
+#ifdef COLLC_TORCH_SOURCE_STDLIB
+    if (paths.stdlib.empty())
+      paths.stdlib = COLLC_TORCH_SOURCE_STDLIB;
+#endif
+    return PlanLibrary::fromEnvironment(std::move(paths)).release();
+  }();
+  return *library;
+}
 
 bool Task::done() const {
   std::lock_guard<std::mutex> lock(mu);
@@ -221,7 +257,7 @@ Status GroupEngine::run(const std::string &collective, uint32_t root, const void
   }
   // The plan of the previous call of this group serves a call of the same
   // collective, root and size without a look in the tables.
-  PlanLibrary &library = PlanLibrary::instance();
+  PlanLibrary &library = planLibrary();
   const uint64_t generation = library.generation();
   if (!lastPlan || lastCollective != collective || lastRoot != root || lastBytes != bytes ||
       lastGeneration != generation) {

@@ -11,6 +11,7 @@
 #define COLLC_TORCH_GROUPENGINE_H
 
 #include "coll/Runtime/DataType.h"
+#include "coll/Runtime/PlanLibrary.h"
 #include "coll/Runtime/ProcessGroup.h"
 #include "coll/Runtime/Status.h"
 
@@ -24,6 +25,12 @@
 #include <thread>
 
 namespace coll::torchext {
+
+/// The process's plans for the backend: paths from the environment
+/// (COLLC, COLLC_STDLIB, COLLC_CACHE_DIR), else beside the extension or
+/// from the build tree; the user's table from COLLC_PLANS; the standard
+/// library's tables after the user's rows.
+PlanLibrary &planLibrary();
 
 /// One submitted piece of work.
 class Task {

@@ -4,7 +4,7 @@
 /// registers it as the backend "collc") and lets Python choose plans.
 //===----------------------------------------------------------------------===//
 
-#include "PlanLibrary.h"
+#include "GroupEngine.h"
 #include "ProcessGroupCollc.h"
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/ProcessGroup.h"
@@ -15,7 +15,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 namespace py = pybind11;
-using coll::torchext::PlanLibrary;
+using coll::torchext::planLibrary;
 using coll::torchext::ProcessGroupCollc;
 
 namespace {
@@ -41,14 +41,12 @@ PYBIND11_MODULE(_C, m) {
       py::call_guard<py::gil_scoped_release>());
   m.def(
       "use_selection_table",
-      [](const std::string &path) { check(PlanLibrary::instance().setUserTable(path)); },
-      py::arg("path"));
+      [](const std::string &path) { check(planLibrary().setUserTable(path)); }, py::arg("path"));
   m.def(
       "use_program",
       [](const std::string &collective, const std::string &program, uint32_t minRanks,
          uint32_t maxRanks, uint64_t maxBytes, const std::vector<std::string> &defines) {
-        check(PlanLibrary::instance().addUserRow(collective, program, minRanks, maxRanks, maxBytes,
-                                                 defines));
+        check(planLibrary().addUserRow(collective, program, minRanks, maxRanks, maxBytes, defines));
       },
       py::arg("collective"), py::arg("program"), py::arg("min_ranks"), py::arg("max_ranks"),
       py::arg("max_bytes"), py::arg("defines"));
@@ -57,7 +55,7 @@ PYBIND11_MODULE(_C, m) {
       [](const std::string &collective, uint32_t nranks, uint64_t nbytes, uint32_t root,
          bool acrossHosts) {
         coll::Result<std::shared_ptr<const coll::ValidatedPlan>> plan =
-            PlanLibrary::instance().plan(collective, nranks, root, nbytes, acrossHosts);
+            planLibrary().plan(collective, nranks, root, nbytes, acrossHosts);
         if (!plan)
           throw std::runtime_error("collc: " + plan.message());
         const coll::PlanInfo &info = (*plan)->info();
@@ -88,7 +86,7 @@ PYBIND11_MODULE(_C, m) {
       py::arg("group"));
   m.def("host_identity", [] { return coll::ProcessGroup::hostIdentity(); });
   m.def("paths", [] {
-    const auto &p = PlanLibrary::instance().paths();
+    const auto &p = planLibrary().paths();
     return py::dict(py::arg("collc") = p.collc, py::arg("stdlib") = p.stdlib,
                     py::arg("cache_dir") = p.cacheDir);
   });

@@ -3,7 +3,8 @@
 // A library with NCCL's ABI that a job loads in place of NCCL (LD_PRELOAD,
 // or first on the library path as libnccl.so.2). It exports every function
 // of nccl.h (NcclApi.def) and its profiling twin (pNAME), loads the real
-// NCCL at the first call, and hands each call to it:
+// NCCL at the first call, and hands each call to it, but for the calls a
+// selection names, which Collc runs (ShimPlans.h):
 //
 //  - COLLC_NCCL_LIB names the real library; otherwise the first
 //    libnccl.so.2 on LD_LIBRARY_PATH, then in the usual system and CUDA
@@ -13,9 +14,13 @@
 //    ncclGetLastError() and ncclGetErrorString() say why; the reason is
 //    printed once to stderr.
 //
-// No CUDA library is needed: nccl.h's types only.
+// Built without the CUDA kernels, the library needs no CUDA library
+// (nccl.h's types only) and forwards every call.
 //
 //===----------------------------------------------------------------------===//
+
+#include "RealNccl.h"
+#include "ShimPlans.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -26,24 +31,9 @@
 #include <string>
 #include <sys/stat.h>
 
-namespace {
+namespace collcshim {
 
-/// The real NCCL: its handle and its functions, or why it is missing.
-struct RealNccl {
-  void *handle = nullptr;
-  std::string path;
-  std::string error; ///< Set when no library could be loaded.
-#define NCCL_RESULT(Name, Params, Args)                                                            \
-  ncclResult_t(*Name) Params = nullptr;                                                            \
-  ncclResult_t(*p##Name) Params = nullptr;
-#define NCCL_STRING(Name, Params, Args)                                                            \
-  const char *(*Name)Params = nullptr;                                                             \
-  const char *(*p##Name)Params = nullptr;
-#define NCCL_VOID(Name, Params, Args)                                                              \
-  void(*Name) Params = nullptr;                                                                    \
-  void(*p##Name) Params = nullptr;
-#include "NcclApi.def"
-};
+namespace {
 
 /// Whether \p path is the file this library was loaded from.
 bool isThisLibrary(const char *path) {
@@ -129,10 +119,11 @@ void load(RealNccl &r) {
 #define NCCL_STRING(Name, Params, Args) NCCL_RESULT(Name, Params, Args)
 #define NCCL_VOID(Name, Params, Args) NCCL_RESULT(Name, Params, Args)
 #include "NcclApi.def"
-  const char *debug = std::getenv("COLLC_NCCL_DEBUG");
-  if (debug && *debug && std::strcmp(debug, "0") != 0)
+  if (envFlag("COLLC_NCCL_DEBUG"))
     std::fprintf(stderr, "collc-nccl: forwarding to %s\n", r.path.c_str());
 }
+
+} // namespace
 
 RealNccl &real() {
   static RealNccl r;
@@ -141,6 +132,8 @@ RealNccl &real() {
   return r;
 }
 
+namespace {
+
 /// What a call of a function the real library lacks says.
 std::string missing(const char *name) {
   RealNccl &r = real();
@@ -148,14 +141,32 @@ std::string missing(const char *name) {
 }
 
 thread_local std::string lastError;
+/// The last error of a call Collc took (setError()), until clearError().
+thread_local std::string ownError;
 
-/// The result of a call that cannot be forwarded.
+} // namespace
+
 ncclResult_t unavailable(const char *name) {
   lastError = "collc-nccl: " + missing(name);
   return ncclSystemError;
 }
 
-} // namespace
+void setError(const std::string &message) {
+  ownError = "collc-nccl: " + message;
+}
+
+void clearError() {
+  ownError.clear();
+}
+
+bool envFlag(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+} // namespace collcshim
+
+using namespace collcshim;
 
 extern "C" {
 
@@ -167,6 +178,15 @@ extern "C" {
   __attribute__((visibility("default"))) ncclResult_t p##Name Params {                             \
     RealNccl &r = real();                                                                          \
     return r.p##Name ? r.p##Name Args : unavailable("p" #Name);                                    \
+  }
+// The calls Collc may run (ShimPlans.h): each and its twin go to the hook,
+// which runs it or forwards it.
+#define NCCL_HOOKED(Name, Params, Args)                                                            \
+  __attribute__((visibility("default"))) ncclResult_t Name Params {                                \
+    return [&](auto... a) { return hook::Name(false, a...); } Args;                                \
+  }                                                                                                \
+  __attribute__((visibility("default"))) ncclResult_t p##Name Params {                             \
+    return [&](auto... a) { return hook::Name(true, a...); } Args;                                 \
   }
 #define NCCL_VOID(Name, Params, Args)                                                              \
   __attribute__((visibility("default"))) void Name Params {                                        \
@@ -190,6 +210,8 @@ static const char *errorText(const char *(*fn)(ncclResult_t), ncclResult_t resul
   return lastError.c_str();
 }
 static const char *lastErrorText(const char *(*fn)(ncclComm_t), ncclComm_t comm) {
+  if (!ownError.empty())
+    return ownError.c_str();
   if (fn)
     return fn(comm);
   if (lastError.empty())

@@ -78,6 +78,7 @@ nccl_target=()
 # (Not `| grep -q`: under pipefail, grep's early exit fails the pipeline.)
 all_targets=$(ninja -C "$build" -t targets all 2>/dev/null)
 grep -q '^gpu_nccl_tests:' <<<"$all_targets" && nccl_target=(gpu_nccl_tests)
+grep -q '^collc_nccl:' <<<"$all_targets" && nccl_target+=(collc_nccl)
 step build ninja -k 0 -C "$build" "${targets[@]}" "${nccl_target[@]}"
 ninja -C "$build" "${targets[@]}" >>"$report/build.log" 2>&1 || { cat "$md"; exit 1; }
 
@@ -92,6 +93,15 @@ nccl_tests=()
 if [ ${#nccl_target[@]} -gt 0 ] && [ -x "$build/tests/gpu/gpu_nccl_tests" ]; then
   nccl_tests=(nccl_tests)
   step nccl_tests "$build/tests/gpu/gpu_nccl_tests"
+fi
+# PyTorch's nccl backend on this GPU through libcollc_nccl.so, Collc running
+# every selected call (tests/nccl-shim/run-torch-one-rank.sh), where torch
+# and the prepared one-rank plans are at hand.
+shim=$build/runtime/nccl-shim/libcollc_nccl.so
+if [ -f "$shim" ] && [ -f "$prepared/shim/collc.select" ] &&
+  python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  nccl_tests+=(shim_torch)
+  step shim_torch bash "$root/tests/nccl-shim/run-torch-one-rank.sh" "$shim" "$prepared/shim"
 fi
 # SWEEP_FIRST (a gtest filter): those plans first, as a step of their own,
 # so that a time budget that cuts the sweep short cuts other plans.
@@ -125,7 +135,7 @@ fi
     echo
     echo "### $log"
     echo '```'
-    grep -E -A3 '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|Failure|error' "$report/$log.log" | head -60
+    grep -E -A3 '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|Failure|error|FAILED|OK$' "$report/$log.log" | head -60
     echo '```'
   done
   echo

@@ -3,9 +3,11 @@
 // libfake_nccl.so.2: every function of nccl.h (NcclApi.def) and its
 // profiling twin, each appending formatCall() of its name and arguments to
 // the file FAKE_NCCL_LOG names ("pNAME" for the twin). It never follows a
-// pointer. Results: ncclSuccess, but ncclInvalidUsage from ncclCommAbort
-// and ncclInProgress from ncclCommFinalize, so that the tests see results
-// pass through; the functions that return text return "fake NAME".
+// pointer, but for the answers of ncclCommCount, ncclCommUserRank and
+// ncclCommCuDevice where FAKE_NCCL_NRANKS, FAKE_NCCL_RANK and
+// FAKE_NCCL_DEVICE give them (a communicator of that size). Results: ncclSuccess, but
+// ncclInvalidUsage from ncclCommAbort and ncclInProgress from ncclCommFinalize, so that the tests
+// see results pass through; the functions that return text return "fake NAME".
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,8 +29,21 @@ void record(const std::string &line) {
   }
 }
 
+/// Nothing, for every function but the three queries of a communicator.
+template <class... A> void answer(const std::string &, A...) {}
+void answer(const std::string &name, ncclComm_t, int *out) {
+  const char *var = name == "ncclCommCount"      ? "FAKE_NCCL_NRANKS"
+                    : name == "ncclCommUserRank" ? "FAKE_NCCL_RANK"
+                    : name == "ncclCommCuDevice" ? "FAKE_NCCL_DEVICE"
+                                                 : nullptr;
+  const char *value = var ? std::getenv(var) : nullptr;
+  if (value && *value)
+    *out = std::atoi(value);
+}
+
 template <class... A> ncclResult_t logged(const std::string &name, A... args) {
   record(fake::formatCall(name.c_str(), args...));
+  answer(name[0] == 'p' ? name.substr(1) : name, args...);
   const std::string n = name[0] == 'p' ? name.substr(1) : name;
   return n == "ncclCommAbort"      ? ncclInvalidUsage
          : n == "ncclCommFinalize" ? ncclInProgress

@@ -6,7 +6,12 @@
 //  - with the fake NCCL as the real one (COLLC_NCCL_LIB), every call reaches
 //    it with the same arguments, and its result comes back;
 //  - it finds the real library on the library path, skipping itself, and
-//    fails every call with a reason when there is none.
+//    fails every call with a reason when there is none;
+//  - with a selection, it says per communicator which calls Collc runs,
+//    compiles their plans on first use, and, where Collc cannot set them up
+//    (no GPU here), hands them to NCCL with the reason, or fails them with
+//    it under COLLC_NCCL_STRICT; calls the selection does not name go to
+//    NCCL untouched.
 //
 //===----------------------------------------------------------------------===//
 
@@ -142,9 +147,12 @@ TEST(NcclShim, ForwardsEveryCallWithItsArguments) {
 /// Runs the probe on \p shim with \p env before it; its output. Without
 /// leak checking (sanitizer builds): the probe leaves the libraries it
 /// opened loaded on purpose.
-std::string probe(const std::string &env, const std::string &shim) {
-  std::string cmd = "env -u COLLC_NCCL_LIB ASAN_OPTIONS=detect_leaks=0 " + env + " " +
-                    COLL_SHIM_PROBE + " " + shim + " 2>&1";
+/// The output and stderr of \p command, run with the shim's and the
+/// fake's variables of this process unset.
+std::string probeCommand(const std::string &command) {
+  std::string cmd = "env -u COLLC_NCCL_LIB -u COLLC_NCCL_SELECT -u COLLC_PLANS -u FAKE_NCCL_LOG "
+                    "ASAN_OPTIONS=detect_leaks=0 " +
+                    command + " 2>&1";
   FILE *p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[512];
@@ -153,6 +161,10 @@ std::string probe(const std::string &env, const std::string &shim) {
   if (p)
     pclose(p);
   return out;
+}
+
+std::string probe(const std::string &env, const std::string &shim) {
+  return probeCommand(env + " " + COLL_SHIM_PROBE + " " + shim);
 }
 
 TEST(NcclShim, FindsTheRealLibraryOrSaysWhy) {
@@ -217,6 +229,169 @@ TEST(NcclShim, ForwardsToTheInstalledNccl) {
   EXPECT_GE(std::stoi(m[1]), 22800) << out; // NCCL 2.28 or later.
   EXPECT_NE(out.find("error string: invalid usage"), std::string::npos) << out; // NCCL's text.
   ASSERT_EQ(system(("rm -rf " + dir).c_str()), 0);
+}
+
+/// Runs nccl-shim-calls with \p env and \p calls against the fake NCCL (a
+/// communicator of 2 ranks, this one rank 0): its output and stderr, and
+/// the fake's log.
+struct CallsRun {
+  std::string out, log;
+};
+CallsRun runCalls(const std::string &dir, const std::string &env, const std::string &calls) {
+  const std::string log = dir + "/fake.log";
+  std::remove(log.c_str());
+  CallsRun r;
+  r.out = probeCommand(
+      std::string("COLLC_NCCL_LIB=") + COLL_FAKE_NCCL + " FAKE_NCCL_LOG=" + log +
+      " FAKE_NCCL_NRANKS=2 FAKE_NCCL_RANK=0 FAKE_NCCL_DEVICE=0 COLLC_CACHE_DIR=" + dir + "/cache " +
+      env + " " + COLL_SHIM_CALLS + " " + COLL_NCCL_SHIM + " " + calls);
+  r.log = readFile(log);
+  return r;
+}
+
+size_t count(const std::string &text, const std::string &what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
+TEST(NcclShim, RunsSelectedCallsOrSaysWhyNot) {
+#if !defined(COLL_SHIM_RUNS_PLANS) || !defined(COLL_COLLC)
+  GTEST_SKIP() << "the library was built without the CUDA kernels, or collc was not built";
+#else
+  const std::string dir = ::testing::TempDir() + "ncclshimsel" + std::to_string(getpid());
+  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  {
+    std::ofstream t(dir + "/collc.select");
+    t << "# collective ranks max-bytes program\n"
+      << "allreduce 2 64K " << COLL_STDLIB_DIR << "/ring_allreduce.coll\n"
+      << "allgather 2-4 any " << COLL_STDLIB_DIR << "/ring_allgather.coll\n"
+      << "broadcast 8 any " << COLL_STDLIB_DIR << "/ring_allgather.coll\n";
+  }
+  const std::string env =
+      "COLLC=" + std::string(COLL_COLLC) + " COLLC_NCCL_SELECT=" + dir + "/collc.select";
+  // Selected (4 KiB), selected again, too large (4 MiB), in a group,
+  // selected allgather, unselected reducescatter, fp8, average.
+  CallsRun r = runCalls(dir, env,
+                        "allreduce 1024 allreduce 1024 allreduce 1048576 group-start allreduce 256 "
+                        "group-end allgather 16 reducescatter 16 fp8-allreduce 64 avg-allreduce 64 "
+                        "async-error destroy");
+  // One line for the communicator, naming what Collc runs.
+  EXPECT_EQ(count(r.out, "collc-nccl: communicator of 2 ranks (rank 0, device 0): Collc runs "
+                         "allreduce up to 64 KiB (ring_allreduce.coll), allgather of any size "
+                         "(ring_allgather.coll) (" +
+                             dir + "/collc.select); every other call goes to NCCL"),
+            1u)
+      << r.out;
+  // Without a GPU the set-up fails: said once per plan, and the calls go on
+  // to NCCL.
+  EXPECT_EQ(
+      count(r.out,
+            "collc-nccl: rank 0 of 2: cannot set up allreduce (plan ring_allreduce) on Collc: "),
+      1u)
+      << r.out;
+  EXPECT_EQ(
+      count(r.out,
+            "collc-nccl: rank 0 of 2: cannot set up allgather (plan ring_allgather) on Collc: "),
+      1u)
+      << r.out;
+  EXPECT_EQ(count(r.out, "; the call goes to NCCL"), 2u) << r.out;
+  for (const char *call : {"allreduce 1024: 0", "allreduce 1048576: 0", "allreduce 256: 0",
+                           "allgather 16: 0", "reducescatter 16: 0", "fp8-allreduce 64: 0",
+                           "avg-allreduce 64: 0", "async-error (0): 0", "destroy: 0"})
+    EXPECT_NE(r.out.find(call), std::string::npos) << call << "\n" << r.out;
+  // Every call reached NCCL with its own arguments.
+  const std::string comm = " p:" + std::to_string(0xc0ffee00u);
+  const std::string stream = " p:" + std::to_string(0x5000u);
+  const std::string send = "ncclAllReduce p:" + std::to_string(0x7f0000100000ull) +
+                           " p:" + std::to_string(0x7f0000200000ull);
+  EXPECT_EQ(count(r.log, send + " i:1024 e:7 e:0" + comm + stream), 2u) << r.log;
+  EXPECT_EQ(count(r.log, send + " i:1048576 e:7 e:0" + comm + stream), 1u) << r.log;
+  EXPECT_EQ(count(r.log, send + " i:256 e:7 e:0" + comm + stream), 1u) << r.log;
+  EXPECT_EQ(count(r.log, send + " i:64 e:10 e:0" + comm + stream), 1u) << r.log;
+  EXPECT_EQ(count(r.log, send + " i:64 e:7 e:4" + comm + stream), 1u) << r.log;
+  EXPECT_EQ(count(r.log, "ncclAllGather "), 1u) << r.log;
+  EXPECT_EQ(count(r.log, "ncclReduceScatter "), 1u) << r.log;
+  EXPECT_EQ(count(r.log, "ncclGroupStart"), 1u) << r.log;
+  EXPECT_EQ(count(r.log, "ncclCommDestroy" + comm), 1u) << r.log;
+  // The plans were compiled for 2 ranks, into the cache; the plan of the
+  // call too large for its row was not.
+  std::string cached = probeCommand("ls " + dir + "/cache");
+  EXPECT_EQ(count(cached, "ring_allreduce-n2-"), 1u) << cached;
+  EXPECT_EQ(count(cached, "ring_allgather-n2-"), 1u) << cached;
+
+  // Strict: the call fails with the reason instead, and NCCL never sees it.
+  r = runCalls(dir, env + " COLLC_NCCL_STRICT=1", "allreduce 1024 allreduce 2048");
+  EXPECT_NE(
+      r.out.find(
+          "allreduce 1024: " + std::to_string(int(ncclSystemError)) +
+          "\nlast error: collc-nccl: cannot set up allreduce (plan ring_allreduce) on Collc: "),
+      std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("allreduce 2048: " + std::to_string(int(ncclSystemError))),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(count(r.log, "ncclAllReduce "), 0u) << r.log;
+
+  // A row whose program is another collective: an error naming both (the
+  // broadcast row of the first table named 8 ranks, and was not taken).
+  {
+    std::ofstream t(dir + "/wrong.select");
+    t << "allreduce 2 any " << COLL_STDLIB_DIR << "/ring_allgather.coll\n";
+  }
+  r = runCalls(dir,
+               "COLLC=" + std::string(COLL_COLLC) +
+                   " COLLC_NCCL_STRICT=1 COLLC_NCCL_SELECT=" + dir + "/wrong.select",
+               "allreduce 64");
+  EXPECT_NE(r.out.find("allreduce 64: " + std::to_string(int(ncclInvalidUsage)) +
+                       "\nlast error: collc-nccl: cannot run allreduce on Collc: "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("runs allgather on 2 ranks, not allreduce on 2 ranks"), std::string::npos)
+      << r.out;
+
+  // A table that cannot be read: said once, and every call goes to NCCL.
+  r = runCalls(dir, "COLLC_NCCL_SELECT=" + dir + "/none.select", "allreduce 1024");
+  EXPECT_NE(r.out.find("collc-nccl: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("none.select"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; every call goes to NCCL"), std::string::npos) << r.out;
+  EXPECT_EQ(count(r.log, "ncclAllReduce "), 1u) << r.log;
+  ASSERT_EQ(system(("rm -rf " + dir).c_str()), 0);
+#endif
+}
+
+TEST(NcclShim, OneRankPlansOfTheGpuRunLoad) {
+  // The selection that run-torch-one-rank.sh gives the library on a GPU:
+  // every row's plan loads and fits its collective on one rank, so that
+  // here, without a GPU, each call gets as far as the set-up.
+#if !defined(COLL_SHIM_RUNS_PLANS) || !defined(COLL_COLLC)
+  GTEST_SKIP() << "the library was built without the CUDA kernels, or collc was not built";
+#else
+  const std::string dir = ::testing::TempDir() + "ncclshimone" + std::to_string(getpid());
+  ASSERT_EQ(system(("rm -rf " + dir).c_str()), 0);
+  ASSERT_EQ(system(("bash " COLL_STDLIB_DIR "/../tests/nccl-shim/make-one-rank-plans.sh " +
+                    std::string(COLL_COLLC) + " " + dir + "/plans >/dev/null")
+                       .c_str()),
+            0);
+  CallsRun r = runCalls(dir,
+                        "FAKE_NCCL_NRANKS=1 COLLC_NCCL_STRICT=1 COLLC_NCCL_SELECT=" + dir +
+                            "/plans/collc.select",
+                        "allreduce 1024 allgather 16 reducescatter 16 broadcast 64 0 reduce 64 0 "
+                        "gather 64 0 scatter 64 0 alltoall 16");
+  for (const char *want :
+       {"allreduce (plan one_rank_allreduce)", "allgather (plan direct_allgather)",
+        "reducescatter (plan direct_reducescatter)", "broadcast (plan binomial_broadcast)",
+        "reduce (plan binomial_reduce)", "gather (plan direct_gather)",
+        "scatter (plan direct_scatter)", "alltoall (plan alltoall_allpairs)"})
+    EXPECT_NE(
+        r.out.find("last error: collc-nccl: cannot set up " + std::string(want) + " on Collc: "),
+        std::string::npos)
+        << want << "\n"
+        << r.out;
+  EXPECT_EQ(count(r.log, "ncclAllReduce "), 0u) << r.log;
+  ASSERT_EQ(system(("rm -rf " + dir).c_str()), 0);
+#endif
 }
 
 } // namespace

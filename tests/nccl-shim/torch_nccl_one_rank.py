@@ -8,8 +8,9 @@ with and without the library in front of NCCL; both must print ALL OK:
       python3 tests/nccl-shim/torch_nccl_one_rank.py
 
 With one rank these operations are copies or nothing, and NCCL captures
-nothing in the graph: this checks that torch's calls pass through the
-library unharmed, not that a collective moves data.
+nothing in the graph. Through the library with a selection of one-rank
+plans (tests/nccl-shim/run-torch-one-rank.sh), Collc runs the calls
+instead: its kernels copy, and the graph captures them.
 """
 import os, sys, torch, torch.distributed as dist
 os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER_PORT", "29533")
@@ -29,6 +30,8 @@ for dt in (torch.float32, torch.bfloat16, torch.int64):
     o = torch.empty_like(x); dist.reduce_scatter_tensor(o, x); check(f"reduce_scatter_tensor {dt}", o, x)
     o = torch.empty_like(x); dist.all_to_all_single(o, x); check(f"all_to_all_single {dt}", o, x)
     l = [torch.empty_like(x)]; dist.all_gather(l, x); check(f"all_gather {dt}", l[0], x)
+    g = [torch.empty_like(x)]; dist.gather(x, g, dst=0); check(f"gather {dt}", g[0], x)
+    o = torch.empty_like(x); dist.scatter(o, [x], src=0); check(f"scatter {dt}", o, x)
 dist.barrier()
 # CUDA graph capture of an all_reduce.
 s = torch.cuda.Stream(); x = torch.arange(4096, device=dev, dtype=torch.float32)

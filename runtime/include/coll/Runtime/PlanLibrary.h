@@ -1,19 +1,19 @@
 //===- PlanLibrary.h - Plans for a process's calls, compiled on demand -*- C++ -*-===//
 /// \file
-/// Where the PyTorch backend gets the plan of a call: a selection table
-/// (coll/Runtime/Selection.h) says which program runs a collective on N
-/// ranks at a size; the user's table (COLLC_PLANS=DIR holds DIR/collc.select,
-/// or setUserTable()) comes before the standard library's
-/// (stdlib/default.select). A `.coll` program is compiled by `collc` for
-/// the call's N (and root) the first time it is needed and cached on disk
-/// under a name made of a hash of the compiler's version, the program's
-/// text, N and its parameters, so that a later process loads it. Ranks on
-/// one host that need the same plan at once compile it once (a lock file).
-///
-/// Nothing here knows PyTorch: the torch-facing layer is ProcessGroupCollc.
+/// Where a job gets the plan of a call, for the PyTorch backend and the
+/// NCCL library alike: a selection table (coll/Runtime/Selection.h) says
+/// which program runs a collective on N ranks at a size; the user's table
+/// (COLLC_PLANS=DIR holds DIR/collc.select, or setUserTable()) comes before
+/// the standard library's (stdlib/default.select), unless the library was
+/// made without the standard tables (then only the user's rows select). A
+/// `.coll` program is compiled by `collc` for the call's N (and root) the
+/// first time it is needed and cached on disk under a name made of a hash
+/// of the compiler's version, the program's text, N and its parameters, so
+/// that a later process loads it. Ranks on one host that need the same plan
+/// at once compile it once (a lock file).
 //===----------------------------------------------------------------------===//
-#ifndef COLLC_TORCH_PLANLIBRARY_H
-#define COLLC_TORCH_PLANLIBRARY_H
+#ifndef COLL_RUNTIME_PLANLIBRARY_H
+#define COLL_RUNTIME_PLANLIBRARY_H
 
 #include "coll/Runtime/PreparedCall.h"
 #include "coll/Runtime/Selection.h"
@@ -25,25 +25,39 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
-namespace coll::torchext {
+namespace coll {
 
 /// Where the library finds its tools and keeps its plans.
 struct PlanLibraryPaths {
   std::string collc;    ///< The compiler.
   std::string stdlib;   ///< The standard library (default.select and its programs).
   std::string cacheDir; ///< Compiled plans.
+
+  /// COLLC, COLLC_STDLIB and COLLC_CACHE_DIR from the environment; else the
+  /// first of \p collcCandidates that exists (else `collc` on PATH), the
+  /// first of \p stdlibCandidates that holds default.select, and a cache
+  /// under $XDG_CACHE_HOME, $HOME/.cache or /tmp.
+  static PlanLibraryPaths fromEnvironment(const std::vector<std::string> &collcCandidates,
+                                          const std::vector<std::string> &stdlibCandidates);
 };
 
 /// The process's plans. Thread-safe.
 class PlanLibrary {
 public:
-  /// The process's library: paths from the environment (COLLC, COLLC_STDLIB,
-  /// COLLC_CACHE_DIR), else beside the extension or from the build tree;
-  /// the user's table from COLLC_PLANS.
-  static PlanLibrary &instance();
+  /// \p standardTables: whether the standard library's tables follow the
+  /// user's rows (the PyTorch backend); without them only the user's rows
+  /// select, and a call larger than a row's max-bytes is not the row's
+  /// even when the row is the last (the NCCL library, which hands every
+  /// call no row names to NCCL).
+  explicit PlanLibrary(PlanLibraryPaths paths, bool standardTables = true);
 
-  explicit PlanLibrary(PlanLibraryPaths paths);
+  /// A library with \p paths whose user table is COLLC_PLANS's
+  /// DIR/collc.select when that is set (an unreadable one is the error of
+  /// every later plan()).
+  static std::unique_ptr<PlanLibrary> fromEnvironment(PlanLibraryPaths paths,
+                                                      bool standardTables = true);
 
   /// The plan that runs \p collective on \p nranks ranks for a call whose
   /// larger per-rank buffer takes \p bytes (nccl-tests' size), with root
@@ -62,6 +76,13 @@ public:
   /// \p minRanks to \p maxRanks ranks up to \p maxBytes.
   Status addUserRow(const std::string &collective, const std::string &program, uint32_t minRanks,
                     uint32_t maxRanks, uint64_t maxBytes, const std::vector<std::string> &defines);
+
+  /// Whether some row of the table serves \p collective on \p nranks
+  /// ranks at \p bytes (plan() may still fail to make its plan); an
+  /// unreadable table serves nothing.
+  bool selects(const std::string &collective, uint32_t nranks, uint64_t bytes);
+  /// The rows that admit \p nranks ranks, in order: the user's first.
+  std::vector<SelectionRow> rowsFor(uint32_t nranks);
 
   const PlanLibraryPaths &paths() const { return thePaths; }
   /// Bumped by every change of the user's selection: a plan chosen under
@@ -96,8 +117,9 @@ private:
   std::map<std::string, Result<std::shared_ptr<const ValidatedPlan>>> plans;
   unsigned userRowCount = 0; ///< The first rows of `merged` that are the user's.
   std::atomic<uint64_t> gen{0};
+  bool standardTables = true;
 };
 
-} // namespace coll::torchext
+} // namespace coll
 
-#endif // COLLC_TORCH_PLANLIBRARY_H
+#endif // COLL_RUNTIME_PLANLIBRARY_H

@@ -1,6 +1,6 @@
 //===- PlanLibrary.cpp - Plans for a process's calls, compiled on demand --===//
 
-#include "PlanLibrary.h"
+#include "coll/Runtime/PlanLibrary.h"
 
 #include "coll/Runtime/Collective.h"
 
@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <fstream>
 #include <spawn.h>
@@ -21,7 +20,7 @@
 
 extern char **environ;
 
-namespace coll::torchext {
+namespace coll {
 
 namespace {
 
@@ -33,16 +32,6 @@ bool exists(const std::string &path) {
 std::string env(const char *name) {
   const char *v = std::getenv(name);
   return v && *v ? v : "";
-}
-
-/// The directory of the shared object this code is in ("" if unknown).
-std::string ownDirectory() {
-  Dl_info info;
-  if (!dladdr(reinterpret_cast<void *>(&ownDirectory), &info) || !info.dli_fname)
-    return "";
-  std::string path = info.dli_fname;
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
 bool readFile(const std::string &path, std::string &out) {
@@ -87,7 +76,7 @@ std::string hex(uint64_t v) {
 /// none can be made.
 std::string temporaryFile(std::string &errors) {
   const std::string dir = env("TMPDIR").empty() ? "/tmp" : env("TMPDIR");
-  std::string path = dir + "/collc-torch-XXXXXX";
+  std::string path = dir + "/collc-plans-XXXXXX";
   int fd = mkstemp(path.data());
   if (fd < 0) {
     errors = "cannot create a temporary file in " + dir + ": " + std::strerror(errno);
@@ -150,48 +139,44 @@ std::string describeCall(const std::string &collective, uint32_t nranks, uint32_
 
 } // namespace
 
-PlanLibrary &PlanLibrary::instance() {
-  static PlanLibrary *library = [] {
-    PlanLibraryPaths p;
-    const std::string own = ownDirectory();
-    // The environment's, the installed package's own, the build tree's,
-    // PATH's.
-    p.collc = env("COLLC");
-    if (p.collc.empty() && exists(own + "/bin/collc"))
-      p.collc = own + "/bin/collc";
-#ifdef COLLC_TORCH_BUILD_COLLC
-    if (p.collc.empty() && exists(COLLC_TORCH_BUILD_COLLC))
-      p.collc = COLLC_TORCH_BUILD_COLLC;
-#endif
-    if (p.collc.empty())
-      p.collc = "collc";
-    p.stdlib = env("COLLC_STDLIB");
-    if (p.stdlib.empty() && exists(own + "/stdlib/default.select"))
-      p.stdlib = own + "/stdlib";
-#ifdef COLLC_TORCH_SOURCE_STDLIB
-    if (p.stdlib.empty())
-      p.stdlib = COLLC_TORCH_SOURCE_STDLIB;
-#endif
-    p.cacheDir = env("COLLC_CACHE_DIR");
-    if (p.cacheDir.empty() && !env("XDG_CACHE_HOME").empty())
-      p.cacheDir = env("XDG_CACHE_HOME") + "/collc/plans";
-    if (p.cacheDir.empty() && !env("HOME").empty())
-      p.cacheDir = env("HOME") + "/.cache/collc/plans";
-    if (p.cacheDir.empty())
-      p.cacheDir = "/tmp/collc-plans-" + std::to_string(::getuid());
-    auto *lib = new PlanLibrary(std::move(p));
-    if (std::string dir = env("COLLC_PLANS"); !dir.empty()) {
-      // An unreadable table is reported by the first call that selects.
-      Status s = lib->setUserTable(dir + "/collc.select");
-      if (!s)
-        lib->userTableError = s.message();
-    }
-    return lib;
-  }();
-  return *library;
+PlanLibraryPaths
+PlanLibraryPaths::fromEnvironment(const std::vector<std::string> &collcCandidates,
+                                  const std::vector<std::string> &stdlibCandidates) {
+  PlanLibraryPaths p;
+  p.collc = env("COLLC");
+  for (const std::string &c : collcCandidates)
+    if (p.collc.empty() && exists(c))
+      p.collc = c;
+  if (p.collc.empty())
+    p.collc = "collc";
+  p.stdlib = env("COLLC_STDLIB");
+  for (const std::string &c : stdlibCandidates)
+    if (p.stdlib.empty() && exists(c + "/default.select"))
+      p.stdlib = c;
+  p.cacheDir = env("COLLC_CACHE_DIR");
+  if (p.cacheDir.empty() && !env("XDG_CACHE_HOME").empty())
+    p.cacheDir = env("XDG_CACHE_HOME") + "/collc/plans";
+  if (p.cacheDir.empty() && !env("HOME").empty())
+    p.cacheDir = env("HOME") + "/.cache/collc/plans";
+  if (p.cacheDir.empty())
+    p.cacheDir = "/tmp/collc-plans-" + std::to_string(::getuid());
+  return p;
 }
 
-PlanLibrary::PlanLibrary(PlanLibraryPaths paths) : thePaths(std::move(paths)) {}
+std::unique_ptr<PlanLibrary> PlanLibrary::fromEnvironment(PlanLibraryPaths paths,
+                                                          bool standardTables) {
+  auto lib = std::make_unique<PlanLibrary>(std::move(paths), standardTables);
+  if (std::string dir = env("COLLC_PLANS"); !dir.empty()) {
+    // An unreadable table is reported by the first call that selects.
+    Status s = lib->setUserTable(dir + "/collc.select");
+    if (!s)
+      lib->userTableError = s.message();
+  }
+  return lib;
+}
+
+PlanLibrary::PlanLibrary(PlanLibraryPaths paths, bool standardTables)
+    : thePaths(std::move(paths)), standardTables(standardTables) {}
 
 Status PlanLibrary::setUserTable(const std::string &path) {
   std::lock_guard<std::mutex> lock(mu);
@@ -237,11 +222,14 @@ Result<const SelectionTable *> PlanLibrary::table(bool acrossHosts) {
     return Status::error("COLLC_PLANS: " + userTableError);
   std::unique_ptr<SelectionTable> &m = merged[acrossHosts ? 1 : 0];
   if (!m) {
-    Result<SelectionTable> stdlib = SelectionTable::load(
-        thePaths.stdlib + (acrossHosts ? "/network.select" : "/default.select"));
-    if (!stdlib)
-      return Status::error(stdlib.message() + " (set COLLC_STDLIB to the standard library)");
-    auto t = std::make_unique<SelectionTable>(std::move(*stdlib));
+    auto t = std::make_unique<SelectionTable>();
+    if (standardTables) {
+      Result<SelectionTable> stdlib = SelectionTable::load(
+          thePaths.stdlib + (acrossHosts ? "/network.select" : "/default.select"));
+      if (!stdlib)
+        return Status::error(stdlib.message() + " (set COLLC_STDLIB to the standard library)");
+      *t = std::move(*stdlib);
+    }
     t->prepend(userTable);
     t->prepend(userRows);
     userRowCount = unsigned(userRows.rows().size() + userTable.rows().size());
@@ -383,7 +371,9 @@ Result<std::shared_ptr<const ValidatedPlan>> PlanLibrary::plan(const std::string
   bool compilerChecked = false;
   for (size_t i = 0; i < rows.size(); ++i) {
     const SelectionRow &row = *rows[i];
-    const bool last = i + 1 == rows.size();
+    // The standard tables' last row serves every size; without them a
+    // row serves only up to its max-bytes.
+    const bool last = standardTables && i + 1 == rows.size();
     if (!last && bytes > row.maxBytes)
       continue;
     const bool users = size_t(&row - (*t)->rows().data()) < userRowCount;
@@ -403,7 +393,7 @@ Result<std::shared_ptr<const ValidatedPlan>> PlanLibrary::plan(const std::string
     if (!p) {
       // A standard row whose program does not take this N (its `require`)
       // gives way to the next; a user's row is what the user asked for.
-      if (users || last)
+      if (users || i + 1 == rows.size())
         return Status::error(p.message() + passedOver);
       passedOver += "\n(passed over " + row.where + ": " + p.message() + ")";
       continue;
@@ -432,4 +422,32 @@ Result<std::shared_ptr<const ValidatedPlan>> PlanLibrary::plan(const std::string
   return Status::error("no program in the selection tables runs " + call + passedOver);
 }
 
-} // namespace coll::torchext
+bool PlanLibrary::selects(const std::string &collective, uint32_t nranks, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu);
+  Result<const SelectionTable *> t = table(false);
+  if (!t)
+    return false;
+  std::vector<const SelectionRow *> rows = (*t)->candidates(collective, nranks);
+  if (rows.empty())
+    return false;
+  if (standardTables)
+    return true; // The last row takes every size.
+  for (const SelectionRow *row : rows)
+    if (bytes <= row->maxBytes)
+      return true;
+  return false;
+}
+
+std::vector<SelectionRow> PlanLibrary::rowsFor(uint32_t nranks) {
+  std::lock_guard<std::mutex> lock(mu);
+  std::vector<SelectionRow> out;
+  Result<const SelectionTable *> t = table(false);
+  if (!t)
+    return out;
+  for (const SelectionRow &row : (*t)->rows())
+    if (row.admits(nranks))
+      out.push_back(row);
+  return out;
+}
+
+} // namespace coll

@@ -1,0 +1,677 @@
+//===- ShimPlans.cpp - The calls libcollc_nccl.so may run on Collc --------===//
+//
+// Built with COLLC_SHIM_RUNS_PLANS (the CUDA kernels and NcclCommunicator
+// linked in), the hooks run the selected calls on Collc; built without, they
+// forward every call, as every other function of the library does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ShimPlans.h"
+
+#include "RealNccl.h"
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#if COLLC_SHIM_RUNS_PLANS
+#include "coll/Kernels/NcclCommunicator.h"
+#include "coll/Runtime/Collective.h"
+#include "coll/Runtime/Executor.h"
+#include "coll/Runtime/PlanLibrary.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+#endif
+
+namespace collcshim {
+
+namespace {
+
+/// Calls the real \p fn, or its profiling twin \p twinFn when \p twin.
+template <class F, class... A>
+ncclResult_t forward(F RealNccl::*fn, F RealNccl::*twinFn, bool twin, const char *name, A... a) {
+  RealNccl &r = real();
+  F f = twin ? r.*twinFn : r.*fn;
+  if (f)
+    return f(a...);
+  return unavailable(twin ? (std::string("p") + name).c_str() : name);
+}
+
+#define FORWARD(Name, ...) forward(&RealNccl::Name, &RealNccl::p##Name, twin, #Name, ##__VA_ARGS__)
+
+/// ncclGroupStart()s of this thread not yet ended.
+thread_local int groupDepth = 0;
+
+} // namespace
+
+#if COLLC_SHIM_RUNS_PLANS
+
+namespace {
+
+using namespace coll;
+
+/// Set while Collc's own set-up calls NCCL (its ncclAllGather and queries
+/// reach this library again): those calls go straight to NCCL.
+thread_local int insideCollc = 0;
+
+struct InsideCollc {
+  InsideCollc() { ++insideCollc; }
+  ~InsideCollc() { --insideCollc; }
+};
+
+std::string env(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v ? v : "";
+}
+
+/// "4 KiB", "1 MiB", "any size".
+std::string sizeText(uint64_t bytes) {
+  if (bytes == SelectionRow::anyBytes)
+    return "any size";
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  unsigned u = 0;
+  while (u < 4 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++u;
+  }
+  return std::to_string(bytes) + " " + units[u];
+}
+
+/// The directory of this library ("" if unknown).
+std::string ownDirectory() {
+  Dl_info info;
+  if (!dladdr(reinterpret_cast<void *>(&ownDirectory), &info) || !info.dli_fname)
+    return "";
+  std::string path = info.dli_fname;
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+/// One plan's communicator over an NCCL communicator, or why it could not
+/// be made.
+struct Runner {
+  std::shared_ptr<const ValidatedPlan> plan;
+  std::unique_ptr<NcclCommunicator> comm;
+  std::string error;
+};
+
+/// The Collc side of one NCCL communicator.
+struct CommSide {
+  std::mutex mu;
+  uint32_t nranks = 0, rank = 0;
+  int device = 0;
+  /// In the order they were made, which is every rank's order: the
+  /// destructors, which are collective, run in it.
+  std::vector<Runner> runners;
+  /// Device memory standing in for a buffer NCCL lets a rank leave null
+  /// (the output of a reduce or gather off the root, the input of a
+  /// scatter off the root).
+  void *scratch = nullptr;
+  size_t scratchBytes = 0;
+  std::set<std::string> said; ///< Messages printed once.
+
+  /// Prints "collc-nccl: rank R of N: MESSAGE" once.
+  void sayOnce(const std::string &message) {
+    if (!said.insert(message).second)
+      return;
+    std::fprintf(stderr, "collc-nccl: rank %u of %u: %s\n", rank, nranks, message.c_str());
+  }
+};
+
+/// What the library was told to run, and the communicators' Collc sides.
+struct Shim {
+  std::unique_ptr<PlanLibrary> library; ///< Null: every call goes to NCCL.
+  std::string table;                    ///< The selection table's path.
+  std::set<std::string> collectives;    ///< Those the table names.
+  bool strict = false;
+  bool debug = false;
+  NcclOptions options;
+  std::mutex mu; ///< Guards comms (never held while a side is set up).
+  std::map<ncclComm_t, std::shared_ptr<CommSide>> comms;
+};
+
+Shim &shim() {
+  static Shim *s = [] {
+    auto *s = new Shim;
+    s->strict = envFlag("COLLC_NCCL_STRICT");
+    s->debug = envFlag("COLLC_NCCL_DEBUG");
+    if (std::string t = env("COLLC_NCCL_TIMEOUT"); !t.empty()) {
+      char *end = nullptr;
+      double seconds = std::strtod(t.c_str(), &end);
+      if (end && !*end && seconds > 0)
+        s->options.timeoutSeconds = seconds;
+      else
+        std::fprintf(stderr,
+                     "collc-nccl: COLLC_NCCL_TIMEOUT=%s is not a number of seconds; "
+                     "using %g\n",
+                     t.c_str(), s->options.timeoutSeconds);
+    }
+    s->table = env("COLLC_NCCL_SELECT");
+    if (s->table.empty() && !env("COLLC_PLANS").empty())
+      s->table = env("COLLC_PLANS") + "/collc.select";
+    if (s->table.empty())
+      return s;
+    const std::string own = ownDirectory();
+    // Installed beside the library, or in the build tree.
+    std::vector<std::string> collc = {own + "/bin/collc", own + "/../../tools/collc/collc"};
+    std::vector<std::string> stdlib = {own + "/stdlib"};
+#ifdef COLLC_SHIM_SOURCE_STDLIB
+    stdlib.push_back(COLLC_SHIM_SOURCE_STDLIB);
+#endif
+    Result<SelectionTable> table = SelectionTable::load(s->table);
+    auto library = std::make_unique<PlanLibrary>(PlanLibraryPaths::fromEnvironment(collc, stdlib),
+                                                 /*standardTables=*/false);
+    Status loaded = table ? library->setUserTable(s->table) : table.getStatus();
+    if (!loaded) {
+      std::fprintf(stderr, "collc-nccl: %s; every call goes to NCCL\n", loaded.message().c_str());
+      return s;
+    }
+    for (const std::string &c : table->collectives())
+      s->collectives.insert(c);
+    s->library = std::move(library);
+    return s;
+  }();
+  return *s;
+}
+
+std::optional<DataType> dataTypeOf(ncclDataType_t t) {
+  switch (t) {
+  case ncclInt8:
+    return DataType::Int8;
+  case ncclUint8:
+    return DataType::Uint8;
+  case ncclInt32:
+    return DataType::Int32;
+  case ncclUint32:
+    return DataType::Uint32;
+  case ncclInt64:
+    return DataType::Int64;
+  case ncclUint64:
+    return DataType::Uint64;
+  case ncclFloat16:
+    return DataType::Float16;
+  case ncclFloat32:
+    return DataType::Float32;
+  case ncclFloat64:
+    return DataType::Float64;
+  case ncclBfloat16:
+    return DataType::BFloat16;
+  default:
+    return std::nullopt; // fp8, or not a type.
+  }
+}
+
+std::optional<RedOp> redOpOf(ncclRedOp_t op) {
+  switch (op) {
+  case ncclSum:
+    return RedOp::Sum;
+  case ncclProd:
+    return RedOp::Prod;
+  case ncclMax:
+    return RedOp::Max;
+  case ncclMin:
+    return RedOp::Min;
+  case ncclAvg:
+    return RedOp::Avg;
+  default:
+    return std::nullopt; // ncclRedOpCreatePreMulSum's.
+  }
+}
+
+/// The line that says which calls Collc runs on a communicator of
+/// \p nranks ranks.
+std::string selectionLine(Shim &s, uint32_t nranks) {
+  std::vector<SelectionRow> rows = s.library->rowsFor(nranks);
+  if (rows.empty())
+    return "no row of " + s.table + " names " + std::to_string(nranks) +
+           " ranks; every call goes to NCCL";
+  std::string line = "Collc runs";
+  uint64_t lower = 0;
+  std::string previous;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SelectionRow &r = rows[i];
+    if (r.collective != previous)
+      lower = 0;
+    previous = r.collective;
+    std::string program = r.program.substr(r.program.rfind('/') + 1);
+    line += std::string(i ? "," : "") + " " + r.collective + " " +
+            (r.maxBytes == SelectionRow::anyBytes
+                 ? (lower ? "above " + sizeText(lower) : std::string("of any size"))
+                 : "up to " + sizeText(r.maxBytes)) +
+            " (" + program + ")";
+    if (r.maxBytes != SelectionRow::anyBytes)
+      lower = std::max(lower, r.maxBytes);
+  }
+  return line + " (" + s.table + "); every other call goes to NCCL";
+}
+
+/// The Collc side of \p comm, made at its first selected call; null when
+/// NCCL cannot say its size and rank (the call then goes to NCCL).
+std::shared_ptr<CommSide> sideOf(Shim &s, ncclComm_t comm) {
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (auto it = s.comms.find(comm); it != s.comms.end())
+    return it->second;
+  int count = 0, rank = 0, device = 0;
+  {
+    InsideCollc inside;
+    const bool twin = false;
+    if (FORWARD(ncclCommCount, comm, &count) != ncclSuccess ||
+        FORWARD(ncclCommUserRank, comm, &rank) != ncclSuccess ||
+        FORWARD(ncclCommCuDevice, comm, &device) != ncclSuccess || count < 1 || rank < 0 ||
+        rank >= count)
+      return nullptr;
+  }
+  auto side = std::make_shared<CommSide>();
+  side->nranks = uint32_t(count);
+  side->rank = uint32_t(rank);
+  side->device = device;
+  if (rank == 0 || s.debug)
+    std::fprintf(stderr, "collc-nccl: communicator of %d ranks (rank %d, device %d): %s\n", count,
+                 rank, device, selectionLine(s, side->nranks).c_str());
+  s.comms.emplace(comm, side);
+  return side;
+}
+
+/// Removes \p comm's side from the table and returns it (null if none).
+std::shared_ptr<CommSide> takeSide(ncclComm_t comm) {
+  Shim &s = shim();
+  if (!s.library)
+    return nullptr;
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.comms.find(comm);
+  if (it == s.comms.end())
+    return nullptr;
+  std::shared_ptr<CommSide> side = it->second;
+  s.comms.erase(it);
+  return side;
+}
+
+/// Whether \p stream is being captured into a CUDA graph (false when CUDA
+/// cannot say).
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+/// Device memory of at least \p bytes on the side's device.
+void *scratchOf(CommSide &side, size_t bytes, std::string &error) {
+  if (side.scratchBytes >= bytes && side.scratch)
+    return side.scratch;
+  int previous = 0;
+  cudaGetDevice(&previous);
+  cudaSetDevice(side.device);
+  if (side.scratch)
+    cudaFree(side.scratch);
+  side.scratch = nullptr;
+  side.scratchBytes = 0;
+  cudaError_t e = cudaMalloc(&side.scratch, bytes);
+  cudaSetDevice(previous);
+  if (e != cudaSuccess) {
+    side.scratch = nullptr;
+    error = "cannot allocate " + std::to_string(bytes) +
+            " bytes for a buffer left null: " + cudaGetErrorString(e);
+    return nullptr;
+  }
+  side.scratchBytes = bytes;
+  return side.scratch;
+}
+
+/// A call that Collc may run.
+struct Call {
+  CollectiveKind kind;
+  const void *send;
+  void *recv;
+  size_t count;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  int root;
+  ncclComm_t comm;
+  cudaStream_t stream;
+};
+
+/// What a selected call that Collc cannot run does: fails with \p code
+/// under COLLC_NCCL_STRICT, else goes to NCCL (said once).
+std::optional<ncclResult_t> cannotRun(Shim &s, CommSide &side, const std::string &what,
+                                      ncclResult_t code) {
+  if (s.strict) {
+    setError(what);
+    return code;
+  }
+  side.sayOnce(what + "; the call goes to NCCL");
+  return std::nullopt;
+}
+
+/// Runs \p c on Collc when the selection names it: its result then; none
+/// when the call goes to NCCL.
+std::optional<ncclResult_t> runOnCollc(const Call &c) {
+  Shim &s = shim();
+  const CollectiveInfo &info = collectiveInfo(c.kind);
+  if (insideCollc || !s.library || !s.collectives.count(info.name) || !c.comm)
+    return std::nullopt;
+  std::shared_ptr<CommSide> sidePtr = sideOf(s, c.comm);
+  if (!sidePtr)
+    return std::nullopt;
+  CommSide &side = *sidePtr;
+  const std::optional<DataType> type = dataTypeOf(c.type);
+  const std::optional<RedOp> op = info.reduces ? redOpOf(c.op) : std::optional<RedOp>(RedOp::Sum);
+  if (info.rooted && (c.root < 0 || uint32_t(c.root) >= side.nranks))
+    return std::nullopt; // NCCL says what is wrong.
+  if (!type || !op) {
+    if (s.debug) {
+      std::lock_guard<std::mutex> lock(side.mu);
+      side.sayOnce(std::string(info.name) + " of " +
+                   (!type ? "NCCL data type " + std::to_string(int(c.type))
+                          : "NCCL operator " + std::to_string(int(c.op))) +
+                   ", which Collc does not have, goes to NCCL");
+    }
+    return std::nullopt;
+  }
+  const BufferElements elements = collectiveBufferElements(c.kind, side.nranks, c.count);
+  const uint64_t bytes = std::max(elements.input, elements.output) * dataTypeSize(*type);
+  if (!s.library->selects(info.name, side.nranks, bytes))
+    return std::nullopt;
+
+  std::lock_guard<std::mutex> lock(side.mu);
+  const uint32_t root = info.rooted ? uint32_t(c.root) : 0;
+  Result<std::shared_ptr<const ValidatedPlan>> plan =
+      s.library->plan(info.name, side.nranks, root, bytes);
+  if (!plan)
+    return cannotRun(s, side,
+                     "cannot run " + std::string(info.name) + " on Collc: " + plan.message(),
+                     ncclInvalidUsage);
+  auto runner = std::find_if(side.runners.begin(), side.runners.end(),
+                             [&](const Runner &r) { return r.plan == *plan; });
+  if (runner == side.runners.end()) {
+    // The set-up is collective and blocks: not inside a group, where one
+    // thread may drive several communicators, nor in a capture.
+    if (groupDepth > 0 || capturing(c.stream)) {
+      if (s.debug)
+        side.sayOnce(std::string(info.name) +
+                     ": Collc's set-up waits for a call outside a group and a capture; until "
+                     "then such calls go to NCCL");
+      return std::nullopt;
+    }
+    Runner r;
+    r.plan = *plan;
+    {
+      InsideCollc inside;
+      Result<std::unique_ptr<NcclCommunicator>> made =
+          NcclCommunicator::create(**plan, c.comm, s.options);
+      if (made)
+        r.comm = std::move(*made);
+      else
+        r.error = made.message();
+    }
+    side.runners.push_back(std::move(r));
+    runner = side.runners.end() - 1;
+    if (s.debug && runner->comm)
+      side.sayOnce("set up " + std::string(info.name) + " (plan " + (*plan)->info().name +
+                   ") on Collc");
+  }
+  if (!runner->comm)
+    return cannotRun(s, side,
+                     "cannot set up " + std::string(info.name) + " (plan " + (*plan)->info().name +
+                         ") on Collc: " + runner->error,
+                     ncclSystemError);
+
+  // NCCL lets a rank off the root leave a buffer it does not use null.
+  const void *send = c.send;
+  void *recv = c.recv;
+  if (c.count && (!send || !recv) && info.rooted && uint32_t(c.root) != side.rank) {
+    std::string error;
+    if (!recv && (c.kind == CollectiveKind::Reduce || c.kind == CollectiveKind::Gather))
+      recv = scratchOf(side, elements.output * dataTypeSize(*type), error);
+    else if (!send && c.kind == CollectiveKind::Scatter)
+      send = scratchOf(side, elements.input * dataTypeSize(*type), error);
+    if (!error.empty()) {
+      setError(error);
+      return ncclSystemError;
+    }
+  }
+  Status launched = Status::success();
+  {
+    InsideCollc inside;
+    launched = runner->comm->launch(send, recv, c.count, *type, *op, c.stream);
+  }
+  if (!launched) {
+    setError(launched.message());
+    return ncclInvalidArgument;
+  }
+  clearError();
+  return ncclSuccess;
+}
+
+/// Frees \p side's Collc communicators, in the order they were made
+/// (collective: every rank does the same).
+void destroySide(CommSide &side) {
+  std::lock_guard<std::mutex> lock(side.mu);
+  InsideCollc inside;
+  for (Runner &r : side.runners)
+    r.comm.reset();
+  side.runners.clear();
+  if (side.scratch) {
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(side.device);
+    cudaFree(side.scratch);
+    cudaSetDevice(previous);
+    side.scratch = nullptr;
+  }
+}
+
+/// Leaves \p side's memory as it is (its kernels may still run) and
+/// forgets it: an aborted communicator waits for nobody.
+void abandonSide(CommSide &side) {
+  std::lock_guard<std::mutex> lock(side.mu);
+  for (Runner &r : side.runners)
+    (void)r.comm.release();
+  side.runners.clear();
+}
+
+std::optional<ncclResult_t> run(CollectiveKind kind, const void *send, void *recv, size_t count,
+                                ncclDataType_t type, ncclRedOp_t op, int root, ncclComm_t comm,
+                                cudaStream_t stream) {
+  return runOnCollc(Call{kind, send, recv, count, type, op, root, comm, stream});
+}
+
+/// Drops \p comm's Collc side: frees it (collective), or with \p abandon
+/// leaves its memory as it is (its kernels may still run) for an aborted
+/// communicator, which waits for nobody.
+void closeSide(ncclComm_t comm, bool abandon) {
+  std::shared_ptr<CommSide> side = takeSide(comm);
+  if (!side)
+    return;
+  if (abandon)
+    abandonSide(*side);
+  else
+    destroySide(*side);
+}
+
+/// A failure of \p comm's Collc side, as ncclCommGetAsyncError() gives it:
+/// where NCCL's own \p asyncError is ncclSuccess, it becomes ncclRemoteError
+/// for a timeout, ncclSystemError for the rest. Nothing is read when the
+/// communicator has no Collc side.
+void checkSides(ncclComm_t comm, ncclResult_t *asyncError) {
+  Shim &s = shim();
+  if (!s.library || insideCollc)
+    return;
+  std::shared_ptr<CommSide> side;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (auto it = s.comms.find(comm); it != s.comms.end())
+      side = it->second;
+  }
+  // A side being set up (a collective that may wait for a dead peer) is
+  // not waited for: the next poll looks again.
+  if (!side || *asyncError != ncclSuccess || !side->mu.try_lock())
+    return;
+  std::lock_guard<std::mutex> lock(side->mu, std::adopt_lock);
+  for (Runner &runner : side->runners) {
+    if (!runner.comm)
+      continue;
+    Status checked = runner.comm->check();
+    if (!checked) {
+      setError(checked.message());
+      *asyncError = checked.message().find("timed out") != std::string::npos ? ncclRemoteError
+                                                                             : ncclSystemError;
+      return;
+    }
+  }
+}
+
+} // namespace
+
+#else // !COLLC_SHIM_RUNS_PLANS
+
+namespace {
+
+/// Without the kernels every call goes to NCCL.
+std::optional<ncclResult_t> run(int, const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int,
+                                ncclComm_t, cudaStream_t) {
+  return std::nullopt;
+}
+void closeSide(ncclComm_t, bool) {}
+void checkSides(ncclComm_t, ncclResult_t *) {}
+
+namespace CollectiveKind {
+enum { Reduce, Broadcast, AllReduce, ReduceScatter, AllGather, AllToAll, Gather, Scatter };
+} // namespace CollectiveKind
+
+} // namespace
+
+#endif // COLLC_SHIM_RUNS_PLANS
+
+namespace hook {
+
+ncclResult_t ncclCommFinalize(bool twin, ncclComm_t comm) {
+  closeSide(comm, false);
+  return FORWARD(ncclCommFinalize, comm);
+}
+
+ncclResult_t ncclCommDestroy(bool twin, ncclComm_t comm) {
+  closeSide(comm, false);
+  return FORWARD(ncclCommDestroy, comm);
+}
+
+ncclResult_t ncclCommAbort(bool twin, ncclComm_t comm) {
+  closeSide(comm, true);
+  return FORWARD(ncclCommAbort, comm);
+}
+
+ncclResult_t ncclCommRevoke(bool twin, ncclComm_t comm, int revokeFlags) {
+  closeSide(comm, true);
+  return FORWARD(ncclCommRevoke, comm, revokeFlags);
+}
+
+ncclResult_t ncclCommGetAsyncError(bool twin, ncclComm_t comm, ncclResult_t *asyncError) {
+  ncclResult_t r = FORWARD(ncclCommGetAsyncError, comm, asyncError);
+  if (r == ncclSuccess && asyncError)
+    checkSides(comm, asyncError);
+  return r;
+}
+
+ncclResult_t ncclReduce(bool twin, const void *sendbuff, void *recvbuff, size_t count,
+                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                        cudaStream_t stream) {
+  if (auto r =
+          run(CollectiveKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream))
+    return *r;
+  return FORWARD(ncclReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+
+ncclResult_t ncclBcast(bool twin, void *buff, size_t count, ncclDataType_t datatype, int root,
+                       ncclComm_t comm, cudaStream_t stream) {
+  if (auto r =
+          run(CollectiveKind::Broadcast, buff, buff, count, datatype, ncclSum, root, comm, stream))
+    return *r;
+  return FORWARD(ncclBcast, buff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t ncclBroadcast(bool twin, const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
+  if (auto r = run(CollectiveKind::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root,
+                   comm, stream))
+    return *r;
+  return FORWARD(ncclBroadcast, sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t ncclAllReduce(bool twin, const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream) {
+  if (auto r =
+          run(CollectiveKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm, stream))
+    return *r;
+  return FORWARD(ncclAllReduce, sendbuff, recvbuff, count, datatype, op, comm, stream);
+}
+
+ncclResult_t ncclReduceScatter(bool twin, const void *sendbuff, void *recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream) {
+  if (auto r = run(CollectiveKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0,
+                   comm, stream))
+    return *r;
+  return FORWARD(ncclReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+}
+
+ncclResult_t ncclAllGather(bool twin, const void *sendbuff, void *recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  if (auto r = run(CollectiveKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0,
+                   comm, stream))
+    return *r;
+  return FORWARD(ncclAllGather, sendbuff, recvbuff, sendcount, datatype, comm, stream);
+}
+
+ncclResult_t ncclAlltoAll(bool twin, const void *sendbuff, void *recvbuff, size_t count,
+                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  if (auto r = run(CollectiveKind::AllToAll, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm,
+                   stream))
+    return *r;
+  return FORWARD(ncclAlltoAll, sendbuff, recvbuff, count, datatype, comm, stream);
+}
+
+ncclResult_t ncclGather(bool twin, const void *sendbuff, void *recvbuff, size_t count,
+                        ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  if (auto r = run(CollectiveKind::Gather, sendbuff, recvbuff, count, datatype, ncclSum, root, comm,
+                   stream))
+    return *r;
+  return FORWARD(ncclGather, sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t ncclScatter(bool twin, const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  if (auto r = run(CollectiveKind::Scatter, sendbuff, recvbuff, count, datatype, ncclSum, root,
+                   comm, stream))
+    return *r;
+  return FORWARD(ncclScatter, sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t ncclGroupStart(bool twin) {
+  ++groupDepth;
+  ncclResult_t r = FORWARD(ncclGroupStart);
+  if (r != ncclSuccess)
+    --groupDepth;
+  return r;
+}
+
+ncclResult_t ncclGroupEnd(bool twin) {
+  if (groupDepth > 0)
+    --groupDepth;
+  return FORWARD(ncclGroupEnd);
+}
+
+} // namespace hook
+
+} // namespace collcshim

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# PyTorch's nccl backend on one GPU, with plain NCCL and then with
+# libcollc_nccl.so in front of it running every selected call on Collc
+# (COLLC_NCCL_STRICT: a call Collc cannot run fails instead of going to
+# NCCL). Both runs must print ALL OK, and the second must say that Collc set
+# up allreduce, broadcast, reduce, allgather and reducescatter.
+#
+#   tests/nccl-shim/run-torch-one-rank.sh SHIM PLANS_DIR
+#
+# PLANS_DIR: tests/nccl-shim/make-one-rank-plans.sh's output.
+set -uo pipefail
+shim=$1
+plans=$2
+here=$(cd "$(dirname "$0")" && pwd)
+python=${PYTHON:-python3}
+echo "== plain NCCL"
+"$python" "$here/torch_nccl_one_rank.py" || { echo "FAILED: plain NCCL"; exit 1; }
+# The NCCL that torch loads: its wheel's, else the system's.
+real=${COLLC_NCCL_LIB:-$("$python" - <<'PY'
+import glob, os, site
+dirs = site.getsitepackages() + [site.getusersitepackages()]
+hits = [h for d in dirs for h in glob.glob(os.path.join(d, "nvidia", "nccl*", "lib", "libnccl.so.2"))]
+print(hits[0] if hits else "")
+PY
+)}
+echo "== through libcollc_nccl.so (real NCCL: ${real:-the library path's})"
+log=$(mktemp)
+env ${real:+COLLC_NCCL_LIB=$real} COLLC_NCCL_SELECT="$plans/collc.select" COLLC_NCCL_STRICT=1 \
+  COLLC_NCCL_DEBUG=1 LD_PRELOAD="$shim" "$python" "$here/torch_nccl_one_rank.py" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+status=0
+[ "$rc" -eq 0 ] || { echo "FAILED: the run through the library exited with $rc"; status=1; }
+grep -q "collc-nccl: communicator of 1 ranks" "$log" ||
+  { echo "FAILED: no line for the communicator"; status=1; }
+for want in "allreduce (plan one_rank_allreduce)" "broadcast (plan binomial_broadcast)" \
+  "reduce (plan binomial_reduce)" "allgather (plan direct_allgather)" \
+  "reducescatter (plan direct_reducescatter)"; do
+  grep -q "set up $want on Collc" "$log" || { echo "FAILED: Collc did not set up $want"; status=1; }
+done
+echo "== Collc set up:"
+grep -o "set up .* on Collc" "$log" | sort -u
+if grep -q "the call goes to NCCL\|cannot set up\|cannot run" "$log"; then
+  echo "FAILED: a selected call did not run on Collc"
+  status=1
+fi
+rm -f "$log"
+[ $status -eq 0 ] && echo "TORCH ONE RANK THROUGH COLLC: OK"
+exit $status
