@@ -9,6 +9,13 @@ every type and the order of reduction cannot change a bit.
 
     torchrun --nproc_per_node 4 tests/torch/ops.py
     python3 tests/torch/ops.py --spawn 3
+
+The same programs run on another backend and device, where the parts that
+are Collc's own (registered memory, its refusals) or that the backend lacks
+(NCCL: receives from any source, tags, int16, BAND) are left out; e.g. on
+CUDA tensors with NCCL, or with libcollc_nccl.so in front of it:
+
+    torchrun --nproc_per_node 1 tests/torch/ops.py --backend nccl --device cuda
 """
 
 import argparse
@@ -20,10 +27,10 @@ import traceback
 import torch
 import torch.distributed as dist
 
-sys.path.insert(0, os.environ.get("COLLC_TORCH_PATH", ""))
-import collc_torch  # noqa: E402,F401  (registers the backend)
-
 R = dist.ReduceOp
+BACKEND = "collc"  # --backend
+DEV = torch.device("cpu")  # --device: where every tensor of the tests lives.
+collc_torch = None  # Imported (registering the backend) when BACKEND is collc.
 SIZES = [0, 1, 7, 1000, 40000]
 TYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
          torch.uint8, torch.int8]
@@ -42,7 +49,7 @@ def value(rank, n, dtype, salt=0, small=False):
         v = (i * 3 + rank * 5 + salt) % 64 - 20
     else:
         v = (i * 31 + rank * 1009 + salt * 7) % 100003 - 5000
-    return v.to(dtype)
+    return v.to(dtype).to(DEV)
 
 
 def reduce_ref(tensors, op):
@@ -68,6 +75,7 @@ class Checker:
 
     def same(self, what, got, want):
         self.checks += 1
+        got, want = got.cpu(), want.cpu()
         if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
             bad = (got != want).nonzero()[:3].tolist() if got.shape == want.shape else "shape"
             self.failures.append("rank %d: %s: got %s, want %s (first differences at %s)" % (
@@ -113,7 +121,10 @@ def run_ops(c, group, gloo):
             want = reduce_ref([value(r, 1000, dtype) for r in range(n)], R.AVG)
             c.same("all_reduce %s AVG" % dtype, t, want)
 
-    for dtype in [torch.float32, torch.int64, torch.int16, torch.bool, torch.complex64]:
+    bcast_types = [torch.float32, torch.int64, torch.int16, torch.bool, torch.complex64]
+    if BACKEND == "nccl":
+        bcast_types.remove(torch.int16)  # NCCL has no int16.
+    for dtype in bcast_types:
         for size in [0, 5, 3001]:
             for root in range(n):
                 def bcast(g):
@@ -136,26 +147,26 @@ def run_ops(c, group, gloo):
 
     for size in [0, 1, 999]:
         def allgather(g):
-            outs = [torch.full((size,), -1, dtype=torch.int32) for _ in range(n)]
+            outs = [torch.full((size,), -1, dtype=torch.int32, device=DEV) for _ in range(n)]
             dist.all_gather(outs, value(rank, size, torch.int32), group=g)
             return outs
         # Gloo divides by zero on empty tensors here.
         got = both("all_gather n=%d" % size, allgather, with_gloo=size > 0)
         for r in range(n):
             c.same("all_gather n=%d from %d" % (size, r), got[r], value(r, size, torch.int32))
-        out = torch.empty(n * size, dtype=torch.float64)
+        out = torch.empty(n * size, dtype=torch.float64, device=DEV)
         dist.all_gather_into_tensor(out, value(rank, size, torch.float64), group=group)
         c.same("all_gather_into_tensor n=%d" % size, out,
                torch.cat([value(r, size, torch.float64) for r in range(n)]))
 
     for root in range(n):
         size = 333
-        outs = [torch.empty(size, dtype=torch.int64) for _ in range(n)] if rank == root else None
+        outs = [torch.empty(size, dtype=torch.int64, device=DEV) for _ in range(n)] if rank == root else None
         dist.gather(value(rank, size, torch.int64), outs, dst=root, group=group)
         if rank == root:
             for r in range(n):
                 c.same("gather root %d from %d" % (root, r), outs[r], value(r, size, torch.int64))
-        out = torch.empty(size, dtype=torch.float32)
+        out = torch.empty(size, dtype=torch.float32, device=DEV)
         ins = [value(root, size, torch.float32, salt=j) for j in range(n)] if rank == root else None
         dist.scatter(out, ins, src=root, group=group)
         c.same("scatter root %d" % root, out, value(root, size, torch.float32, salt=rank))
@@ -163,12 +174,12 @@ def run_ops(c, group, gloo):
     for op in [R.SUM, R.MAX]:
         size = 513
         ins = [value(rank, size, torch.int32, salt=j) for j in range(n)]
-        out = torch.empty(size, dtype=torch.int32)
+        out = torch.empty(size, dtype=torch.int32, device=DEV)
         dist.reduce_scatter(out, ins, op=op, group=group)
         want = reduce_ref([value(r, size, torch.int32, salt=rank) for r in range(n)], op)
         c.same("reduce_scatter %s" % op, out, want)
         whole = torch.cat([value(rank, size, torch.float32, salt=j) for j in range(n)])
-        out = torch.empty(size, dtype=torch.float32)
+        out = torch.empty(size, dtype=torch.float32, device=DEV)
         dist.reduce_scatter_tensor(out, whole, op=op, group=group)
         want = reduce_ref([value(r, size, torch.float32, salt=rank) for r in range(n)], op)
         c.same("reduce_scatter_tensor %s" % op, out, want)
@@ -193,7 +204,7 @@ def run_ops(c, group, gloo):
         in_splits = [rows(rank, j) for j in range(n)]
         out_splits = [rows(j, rank) for j in range(n)]
         inp = value(rank, sum(in_splits) * 2, torch.int64).view(-1, 2)
-        out = torch.full((sum(out_splits), 2), -7, dtype=torch.int64)
+        out = torch.full((sum(out_splits), 2), -7, dtype=torch.int64, device=DEV)
         dist.all_to_all_single(out, inp, out_splits, in_splits, group=g)
         return [out]
     got = both("all_to_all_single uneven", a2a_uneven)
@@ -206,7 +217,7 @@ def run_ops(c, group, gloo):
 
     # all_to_all of lists (sizes differ per peer).
     ins = [value(rank, 10 + j, torch.float64, salt=j) for j in range(n)]
-    outs = [torch.empty(10 + rank, dtype=torch.float64) for _ in range(n)]
+    outs = [torch.empty(10 + rank, dtype=torch.float64, device=DEV) for _ in range(n)]
     dist.all_to_all(outs, ins, group=group)
     for src in range(n):
         c.same("all_to_all from %d" % src, outs[src], value(src, 10 + rank, torch.float64, salt=rank))
@@ -227,10 +238,11 @@ def run_ops(c, group, gloo):
     b = (value(rank, 50, torch.int64) % 3 == 0)
     b_or, b_and = b.clone(), b.clone()
     dist.all_reduce(b_or, op=R.SUM, group=group)
-    dist.all_reduce(b_and, op=R.BAND, group=group)
     all_b = [(value(r, 50, torch.int64) % 3 == 0) for r in range(n)]
     c.same("all_reduce bool SUM (or)", b_or, torch.stack(all_b).any(0))
-    c.same("all_reduce bool BAND (and)", b_and, torch.stack(all_b).all(0))
+    if BACKEND != "nccl":  # NCCL has no BAND.
+        dist.all_reduce(b_and, op=R.BAND, group=group)
+        c.same("all_reduce bool BAND (and)", b_and, torch.stack(all_b).all(0))
     z = torch.complex(value(rank, 30, torch.float32), value(rank, 30, torch.float32, salt=1))
     dist.all_reduce(z, group=group)
     want = sum(torch.complex(value(r, 30, torch.float32), value(r, 30, torch.float32, salt=1))
@@ -269,9 +281,10 @@ def run_ops(c, group, gloo):
            reduce_ref([value(r, 3000, torch.float32, salt=9) for r in range(n)], R.SUM))
 
     # Errors the backend refuses clearly.
-    for bad, what in [(lambda: dist.all_reduce(torch.ones(3), op=R.BAND, group=group), "BAND"),
-                      (lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16), group=group),
-                       "int16")]:
+    refusals = [] if BACKEND != "collc" else [
+        (lambda: dist.all_reduce(torch.ones(3), op=R.BAND, group=group), "BAND"),
+        (lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16), group=group), "int16")]
+    for bad, what in refusals:
         c.checks += 1
         try:
             bad()
@@ -287,37 +300,43 @@ def run_p2p(c, group):
     """send/recv with tags, from any source, isend/irecv in either order,
     batch_isend_irecv, messages larger than a channel."""
     rank, n = c.rank, c.n
+    if n == 1:
+        return  # torch refuses a send to oneself.
     nxt, prv = (rank + 1) % n, (rank - 1) % n
     for size in [0, 1, 1000, 300000]:
         # Everyone sends first, then receives: buffered, no deadlock.
         dist.send(value(rank, size, torch.float32, salt=nxt), dst=nxt, group=group, tag=3)
-        t = torch.full((size,), -1.0)
+        t = torch.full((size,), -1.0, device=DEV)
         dist.recv(t, src=prv, group=group, tag=3)
         c.same("send/recv ring n=%d" % size, t, value(prv, size, torch.float32, salt=rank))
     # A receive posted before this rank's own send does not hold it back.
-    t = torch.empty(5000, dtype=torch.int64)
+    t = torch.empty(5000, dtype=torch.int64, device=DEV)
     r = dist.irecv(t, src=prv, group=group, tag=11)
     s = dist.isend(value(rank, 5000, torch.int64, salt=11), dst=nxt, group=group, tag=11)
     r.wait()
     s.wait()
     c.same("irecv before isend", t, value(prv, 5000, torch.int64, salt=11))
-    # Tags out of order: rank 0 sends tags 1, 2 to rank 1, which takes 2 first.
-    if n >= 2 and rank in (0, 1):
+    # Tags out of order: rank 0 sends tags 1, 2 to rank 1, which takes 2 first
+    # (NCCL has no tags).
+    if n >= 2 and rank in (0, 1) and BACKEND != "nccl":
         if rank == 0:
             dist.send(value(0, 100, torch.float64, salt=1), dst=1, tag=1, group=group)
             dist.send(value(0, 200, torch.float64, salt=2), dst=1, tag=2, group=group)
         else:
-            b = torch.empty(200, dtype=torch.float64)
-            a = torch.empty(100, dtype=torch.float64)
+            b = torch.empty(200, dtype=torch.float64, device=DEV)
+            a = torch.empty(100, dtype=torch.float64, device=DEV)
             dist.recv(b, src=0, tag=2, group=group)
             dist.recv(a, src=0, tag=1, group=group)
             c.same("recv tag 2 first", b, value(0, 200, torch.float64, salt=2))
             c.same("then tag 1", a, value(0, 100, torch.float64, salt=1))
-    # Receives from any source: rank 0 hears from everyone else.
-    if rank == 0:
+    # Receives from any source: rank 0 hears from everyone else (NCCL has
+    # none).
+    if BACKEND == "nccl":
+        pass
+    elif rank == 0:
         seen = set()
         for _ in range(n - 1):
-            t = torch.empty(64, dtype=torch.int32)
+            t = torch.empty(64, dtype=torch.int32, device=DEV)
             src = dist.recv(t, tag=21, group=group)
             seen.add(src)
             c.same("recv from any source (%d)" % src, t, value(src, 64, torch.int32, salt=21))
@@ -327,9 +346,9 @@ def run_p2p(c, group):
     else:
         dist.send(value(rank, 64, torch.int32, salt=21), dst=0, tag=21, group=group)
     # batch_isend_irecv: both neighbours at once, into a strided tensor.
-    out = torch.zeros(2, 700)
+    out = torch.zeros(2, 700, device=DEV)
     recv_from_next = out[0]
-    recv_from_prev = torch.zeros(1400)[::2]
+    recv_from_prev = torch.zeros(1400, device=DEV)[::2]
     ops = [dist.P2POp(dist.isend, value(rank, 700, torch.float32, salt=1), nxt, group),
            dist.P2POp(dist.isend, value(rank, 700, torch.float32, salt=2), prv, group),
            dist.P2POp(dist.irecv, recv_from_prev, prv, group),
@@ -363,7 +382,8 @@ def run_objects(c, group):
     if sl[0] != ("s", rank):
         c.failures.append("rank %d: scatter_object_list gave %s" % (rank, sl))
     # torch wants one type for all of them.
-    outs = [[torch.empty(3) for _ in range(n)], [torch.empty(2) for _ in range(n)]]
+    outs = [[torch.empty(3, device=DEV) for _ in range(n)],
+            [torch.empty(2, device=DEV) for _ in range(n)]]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         dist.all_gather_coalesced(outs, [value(rank, 3, torch.float32),
@@ -380,11 +400,11 @@ def run_subgroups(c):
     if n < 3:
         return
     members = list(range(1, n))  # Everyone but rank 0.
-    sub = dist.new_group(members, backend="collc")
+    sub = dist.new_group(members, backend=BACKEND)
     evens = [r for r in range(n) if r % 2 == 0]
     odds = [r for r in range(n) if r % 2 == 1]
-    g_even = dist.new_group(evens, backend="collc")
-    g_odd = dist.new_group(odds, backend="collc")
+    g_even = dist.new_group(evens, backend=BACKEND)
+    g_odd = dist.new_group(odds, backend=BACKEND)
     if rank in members:
         t = value(rank, 100, torch.int64)
         dist.all_reduce(t, group=sub)
@@ -458,20 +478,30 @@ def main(rank, n, args):
         # the ranks of different hosts talking over the network.
         r = rank if args.spawn else int(os.environ["RANK"])
         os.environ["COLL_HOST"] = "h%d" % (r % args.hosts)
+    global BACKEND, DEV, collc_torch
+    BACKEND = args.backend
+    if BACKEND == "collc":
+        sys.path.insert(0, os.environ.get("COLLC_TORCH_PATH", ""))
+        import collc_torch  # noqa: F401  (registers the backend)
+    if args.device == "cuda":
+        local = rank if args.spawn else int(os.environ.get("LOCAL_RANK", "0"))
+        DEV = torch.device("cuda", local % torch.cuda.device_count())
+        torch.cuda.set_device(DEV)
     if args.spawn:
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = str(args.port)
-        dist.init_process_group("collc", rank=rank, world_size=n)
+        dist.init_process_group(BACKEND, rank=rank, world_size=n)
     else:
-        dist.init_process_group("collc")
+        dist.init_process_group(BACKEND)
     rank, n = dist.get_rank(), dist.get_world_size()
     c = Checker(rank, n)
     try:
-        gloo = dist.new_group(backend="gloo") if args.gloo else None
+        gloo = dist.new_group(backend="gloo") if args.gloo and BACKEND == "collc" else None
         run_ops(c, dist.group.WORLD, gloo)
         run_p2p(c, dist.group.WORLD)
         run_objects(c, dist.group.WORLD)
-        run_registered(c, dist.group.WORLD)
+        if BACKEND == "collc":
+            run_registered(c, dist.group.WORLD)
         run_subgroups(c)
     except Exception:
         c.failures.append("rank %d: %s" % (rank, traceback.format_exc()))
@@ -491,6 +521,10 @@ if __name__ == "__main__":
                    help="the store's port (default: a free one)")
     p.add_argument("--no-gloo", dest="gloo", action="store_false",
                    help="skip the comparison with Gloo")
+    p.add_argument("--backend", default="collc", choices=["collc", "nccl"],
+                   help="the backend under test")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="where the tensors live (cuda: one GPU per rank)")
     p.add_argument("--hosts", type=int, default=0,
                    help="spread the ranks over this many hosts (COLL_HOST)")
     args = p.parse_args()
