@@ -19,6 +19,7 @@ COLL_PACKAGES=(
   googletest libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev libgloo-dev libucx-dev
   python3-torch libtorch-dev python3-dev pybind11-dev
+  chromium
 )
 
 coll_install_packages() {

@@ -198,6 +198,8 @@ struct SimTb {
   double computeEnd = 0;  ///< Its step's private copies end.
   Path local;             ///< The links its local copies cross (none: private).
   uint64_t linear = 0;    ///< Steps completed (slice * numSteps + step).
+  uint64_t runSlice = 0;  ///< The running step's slice ...
+  uint32_t runStep = 0;   ///< ... and index.
   /// Completion times of its steps, when another threadblock waits on them.
   std::vector<TimedPath> done;
   bool tracked = false;
@@ -217,8 +219,9 @@ struct SimTb {
 class Simulation {
 public:
   Simulation(const Plan &plan, const Topology &topo, const ChunkLayout &layout, uint64_t es,
-             ProtocolKind protocol)
-      : plan(plan), topo(topo), layout(layout), es(es), protocol(protocol) {}
+             ProtocolKind protocol, bool recordSpans)
+      : plan(plan), topo(topo), layout(layout), es(es), protocol(protocol),
+        recordSpans(recordSpans) {}
 
   Status setUp();
   Status run(Prediction &out);
@@ -294,6 +297,8 @@ private:
   std::vector<uint32_t> compFlows, compLinks, stack; ///< reshare() scratch.
   std::vector<uint32_t> neighbours;                  ///< endFlow() scratch.
   uint64_t stepCount = 0, messageCount = 0;
+  bool recordSpans = false;
+  std::vector<StepSpan> spans;
 };
 
 // SimPlatform, which needs Simulation.
@@ -354,7 +359,9 @@ WaitResult SimPlatform::waitSend(char *&slot, uint32_t, uint64_t) {
   return waitFor(sim.conns[sim.tbs[tb].sendConn].freed, posted - depth);
 }
 
-void SimPlatform::stepEnd(uint64_t, uint32_t, const Instruction &) {
+void SimPlatform::stepEnd(uint64_t slice, uint32_t step, const Instruction &) {
+  sim.tbs[tb].runSlice = slice;
+  sim.tbs[tb].runStep = step;
   sim.startStep(tb, sent, local, publishes);
 }
 
@@ -658,6 +665,8 @@ void Simulation::completeStep(uint32_t tb) {
   ++t.path.steps;
   t.enabler = t.path;
   t.enablerAt = now;
+  if (recordSpans)
+    spans.push_back(StepSpan{t.rank, t.index, t.runStep, t.runSlice, t.stepStart, now});
   if (p.publishes) {
     Connection &c = conns[t.sendConn];
     post(c.arrivals, c.receiverTb,
@@ -755,6 +764,7 @@ Status Simulation::run(Prediction &out) {
   out.steps = stepCount;
   out.messages = messageCount;
   out.events = eventCount;
+  out.spans = std::move(spans);
   for (const Link &l : links)
     out.links.push_back(l.use);
   return Status::success();
@@ -785,7 +795,7 @@ Result<Prediction> predictPlan(const Plan &plan, const Topology &topo, uint64_t 
   out.slices = layout.numSlices;
   if (count == 0)
     return out;
-  Simulation sim(plan, topo, layout, es, out.protocol);
+  Simulation sim(plan, topo, layout, es, out.protocol, options.recordSpans);
   if (Status s = sim.setUp(); !s)
     return s;
   if (Status s = sim.run(out); !s)

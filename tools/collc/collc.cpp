@@ -6,6 +6,7 @@
 
 #include "coll/Compiler/MscclXml.h"
 #include "coll/Compiler/Pipeline.h"
+#include "coll/Compiler/PlanPage.h"
 #include "coll/Compiler/SelectPrograms.h"
 #include "coll/Lang/ASTDump.h"
 #include "coll/Lang/Frontend.h"
@@ -25,6 +26,7 @@
 #include "llvm/Support/Path.h"
 
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
@@ -50,7 +52,8 @@ enum class EmitKind {
   Dot,
   DotDag,
   MscclXml,
-  Predict
+  Predict,
+  Html
 };
 cl::opt<EmitKind>
     emit("emit", cl::desc("What to print (default: nothing; compile and check only)"),
@@ -70,7 +73,11 @@ cl::opt<EmitKind>
                     clEnumValN(EmitKind::Predict, "predict",
                                "predicted time per size on --topology (nccl-tests' columns)"),
                     clEnumValN(EmitKind::MscclXml, "msccl-xml",
-                               "the plan as MSCCL-IR XML (to -o, or standard output)")),
+                               "the plan as MSCCL-IR XML (to -o, or standard output)"),
+                    clEnumValN(EmitKind::Html, "html",
+                               "a self-contained page of the plan: ranks and links, timeline, "
+                               "step slider, link use, and with --topology the predicted table "
+                               "(to -o, or standard output)")),
          cl::init(EmitKind::Check), cl::cat(collcCategory));
 
 cl::opt<int64_t> nranks("nranks", cl::value_desc("N"),
@@ -143,6 +150,11 @@ cl::opt<std::string> maxBytes("e", cl::value_desc("size"),
 cl::opt<unsigned> sizeFactor("f", cl::value_desc("n"),
                              cl::desc("--emit=predict: the factor between sizes (default 2)"),
                              cl::init(2), cl::cat(collcCategory));
+cl::opt<std::string>
+    timelineSize("timeline-size", cl::value_desc("bytes"), cl::init("1M"),
+                 cl::desc("--emit=html: the size of the call on the timeline (default 1M)"),
+                 cl::cat(collcCategory));
+
 cl::opt<std::string> predictType("dtype", cl::value_desc("type"),
                                  cl::desc("--emit=predict: the data type (default f32)"),
                                  cl::init("f32"), cl::cat(collcCategory));
@@ -487,6 +499,49 @@ int runSelect(DiagnosticEngine &diag) {
   return 0;
 }
 
+/// --emit=html: \p plan's page, to -o or standard output.
+int writePlanPage(const Plan &plan, DiagnosticEngine &diag) {
+  compiler::PlanPageOptions options;
+  std::optional<Topology> topo;
+  if (!topologyFile.empty()) {
+    Result<Topology> t = loadTopologyFile(diag);
+    if (!t)
+      return 1;
+    topo = std::move(*t);
+    options.topology = &*topo;
+  }
+  uint64_t lo = 0, hi = 0;
+  DataType type;
+  if (!parseSweep(diag, lo, hi, type))
+    return 1;
+  if (!parseByteSize(timelineSize, options.timelineBytes) || options.timelineBytes == 0) {
+    diag.errorNoLoc("--timeline-size takes a size such as 64K or 1M");
+    return 1;
+  }
+  options.minBytes = lo;
+  options.maxBytes = hi;
+  options.factor = sizeFactor;
+  options.type = type;
+  options.source = inputFile == "-" ? "" : llvm::sys::path::filename(inputFile).str();
+  Result<std::string> page = compiler::renderPlanPage(plan, options);
+  if (!page) {
+    diag.errorNoLoc(page.message());
+    return 1;
+  }
+  if (outputFile.empty()) {
+    llvm::outs() << *page;
+    return 0;
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream os(outputFile, ec);
+  if (ec) {
+    diag.errorNoLoc("cannot write " + llvm::Twine(outputFile) + ": " + ec.message());
+    return 1;
+  }
+  os << *page;
+  return 0;
+}
+
 /// --emit=msccl-xml: \p plan as MSCCL-IR XML, to -o or standard output.
 int writeMscclXml(const Plan &plan, DiagnosticEngine &diag) {
   const compiler::MscclLimits *limits = compiler::MscclLimits::named(mscclLimits);
@@ -547,9 +602,11 @@ int importXml(DiagnosticEngine &diag) {
     llvm::outs() << text.str();
   } else if (emit == EmitKind::MscclXml) {
     return writeMscclXml(*plan, diag);
+  } else if (emit == EmitKind::Html) {
+    return writePlanPage(*plan, diag);
   } else if (emit != EmitKind::Check && emit != EmitKind::Plan) {
-    diag.errorNoLoc("--import-msccl-xml emits the plan (--emit=plan, plan-text or -o), nothing "
-                    "else");
+    diag.errorNoLoc("--import-msccl-xml emits the plan (--emit=plan, plan-text, html or -o), "
+                    "nothing else");
     return 1;
   }
   std::string out = outputFile;
@@ -759,6 +816,8 @@ int main(int argc, char **argv) {
   }
   case EmitKind::MscclXml:
     return writeMscclXml(c->plan, diag);
+  case EmitKind::Html:
+    return writePlanPage(c->plan, diag);
   case EmitKind::Predict:
     if (int rc = printPrediction(c->plan, diag))
       return rc;

@@ -44,6 +44,17 @@ struct PredictOptions {
   /// The protocol: the plan's unless forced.
   bool forceProtocol = false;
   ProtocolKind protocol = ProtocolKind::Simple;
+  /// Record when every step ran (Prediction::spans).
+  bool recordSpans = false;
+};
+
+/// When one step of one threadblock ran, in a prediction: from its start to
+/// the end of its data movement, in seconds from the call's first step.
+struct StepSpan {
+  uint32_t rank = 0, tb = 0;
+  uint32_t step = 0;  ///< The step's index in its threadblock.
+  uint64_t slice = 0; ///< The slice it worked on.
+  double start = 0, end = 0;
 };
 
 /// What one link carried.
@@ -80,6 +91,8 @@ struct Prediction {
   uint32_t lastTb = 0;          ///< ... and its index in the rank.
   std::vector<LinkUsage> links; ///< Every link some message crossed.
   CriticalPath critical; ///< Up to the end of the last threadblock (the call's fixed cost aside).
+  /// Every step's span, in the order they ended, with PredictOptions::recordSpans.
+  std::vector<StepSpan> spans;
 };
 
 /// Predicts a call of \p count elements of \p type per rank (the
