@@ -92,6 +92,40 @@ TEST(Predict, TransferBetweenTwoRanks) {
   }
 }
 
+TEST(Predict, RecordsEveryStepsSpan) {
+  // The transfer in two slices: rank 0's sends take 2 ms each on the wire;
+  // rank 1's receives start as each message arrives, 10 us after its send
+  // ends, and take nothing (a receive moves no data over a port).
+  const uint64_t count = 1000000;
+  PredictOptions o = oneSlice(count / 2);
+  o.recordSpans = true;
+  Result<Prediction> p = predictPlan(transfer(), oneNode(1e9, 10e-6), count, DataType::Float32, o);
+  ASSERT_TRUE(p.ok()) << p.message();
+  ASSERT_EQ(p->spans.size(), 4u);
+  std::vector<StepSpan> sends, recvs;
+  for (const StepSpan &s : p->spans)
+    (s.rank == 0 ? sends : recvs).push_back(s);
+  ASSERT_EQ(sends.size(), 2u);
+  ASSERT_EQ(recvs.size(), 2u);
+  for (uint64_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(sends[k].slice, k);
+    EXPECT_EQ(sends[k].step, 0u);
+    EXPECT_EQ(sends[k].tb, 0u);
+    EXPECT_NEAR(sends[k].start, 2e-3 * double(k), 1e-12);
+    EXPECT_NEAR(sends[k].end, 2e-3 * double(k + 1), 1e-12);
+    EXPECT_EQ(recvs[k].slice, k);
+    EXPECT_NEAR(recvs[k].start, sends[k].end + 10e-6, 1e-12);
+    EXPECT_GE(recvs[k].end, recvs[k].start);
+  }
+  EXPECT_NEAR(p->seconds, recvs[1].end, 1e-12);
+  // Without recordSpans, none.
+  Result<Prediction> q =
+      predictPlan(transfer(), oneNode(1e9, 10e-6), count, DataType::Float32, oneSlice(count / 2));
+  ASSERT_TRUE(q.ok());
+  EXPECT_TRUE(q->spans.empty());
+  EXPECT_EQ(q->seconds, p->seconds);
+}
+
 TEST(Predict, StepLatencyAndCopyBandwidth) {
   // Each step costs 1 us before its data moves; the receiver's copy out of
   // the slot runs at 2 GB/s: 1 + 4000 + 10 + 1 + 2000 us.
