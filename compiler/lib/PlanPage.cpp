@@ -98,6 +98,7 @@ Result<std::string> renderPlanPage(const Plan &plan, const PlanPageOptions &opti
   const uint64_t count = std::max<uint64_t>(1, countFor(plan, options.timelineBytes, options.type));
   PredictOptions predict;
   predict.recordSpans = true;
+  predict.sliceElements = options.sliceElements;
   Result<Prediction> run = predictPlan(plan, topo, count, options.type, predict);
   if (!run)
     return run.getStatus();
@@ -202,7 +203,9 @@ Result<std::string> renderPlanPage(const Plan &plan, const PlanPageOptions &opti
     for (uint64_t bytes = options.minBytes; bytes <= options.maxBytes;) {
       const uint64_t c = countFor(plan, bytes, options.type);
       if (c > 0) {
-        Result<Prediction> p = predictPlan(plan, topo, c, options.type, PredictOptions());
+        PredictOptions sweep;
+        sweep.sliceElements = options.sliceElements;
+        Result<Prediction> p = predictPlan(plan, topo, c, options.type, sweep);
         if (!p)
           return p.getStatus();
         j += std::string(any ? "," : "") + "[" + std::to_string(p->sizeBytes) + "," +

@@ -16,6 +16,8 @@ config.environment["PATH"] = os.pathsep.join(
     [config.coll_tools_dir, config.coll_plan_dir, config.coll_run_dir, config.coll_perf_dir,
      config.coll_test_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%stdlib", os.path.join(config.coll_src_root, "stdlib")))
+config.substitutions.append(("%examples", os.path.join(config.coll_src_root, "examples")))
+config.substitutions.append(("%topologies", os.path.join(config.coll_src_root, "topologies")))
 config.substitutions.append(("%python", config.python_executable))
 
 # lit's own shell implements `not` by inverting the exit status, so a crash

@@ -155,6 +155,12 @@ cl::opt<std::string>
                  cl::desc("--emit=html: the size of the call on the timeline (default 1M)"),
                  cl::cat(collcCategory));
 
+cl::opt<std::string> predictSlice(
+    "slice-bytes", cl::value_desc("bytes"), cl::init(""),
+    cl::desc("--emit=predict, html: the bytes of a chunk a step moves at most (default: the "
+             "runtime's 16384 elements)"),
+    cl::cat(collcCategory));
+
 cl::opt<std::string> predictType("dtype", cl::value_desc("type"),
                                  cl::desc("--emit=predict: the data type (default f32)"),
                                  cl::init("f32"), cl::cat(collcCategory));
@@ -340,6 +346,20 @@ bool parseSweep(DiagnosticEngine &diag, uint64_t &lo, uint64_t &hi, DataType &ty
   return true;
 }
 
+/// --slice-bytes into \p options (elements of \p type); false after
+/// reporting a bad size.
+bool parseSlice(DiagnosticEngine &diag, DataType type, PredictOptions &options) {
+  if (predictSlice.empty())
+    return true;
+  uint64_t bytes = 0;
+  if (!parseByteSize(predictSlice, bytes) || bytes < dataTypeSize(type)) {
+    diag.errorNoLoc("--slice-bytes takes a size of at least one element, such as 64K");
+    return false;
+  }
+  options.sliceElements = bytes / dataTypeSize(type);
+  return true;
+}
+
 /// --topology's file, or null after reporting why not. An XML error
 /// already reads "file:line:col: error: ..." and is printed as it is.
 Result<Topology> loadTopologyFile(DiagnosticEngine &diag) {
@@ -368,6 +388,8 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
   if (!parseSweep(diag, lo, hi, type))
     return 1;
   PredictOptions options;
+  if (!parseSlice(diag, type, options))
+    return 1;
   if (!predictProtocol.empty()) {
     if (!parseProtocol(predictProtocol.c_str(), options.protocol)) {
       diag.errorNoLoc("--protocol takes Simple, LL or LL128, not '" + llvm::Twine(predictProtocol) +
@@ -518,6 +540,10 @@ int writePlanPage(const Plan &plan, DiagnosticEngine &diag) {
     diag.errorNoLoc("--timeline-size takes a size such as 64K or 1M");
     return 1;
   }
+  PredictOptions slice;
+  if (!parseSlice(diag, type, slice))
+    return 1;
+  options.sliceElements = slice.sliceElements;
   options.minBytes = lo;
   options.maxBytes = hi;
   options.factor = sizeFactor;
