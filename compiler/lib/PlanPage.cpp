@@ -10,8 +10,10 @@
 
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/Executor.h"
+#include "coll/Runtime/Json.h"
 #include "coll/Runtime/Predict.h"
 #include "coll/Runtime/Protocol.h"
+#include "coll/Runtime/Selection.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -24,52 +26,11 @@ const char *const kTemplate =
 #include "PlanPageTemplate.inc"
     ;
 
-/// \p text as a JSON string (with the quotes); also safe inside <script>.
-std::string jsonString(const std::string &text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '<':
-      out += "\\u003c"; // No "</script>" inside the script.
-      break;
-    default:
-      if (c < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-      } else {
-        out += char(c);
-      }
-    }
-  }
-  return out + "\"";
-}
-
 /// A number as JSON, in at most \p digits significant digits.
 std::string num(double v, int digits = 6) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*g", digits, v);
   return buf;
-}
-
-/// "1 MiB", "4 KiB", "100 B".
-std::string bytesText(uint64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  unsigned u = 0;
-  while (u < 4 && bytes >= 1024 && bytes % 1024 == 0) {
-    bytes /= 1024;
-    ++u;
-  }
-  return std::to_string(bytes) + " " + units[u];
 }
 
 /// The count of a call of nccl-tests' size \p bytes on \p plan.
@@ -105,9 +66,9 @@ Result<std::string> renderPlanPage(const Plan &plan, const PlanPageOptions &opti
 
   std::string j = "{";
   const PlanInfo &info = plan.info;
-  j += "\"name\":" + jsonString(info.name);
-  j += ",\"source\":" + jsonString(options.source);
-  j += ",\"collective\":" + jsonString(info.collective == CollectiveKind::Custom
+  j += "\"name\":" + jsonQuoted(info.name);
+  j += ",\"source\":" + jsonQuoted(options.source);
+  j += ",\"collective\":" + jsonQuoted(info.collective == CollectiveKind::Custom
                                            ? "custom"
                                            : collectiveName(info.collective));
   j += ",\"nranks\":" + std::to_string(info.nranks);
@@ -115,19 +76,19 @@ Result<std::string> renderPlanPage(const Plan &plan, const PlanPageOptions &opti
   j += ",\"rooted\":" + std::string(collectiveInfo(info.collective).rooted ? "true" : "false");
   j += ",\"inputChunks\":" + std::to_string(info.inputChunks);
   j += ",\"outputChunks\":" + std::to_string(info.outputChunks);
-  j += ",\"protocol\":" + jsonString(protocolName(run->protocol));
+  j += ",\"protocol\":" + jsonQuoted(protocolName(run->protocol));
   j += ",\"depth\":" + std::to_string(info.connectionDepth);
   j += ",\"opcodes\":[";
   for (unsigned op = 0; op < numOpcodes(); ++op) {
     const OpcodeInfo &o = opcodeInfo(Opcode(op));
-    j += std::string(op ? "," : "") + "{\"m\":" + jsonString(o.mnemonic) +
+    j += std::string(op ? "," : "") + "{\"m\":" + jsonQuoted(o.mnemonic) +
          ",\"recv\":" + (o.recv ? "1" : "0") + ",\"send\":" + (o.send ? "1" : "0") +
          ",\"reduce\":" + (o.reduce ? "1" : "0") + ",\"read\":" + (o.readSrc ? "1" : "0") +
          ",\"write\":" + (o.writeDst ? "1" : "0") + "}";
   }
   j += "],\"buffers\":[";
   for (unsigned b = 0; b < numBufferKinds(); ++b)
-    j += std::string(b ? "," : "") + jsonString(bufferKindName(BufferKind(b)));
+    j += std::string(b ? "," : "") + jsonQuoted(bufferKindName(BufferKind(b)));
   // Ranks: per threadblock its peers and its steps, six numbers each (op,
   // source buffer and offset, destination buffer and offset, count).
   j += "],\"ranks\":[";
@@ -158,13 +119,13 @@ Result<std::string> renderPlanPage(const Plan &plan, const PlanPageOptions &opti
   // when there are too many.
   const double total = run->seconds - topo.callLatency;
   bool firstSliceOnly = run->spans.size() > options.maxSpans;
-  j += ",\"system\":{\"name\":" + jsonString(options.topology ? topo.name : "") +
+  j += ",\"system\":{\"name\":" + jsonQuoted(options.topology ? topo.name : "") +
        ",\"nominal\":" + (options.topology ? "false" : "true") +
        ",\"ranksPerNode\":" + std::to_string(topo.ranksPerNode) + "}";
   j += ",\"call\":{\"bytes\":" + std::to_string(run->sizeBytes) +
-       ",\"size\":" + jsonString(bytesText(run->sizeBytes)) +
+       ",\"size\":" + jsonQuoted(formatByteSize(run->sizeBytes)) +
        ",\"count\":" + std::to_string(count) +
-       ",\"type\":" + jsonString(dataTypeName(options.type)) + ",\"us\":" + num(total * 1e6) +
+       ",\"type\":" + jsonQuoted(dataTypeName(options.type)) + ",\"us\":" + num(total * 1e6) +
        ",\"slices\":" + std::to_string(run->slices) + ",\"steps\":" + std::to_string(run->steps) +
        ",\"messages\":" + std::to_string(run->messages) +
        ",\"firstSliceOnly\":" + (firstSliceOnly ? "true" : "false") +
@@ -188,7 +149,7 @@ Result<std::string> renderPlanPage(const Plan &plan, const PlanPageOptions &opti
   j += ",\"links\":[";
   for (size_t i = 0; i < links.size(); ++i) {
     const LinkUsage &l = links[i];
-    j += std::string(i ? "," : "") + "[" + jsonString(l.name) + "," + num(l.capacity / 1e9) + "," +
+    j += std::string(i ? "," : "") + "[" + jsonQuoted(l.name) + "," + num(l.capacity / 1e9) + "," +
          num(l.bytes) + "," + num(total > 0 ? l.busy / total : 0, 4) + "]";
   }
   j += "]";

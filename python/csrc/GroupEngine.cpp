@@ -9,29 +9,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <dlfcn.h>
 
 namespace coll::torchext {
-
-namespace {
-
-/// The directory of the shared object this code is in ("" if unknown).
-std::string ownDirectory() {
-  Dl_info info;
-  if (!dladdr(reinterpret_cast<void *>(&ownDirectory), &info) || !info.dli_fname)
-    return "";
-  std::string path = info.dli_fname;
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-} // namespace
 
 PlanLibrary &planLibrary() {
   static PlanLibrary *library = [] {
     // The environment's, the installed package's own, the build tree's,
     // PATH's.
-    const std::string own = ownDirectory();
+    const std::string own = objectDirectory(reinterpret_cast<const void *>(&planLibrary));
     std::vector<std::string> collc = {own + "/bin/collc"}, stdlib = {own + "/stdlib"};
 #ifdef COLLC_TORCH_BUILD_COLLC
     collc.push_back(COLLC_TORCH_BUILD_COLLC);

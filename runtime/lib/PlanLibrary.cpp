@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <fstream>
 #include <spawn.h>
@@ -138,6 +139,15 @@ std::string describeCall(const std::string &collective, uint32_t nranks, uint32_
 }
 
 } // namespace
+
+std::string objectDirectory(const void *address) {
+  Dl_info info;
+  if (!dladdr(address, &info) || !info.dli_fname)
+    return "";
+  std::string path = info.dli_fname;
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
 
 PlanLibraryPaths
 PlanLibraryPaths::fromEnvironment(const std::vector<std::string> &collcCandidates,

@@ -36,6 +36,16 @@ bool parseByteSize(const std::string &text, uint64_t &out) {
   return true;
 }
 
+std::string formatByteSize(uint64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  unsigned u = 0;
+  while (u < 5 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++u;
+  }
+  return std::to_string(bytes) + " " + units[u];
+}
+
 bool SelectionRow::isProgram() const {
   return program.size() >= 5 && program.compare(program.size() - 5, 5, ".coll") == 0;
 }

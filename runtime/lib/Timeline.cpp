@@ -7,34 +7,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "coll/Runtime/Executor.h"
+#include "coll/Runtime/Json.h"
 
 #include <cstdio>
 #include <fstream>
 
 namespace coll {
 
-namespace {
-/// \p s as a JSON string literal.
-std::string jsonString(const std::string &s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20 || c >= 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  return out + "\"";
-}
-} // namespace
-
 void Timeline::writeChromeTrace(std::ostream &os, const Plan &plan) const {
-  os << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"plan\":" << jsonString(plan.info.name)
+  os << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"plan\":" << jsonQuoted(plan.info.name)
      << ",\"collective\":\"" << collectiveName(plan.info.collective) << "\",\"protocol\":\""
      << protocolName(protocol) << "\"},\"traceEvents\":[\n";
   bool first = true;
@@ -57,7 +38,7 @@ void Timeline::writeChromeTrace(std::ostream &os, const Plan &plan) const {
         name += " recv " + std::to_string(tbs[b].recvPeer);
       name += " ch " + std::to_string(tbs[b].channel);
       sep() << "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" << r << ",\"tid\":" << b
-            << ",\"args\":{\"name\":" << jsonString(name) << "}}";
+            << ",\"args\":{\"name\":" << jsonQuoted(name) << "}}";
       sep() << "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":" << r << ",\"tid\":" << b
             << ",\"args\":{\"sort_index\":" << b << "}}";
     }

@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -70,29 +69,6 @@ struct InsideCollc {
 std::string env(const char *name) {
   const char *v = std::getenv(name);
   return v && *v ? v : "";
-}
-
-/// "4 KiB", "1 MiB", "any size".
-std::string sizeText(uint64_t bytes) {
-  if (bytes == SelectionRow::anyBytes)
-    return "any size";
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  unsigned u = 0;
-  while (u < 4 && bytes >= 1024 && bytes % 1024 == 0) {
-    bytes /= 1024;
-    ++u;
-  }
-  return std::to_string(bytes) + " " + units[u];
-}
-
-/// The directory of this library ("" if unknown).
-std::string ownDirectory() {
-  Dl_info info;
-  if (!dladdr(reinterpret_cast<void *>(&ownDirectory), &info) || !info.dli_fname)
-    return "";
-  std::string path = info.dli_fname;
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
 /// One plan's communicator over an NCCL communicator, or why it could not
@@ -159,7 +135,7 @@ Shim &shim() {
       s->table = env("COLLC_PLANS") + "/collc.select";
     if (s->table.empty())
       return s;
-    const std::string own = ownDirectory();
+    const std::string own = objectDirectory(reinterpret_cast<const void *>(&shim));
     // Installed beside the library, or in the build tree.
     std::vector<std::string> collc = {own + "/bin/collc", own + "/../../tools/collc/collc"};
     std::vector<std::string> stdlib = {own + "/stdlib"};
@@ -244,8 +220,8 @@ std::string selectionLine(Shim &s, uint32_t nranks) {
     std::string program = r.program.substr(r.program.rfind('/') + 1);
     line += std::string(i ? "," : "") + " " + r.collective + " " +
             (r.maxBytes == SelectionRow::anyBytes
-                 ? (lower ? "above " + sizeText(lower) : std::string("of any size"))
-                 : "up to " + sizeText(r.maxBytes)) +
+                 ? (lower ? "above " + formatByteSize(lower) : std::string("of any size"))
+                 : "up to " + formatByteSize(r.maxBytes)) +
             " (" + program + ")";
     if (r.maxBytes != SelectionRow::anyBytes)
       lower = std::max(lower, r.maxBytes);

@@ -29,6 +29,11 @@
 
 namespace coll {
 
+/// The directory of the shared object or executable that holds \p address
+/// ("" when the loader cannot say): where a library finds what is
+/// installed beside it.
+std::string objectDirectory(const void *address);
+
 /// Where the library finds its tools and keeps its plans.
 struct PlanLibraryPaths {
   std::string collc;    ///< The compiler.

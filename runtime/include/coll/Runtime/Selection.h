@@ -32,6 +32,9 @@ namespace coll {
 
 /// Parses "64M", "1K", "4096", "1G" (binary multiples; a trailing B is fine).
 bool parseByteSize(const std::string &text, uint64_t &out);
+/// "1 MiB", "4 KiB", "100 B", "1536 B": the largest binary unit that
+/// divides \p bytes.
+std::string formatByteSize(uint64_t bytes);
 
 /// One row of a selection table.
 struct SelectionRow {
