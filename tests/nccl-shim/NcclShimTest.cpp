@@ -231,6 +231,7 @@ TEST(NcclShim, ForwardsToTheInstalledNccl) {
   ASSERT_EQ(system(("rm -rf " + dir).c_str()), 0);
 }
 
+#if defined(COLL_SHIM_RUNS_PLANS) && defined(COLL_COLLC)
 /// Runs nccl-shim-calls with \p env and \p calls against the fake NCCL (a
 /// communicator of 2 ranks, this one rank 0): its output and stderr, and
 /// the fake's log.
@@ -255,6 +256,8 @@ size_t count(const std::string &text, const std::string &what) {
     ++n;
   return n;
 }
+
+#endif
 
 TEST(NcclShim, RunsSelectedCallsOrSaysWhyNot) {
 #if !defined(COLL_SHIM_RUNS_PLANS) || !defined(COLL_COLLC)
