@@ -3,13 +3,15 @@
 # talk over a real network device (tc netem can slow it down), on addresses
 # that exist only between them:
 #
-#   scripts/netns-pair.sh up NAME [DELAY]  # NAME-a 10.233.X.1, NAME-b 10.233.X.2
+#   scripts/netns-pair.sh up NAME [DELAY [RATE]]  # NAME-a 10.233.X.1, NAME-b 10.233.X.2
 #   scripts/netns-pair.sh run NAME a|b COMMAND...
 #   scripts/netns-pair.sh down NAME
 #   scripts/netns-pair.sh test SERVER CLIENT  # up, SERVER in a, CLIENT in b, down
 #
-# X is derived from NAME (1 to 250). DELAY (e.g. 1ms) adds that much delay
-# each way with netem, where the kernel has it. Needs root (CAP_NET_ADMIN)
+# X is derived from NAME (1 to 250). DELAY (e.g. 1ms; "" or 0 for none)
+# adds that much delay each way with netem, where the kernel has it. RATE
+# (e.g. 10gbit) caps each direction: with netem where the kernel has it,
+# else with a token bucket (tbf); up fails when neither can shape it. Needs root (CAP_NET_ADMIN)
 # and iproute2; `test` exits 77 (skipped) where the namespaces cannot be
 # made. In `test`, the commands see COLL_NETNS_A and COLL_NETNS_B (the two
 # addresses) and COLL_NETNS_DEV (their own end's device); SERVER runs in
@@ -23,8 +25,24 @@ subnet() {
   echo $((sum % 250 + 1))
 }
 
+# The bytes a rate such as 10gbit or 500mbit sends in 1 ms, at least 64 KiB.
+burst() {
+  local r=${1,,} n unit
+  n=${r%%[a-z]*}
+  unit=${r#"$n"}
+  case $unit in
+  gbit) n=$((n * 1000000000)) ;;
+  mbit) n=$((n * 1000000)) ;;
+  kbit) n=$((n * 1000)) ;;
+  *) n=$((n * 8)) ;;
+  esac
+  local b=$((n / 8 / 1000))
+  echo $((b > 65536 ? b : 65536))
+}
+
 up() {
-  local name=$1 delay=${2:-} x
+  local name=$1 delay=${2:-} rate=${3:-} x
+  [[ $delay == 0 ]] && delay=""
   x=$(subnet "$name")
   ip netns add "$name-a"
   ip netns add "$name-b"
@@ -36,9 +54,18 @@ up() {
   for side in a b; do
     ip -n "$name-$side" link set lo up
     ip -n "$name-$side" link set "$name-v$side" up
-    if [[ -n "$delay" ]]; then
-      ip netns exec "$name-$side" tc qdisc add dev "$name-v$side" root netem delay "$delay" ||
-        echo "netns-pair: no netem here; no delay added" >&2
+    local dev="$name-v$side"
+    if [[ -n "$delay" || -n "$rate" ]]; then
+      if ! ip netns exec "$name-$side" tc qdisc add dev "$dev" root netem \
+        ${delay:+delay "$delay"} ${rate:+rate "$rate"} 2>/dev/null; then
+        [[ -n "$delay" ]] && echo "netns-pair: no netem here; no delay added" >&2
+        if [[ -n "$rate" ]]; then
+          # A token bucket of 1 ms at the rate (at least 64 KiB), queueing
+          # up to 50 ms.
+          ip netns exec "$name-$side" tc qdisc add dev "$dev" root tbf rate "$rate" \
+            burst "$(burst "$rate")" latency 50ms || return 1
+        fi
+      fi
     fi
   done
 }
@@ -58,7 +85,7 @@ run() {
 }
 
 case "${1:-}" in
-up) up "$2" "${3:-}" ;;
+up) up "$2" "${3:-}" "${4:-}" ;;
 down) down "$2" ;;
 run) run "${@:2}" ;;
 test)
@@ -79,7 +106,7 @@ test)
   exit "$status"
   ;;
 *)
-  sed -n '2,17p' "$0" >&2
+  sed -n '2,19p' "$0" >&2
   exit 2
   ;;
 esac

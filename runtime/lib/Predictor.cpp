@@ -310,7 +310,12 @@ MemPiece SimPlatform::piece(BufferKind buf, uint32_t chunk, uint64_t slice) cons
 }
 
 void SimPlatform::sendPiece(char *, uint32_t, const char *, uint64_t n) {
-  (sim.topo.directSends ? sentInPlace : sent) += n;
+  // A chunk sent as it lies is read by its receiver (direct sends), but
+  // never across nodes: there every byte travels over the network.
+  const SimTb &t = sim.tbs[tb];
+  const bool direct =
+      sim.topo.directSends && t.sendConn >= 0 && !sim.conns[size_t(t.sendConn)].betweenNodes;
+  (direct ? sentInPlace : sent) += n;
 }
 
 WaitResult SimPlatform::checkAbort() const {

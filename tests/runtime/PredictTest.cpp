@@ -252,6 +252,27 @@ TEST(Predict, AcrossNodesUsesTheNics) {
   EXPECT_NEAR(slack->seconds, 1e-3 + 50e-6, 1e-12);
 }
 
+TEST(Predict, DirectSendsStopAtTheNode) {
+  // A chunk sent as it lies costs its sender nothing within a node (its
+  // receiver reads it there), but across nodes every byte crosses the
+  // NICs: the transfer between nodes takes as long with direct sends.
+  Topology t = oneNode(100e9, 1e-6);
+  t.ranksPerNode = 1;
+  t.inter = {1e9, 50e-6};
+  t.directSends = true;
+  const uint64_t count = 250000; // 1 MB
+  Result<Prediction> p = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_NEAR(p->seconds, 1e-3 + 50e-6, 1e-12);
+  ASSERT_EQ(p->links.size(), 2u);
+  EXPECT_NEAR(p->links[0].bytes, 1e6, 1e-6);
+  // On one node the send is free, and no port carries it.
+  t.ranksPerNode = 0;
+  Result<Prediction> q = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(q.ok()) << q.message();
+  EXPECT_LT(q->seconds, 1e-4);
+}
+
 TEST(Predict, ThreadblockBandwidthCapsAThreadblocksWork) {
   // Ports of 1 GB/s, a threadblock that moves at most 0.25 GB/s: the send
   // takes 4 ms, and the receiver's copy out of the slot 4 ms more.

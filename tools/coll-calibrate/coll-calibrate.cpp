@@ -1,6 +1,8 @@
 //===- coll-calibrate.cpp - This host's figures for the predictor ---------===//
 //
 // coll-calibrate [-o host.topo] [--name NAME] [--threads N]
+// coll-calibrate --network --bootstrap tcp://HOST:PORT --rank 0|1
+//                [--ranks-per-node K] [-o cluster.topo] [--name NAME]
 //
 // Measures what the predictor's model (coll/Runtime/Predict.h) needs of
 // this host for plans run with ranks as threads (LocalWorld), and writes a
@@ -18,11 +20,23 @@
 // a message is a copy like any other; and a chunk sent as it lies is read
 // there by its receiver (direct-sends 1), as LocalWorld does.
 //
+// --network measures the link between two hosts as the process executor
+// crosses it (UCX): one process on each host, meeting in the store at
+// HOST:PORT (rank 0 serves it). Besides this host's figures as above (for
+// the ranks that share a node), it measures
+//  - inter-latency: a message's trip between the hosts beyond its steps,
+//    from ping-pongs of one-element messages;
+//  - inter-bandwidth: 64 MiB sent one way, less the one-element time;
+// and rank 0 writes a description of nodes of K ranks (default 1), one NIC
+// each, joined by that link.
+//
 //===----------------------------------------------------------------------===//
 
+#include "ToolSupport.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/Plan.h"
 #include "coll/Runtime/PreparedCall.h"
+#include "coll/Runtime/ProcessGroup.h"
 #include "coll/Runtime/Topology.h"
 
 #include <algorithm>
@@ -149,6 +163,44 @@ Result<double> callTime(const Plan &plan) {
   return median(times);
 }
 
+/// Rank 0 sends \p k messages of its input to rank 1 (a broadcast of one
+/// chunk in \p k pieces).
+Plan oneWay(uint32_t k) {
+  Plan p = emptyPlan("calibrate_one_way", CollectiveKind::Broadcast, 2);
+  p.info.inputChunks = p.info.outputChunks = k;
+  Threadblock a, b;
+  a.sendPeer = 1;
+  b.recvPeer = 0;
+  for (uint32_t i = 0; i < k; ++i) {
+    a.steps.push_back(makeInstruction(Opcode::Send, I, i, O, i, 1));
+    b.steps.push_back(makeInstruction(Opcode::Recv, I, i, O, i, 1));
+  }
+  p.ranks[0].threadblocks.push_back(a);
+  p.ranks[1].threadblocks.push_back(b);
+  return p;
+}
+
+/// The median seconds of \p reps calls of \p plan of \p count floats on
+/// \p group, after a barrier of a one-element call.
+Result<double> groupCallTime(ProcessGroup &group, const Plan &plan, uint64_t count, int reps) {
+  Result<ValidatedPlan> vp = ValidatedPlan::make(plan);
+  if (!vp)
+    return vp.getStatus();
+  const BufferElements e = planBufferElements(plan.info, count);
+  std::vector<float> in(std::max<uint64_t>(1, e.input), 1), out(std::max<uint64_t>(1, e.output));
+  std::vector<double> times;
+  for (int i = 0; i < reps + 3; ++i) {
+    const auto start = Clock::now();
+    Status s = group.execute(*vp, in.data(), out.data(), count, DataType::Float32, RedOp::Sum);
+    const double t = seconds(start, Clock::now());
+    if (!s)
+      return s;
+    if (i >= 3)
+      times.push_back(t);
+  }
+  return median(times);
+}
+
 int fail(const std::string &msg) {
   std::fprintf(stderr, "coll-calibrate: error: %s\n", msg.c_str());
   return 2;
@@ -157,27 +209,52 @@ int fail(const std::string &msg) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string out, name = "this-host";
-  unsigned threads = 0;
+  std::string out, name;
+  unsigned threads = 0, ranksPerNode = 1;
+  bool network = false;
+  tools::Bootstrap boot;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if ((a == "-o" || a == "--name" || a == "--threads") && i + 1 < argc) {
+    if (a == "--network") {
+      network = true;
+    } else if ((a == "-o" || a == "--name" || a == "--threads" || a == "--bootstrap" ||
+                a == "--rank" || a == "--ranks-per-node") &&
+               i + 1 < argc) {
       const std::string v = argv[++i];
       if (a == "-o")
         out = v;
       else if (a == "--name")
         name = v;
+      else if (a == "--bootstrap") {
+        if (!boot.parse(v))
+          return fail("--bootstrap takes tcp://host:port");
+      } else if (a == "--rank")
+        boot.rank = int(std::strtol(v.c_str(), nullptr, 10));
+      else if (a == "--ranks-per-node")
+        ranksPerNode = unsigned(std::strtoul(v.c_str(), nullptr, 10));
       else
         threads = unsigned(std::strtoul(v.c_str(), nullptr, 10));
     } else if (a == "-h" || a == "--help") {
       std::printf("usage: coll-calibrate [-o host.topo] [--name NAME] [--threads N]\n"
+                  "       coll-calibrate --network --bootstrap tcp://HOST:PORT --rank 0|1\n"
+                  "                      [--ranks-per-node K] [-o cluster.topo] [--name NAME]\n"
                   "Measures this host for the predictor (ranks as threads) and writes a\n"
-                  "topology description (docs/prediction.md).\n");
+                  "topology description (docs/prediction.md); --network also measures the\n"
+                  "link to a second host as the process executor crosses it (one process\n"
+                  "on each host, rank 0 serving the store and writing the description).\n");
       return 0;
     } else {
       return fail("unknown argument '" + a + "' (see --help)");
     }
   }
+  if (network && (!boot.given() || (boot.rank != 0 && boot.rank != 1)))
+    return fail("--network needs --bootstrap tcp://host:port and --rank 0 or 1");
+  if (!network && boot.given())
+    return fail("--bootstrap and --rank go with --network");
+  if (ranksPerNode == 0)
+    return fail("--ranks-per-node takes a number of at least 1");
+  if (name.empty())
+    name = network ? "this-cluster" : "this-host";
   if (threads == 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -207,8 +284,38 @@ int main(int argc, char **argv) {
   t.stepLatency = step;
   t.callLatency = call;
   t.directSends = true; // LocalWorld's default between threads.
-  std::string text = "# coll-calibrate: ranks as threads on this host, " + std::to_string(threads) +
-                     " CPUs\n" + formatTopology(t);
+  std::string header =
+      "# coll-calibrate: ranks as threads on this host, " + std::to_string(threads) + " CPUs\n";
+  if (network) {
+    // The link, as the process executor crosses it: one process per host.
+    if (std::string err = boot.connect(60); !err.empty())
+      return fail(err);
+    ProcessGroupOptions po;
+    Result<std::unique_ptr<ProcessGroup>> group =
+        ProcessGroup::create(boot.jobName(), boot.rank, 2, *boot.store, po);
+    if (!group)
+      return fail(group.message());
+    Result<double> net1 = groupCallTime(**group, pingPong(1), 1, 41);
+    Result<double> net33 = groupCallTime(**group, pingPong(33), 1, 41);
+    const uint64_t big = 16u << 20; // Floats: 64 MiB.
+    Result<double> small = groupCallTime(**group, oneWay(64), 64, 9);
+    Result<double> large = groupCallTime(**group, oneWay(64), big, 5);
+    for (const Result<double> *r : {&net1, &net33, &small, &large})
+      if (!*r)
+        return fail(r->message());
+    if (boot.rank != 0)
+      return 0;
+    const double netHop = std::max(0.0, (*net33 - *net1) / 64);
+    const double bandwidth = double(big) * 4 / std::max(1e-9, *large - *small);
+    t.ranksPerNode = ranksPerNode;
+    t.nicsPerNode = 1;
+    t.inter = {bandwidth, std::max(0.0, netHop - 2 * step)};
+    header += "# and the link between two hosts as the process executor crosses it (UCX): a "
+              "one-element hop " +
+              std::to_string(netHop * 1e6) + " us, 64 MiB one way at " +
+              std::to_string(bandwidth / 1e9) + " GB/s\n";
+  }
+  std::string text = header + formatTopology(t);
   if (out.empty()) {
     std::fputs(text.c_str(), stdout);
     return 0;
