@@ -95,6 +95,10 @@ struct Connection {
   bool betweenNodes = false;
   EventWindow arrivals; ///< For the receiver.
   EventWindow freed;    ///< For the sender.
+  /// Messages whose sending step started (their index), and the next one
+  /// to arrive, with those that finished crossing ahead of it.
+  uint64_t issued = 0, nextArrival = 0;
+  std::map<uint64_t, TimedPath> early;
 };
 
 /// A message in flight.
@@ -106,6 +110,15 @@ struct Flow {
   uint32_t tb = 0;      ///< The sending threadblock.
   uint64_t version = 0; ///< Bumped whenever its rate changes (stale end events).
   bool active = false;
+  /// A message between nodes, which its sending step does not wait for
+  /// (the network engine, or a GIN put, moves it): when it ends it arrives
+  /// as message `message` of connection `conn`; `chain` is the path to
+  /// its start.
+  bool detached = false;
+  uint32_t conn = 0;
+  uint64_t message = 0;
+  PathSum chain;
+  double chainAt = 0;
   uint32_t mark = 0; ///< Component search scratch.
 };
 
@@ -193,13 +206,15 @@ struct SimTb {
   uint32_t rank = 0, index = 0; ///< Its rank and its index there.
   uint32_t numSteps = 0;
   int32_t sendConn = -1, recvConn = -1;
-  bool busy = false;      ///< In a step.
-  uint32_t flowsLeft = 0; ///< Its step's flows still draining.
-  double computeEnd = 0;  ///< Its step's private copies end.
-  Path local;             ///< The links its local copies cross (none: private).
-  uint64_t linear = 0;    ///< Steps completed (slice * numSteps + step).
-  uint64_t runSlice = 0;  ///< The running step's slice ...
-  uint32_t runStep = 0;   ///< ... and index.
+  bool busy = false;        ///< In a step.
+  uint32_t flowsLeft = 0;   ///< Its step's flows still draining.
+  double computeEnd = 0;    ///< Its step's private copies end.
+  Path local;               ///< The links its local copies cross (none: private).
+  uint64_t linear = 0;      ///< Steps completed (slice * numSteps + step).
+  uint64_t runSlice = 0;    ///< The running step's slice ...
+  uint32_t runStep = 0;     ///< ... and index.
+  uint64_t runMessage = 0;  ///< The message its running step sends ...
+  bool runDetached = false; ///< ... when a detached flow carries it.
   /// Completion times of its steps, when another threadblock waits on them.
   std::vector<TimedPath> done;
   bool tracked = false;
@@ -254,8 +269,13 @@ public:
     }
   }
   void startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems, bool publishes);
-  /// A flow of \p bytes over \p path for \p tb's step, from \p start.
-  void addFlow(uint32_t tb, const Path &path, double bytes, double start);
+  /// A flow of \p bytes over \p path for \p tb's step, from \p start;
+  /// its index. A detached flow is not waited for by the step.
+  uint32_t addFlow(uint32_t tb, const Path &path, double bytes, double start,
+                   bool detached = false);
+  /// Message \p m of connection \p c is there for the receiver as \p e;
+  /// messages arrive in order.
+  void deliver(uint32_t c, uint64_t m, TimedPath e);
   double stepLatency() const {
     return protocol != ProtocolKind::Simple && topo.lineStepLatency >= 0 ? topo.lineStepLatency
                                                                          : topo.stepLatency;
@@ -493,22 +513,40 @@ void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
     else if (topo.copyBandwidth > 0)
       t.computeEnd += bytes / topo.copyBandwidth;
   }
+  t.runDetached = false;
   if (publishes) {
     ++messageCount;
-    const Connection &c = conns[t.sendConn];
+    Connection &c = conns[t.sendConn];
+    t.runMessage = c.issued++;
     double bytes = double(sentElems * es);
     if (protocol != ProtocolKind::Simple) {
       const uint64_t lines = messageLines(protocol, sentElems * es);
       bytes = double(lines * lineBytes(protocol));
     }
-    if (!c.links.empty() && bytes > 0)
-      addFlow(tb, c.links, bytes, start);
+    if (!c.links.empty() && bytes > 0) {
+      // Between nodes the step hands the message to the network and goes
+      // on; within a node it moves the data itself.
+      t.runDetached = c.betweenNodes;
+      const uint32_t id = addFlow(tb, c.links, bytes, start, t.runDetached);
+      if (t.runDetached) {
+        Flow &f = flows[id];
+        f.conn = uint32_t(t.sendConn);
+        f.message = t.runMessage;
+        // The chain to the message: to its step's start, the step's fixed
+        // cost (the step itself), then the flow's moving time (endFlow()).
+        f.chain = t.stepBase;
+        f.chain.fixed += stepLatency();
+        ++f.chain.steps;
+        f.chainAt = start;
+      }
+    }
   }
   if (t.flowsLeft == 0)
     wake(tb, t.computeEnd);
 }
 
-void Simulation::addFlow(uint32_t tb, const Path &path, double bytes, double start) {
+uint32_t Simulation::addFlow(uint32_t tb, const Path &path, double bytes, double start,
+                             bool detached) {
   uint32_t id;
   if (!freeFlows.empty()) {
     id = freeFlows.back();
@@ -523,13 +561,27 @@ void Simulation::addFlow(uint32_t tb, const Path &path, double bytes, double sta
   f.rate = 0;
   f.tb = tb;
   f.active = false;
+  f.detached = detached;
   for (uint32_t l : f.links)
     links[l].use.bytes += bytes;
-  ++tbs[tb].flowsLeft;
+  if (!detached)
+    ++tbs[tb].flowsLeft;
   if (start > now)
     events.push(Event{start, seq++, EventKind::FlowStart, id});
   else
     startFlow(id);
+  return id;
+}
+
+void Simulation::deliver(uint32_t c, uint64_t m, TimedPath e) {
+  Connection &conn = conns[c];
+  conn.early.emplace(m, std::move(e));
+  for (auto it = conn.early.find(conn.nextArrival); it != conn.early.end();
+       it = conn.early.find(conn.nextArrival)) {
+    post(conn.arrivals, conn.receiverTb, std::move(it->second));
+    conn.early.erase(it);
+    ++conn.nextArrival;
+  }
 }
 
 void Simulation::startFlow(uint32_t id) {
@@ -576,9 +628,16 @@ void Simulation::endFlow(uint32_t id) {
   for (uint32_t l : f.links)
     updateSlack(l);
   freeFlows.push_back(id);
-  SimTb &t = tbs[f.tb];
-  if (--t.flowsLeft == 0)
-    wake(f.tb, std::max(now, t.computeEnd));
+  if (f.detached) {
+    const Connection &c = conns[f.conn];
+    PathSum q = f.chain;
+    q.moving += now - f.chainAt;
+    deliver(f.conn, f.message, TimedPath{now + c.latency, hop(q, c.latency, c.betweenNodes)});
+  } else {
+    SimTb &t = tbs[f.tb];
+    if (--t.flowsLeft == 0)
+      wake(f.tb, std::max(now, t.computeEnd));
+  }
   if (!neighbours.empty())
     reshare(neighbours.data(), neighbours.size());
 }
@@ -674,8 +733,10 @@ void Simulation::completeStep(uint32_t tb) {
     spans.push_back(StepSpan{t.rank, t.index, t.runStep, t.runSlice, t.stepStart, now});
   if (p.publishes) {
     Connection &c = conns[t.sendConn];
-    post(c.arrivals, c.receiverTb,
-         TimedPath{now + c.latency, hop(t.path, c.latency, c.betweenNodes)});
+    // A detached message arrives when its flow ends (endFlow()).
+    if (!t.runDetached)
+      deliver(uint32_t(t.sendConn), t.runMessage,
+              TimedPath{now + c.latency, hop(t.path, c.latency, c.betweenNodes)});
     ++p.posted;
     // The slots of messages before posted - depth will not be asked for again.
     const uint64_t depth = std::max<uint32_t>(1, plan.info.connectionDepth);

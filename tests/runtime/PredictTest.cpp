@@ -252,6 +252,37 @@ TEST(Predict, AcrossNodesUsesTheNics) {
   EXPECT_NEAR(slack->seconds, 1e-3 + 50e-6, 1e-12);
 }
 
+TEST(Predict, BetweenNodesTheSenderHandsTheMessageOn) {
+  // Across nodes a sending step hands its message to the network and ends
+  // (the network engine, or a GIN put, moves it): rank 0's step ends after
+  // its fixed cost; the message arrives 1 ms of wire and 50 us later, and
+  // rank 1's step runs then. Within a node the sending step moves the data
+  // itself and ends when it has.
+  Topology t = oneNode(1e9, 50e-6, 2e-6);
+  t.ranksPerNode = 1;
+  t.inter = {1e9, 50e-6};
+  const uint64_t count = 250000; // 1 MB
+  PredictOptions o = oneSlice(count);
+  o.recordSpans = true;
+  Result<Prediction> p = predictPlan(transfer(), t, count, DataType::Float32, o);
+  ASSERT_TRUE(p.ok()) << p.message();
+  ASSERT_EQ(p->spans.size(), 2u);
+  const StepSpan &send = p->spans[0].rank == 0 ? p->spans[0] : p->spans[1];
+  const StepSpan &recv = p->spans[0].rank == 0 ? p->spans[1] : p->spans[0];
+  EXPECT_NEAR(send.end - send.start, 2e-6, 1e-12);
+  EXPECT_NEAR(recv.start, 2e-6 + 1e-3 + 50e-6, 1e-12);
+  EXPECT_NEAR(p->seconds, 2e-6 + 1e-3 + 50e-6 + 2e-6, 1e-12);
+  // The critical path still goes through the message: two steps, one hop.
+  EXPECT_EQ(p->critical.steps, 2u);
+  EXPECT_EQ(p->critical.hops, 1u);
+  EXPECT_NEAR(p->critical.moving, 1e-3, 1e-12);
+  t.ranksPerNode = 0;
+  Result<Prediction> q = predictPlan(transfer(), t, count, DataType::Float32, o);
+  ASSERT_TRUE(q.ok()) << q.message();
+  const StepSpan &local = q->spans[0].rank == 0 ? q->spans[0] : q->spans[1];
+  EXPECT_NEAR(local.end - local.start, 2e-6 + 1e-3, 1e-12);
+}
+
 TEST(Predict, DirectSendsStopAtTheNode) {
   // A chunk sent as it lies costs its sender nothing within a node (its
   // receiver reads it there), but across nodes every byte crosses the

@@ -168,6 +168,7 @@ Result<double> callTime(const Plan &plan) {
 Plan oneWay(uint32_t k) {
   Plan p = emptyPlan("calibrate_one_way", CollectiveKind::Broadcast, 2);
   p.info.inputChunks = p.info.outputChunks = k;
+  p.info.connectionDepth = 4; // As compiled plans have it: slots in flight.
   Threadblock a, b;
   a.sendPeer = 1;
   b.recvPeer = 0;
