@@ -91,6 +91,30 @@ Result<std::string> renderPlanPage(const Plan &plan, const PlanPageOptions &opti
     j += std::string(b ? "," : "") + jsonQuoted(bufferKindName(BufferKind(b)));
   // Ranks: per threadblock its peers and its steps, six numbers each (op,
   // source buffer and offset, destination buffer and offset, count).
+  // Too many steps for a page: the first slice's, then the earliest of
+  // those.
+  std::vector<StepSpan> &spans = run->spans;
+  const uint64_t allSpans = spans.size();
+  const bool firstSliceOnly = spans.size() > options.maxSpans;
+  if (firstSliceOnly)
+    spans.erase(
+        std::remove_if(spans.begin(), spans.end(), [](const StepSpan &s) { return s.slice != 0; }),
+        spans.end());
+  if (spans.size() > options.maxSpans) {
+    std::stable_sort(spans.begin(), spans.end(),
+                     [](const StepSpan &a, const StepSpan &b) { return a.start < b.start; });
+    spans.resize(options.maxSpans);
+  }
+  // A threadblock's steps as far as the page's spans reach (the moves the
+  // slider lists), and how many chunks it sends in all (the weight of its
+  // connection in the picture).
+  std::vector<std::vector<uint32_t>> shownSteps(plan.ranks.size());
+  for (size_t r = 0; r < plan.ranks.size(); ++r)
+    shownSteps[r].assign(plan.ranks[r].threadblocks.size(), 0);
+  for (const StepSpan &sp : spans)
+    if (sp.rank < shownSteps.size() && sp.tb < shownSteps[sp.rank].size())
+      shownSteps[sp.rank][sp.tb] = std::max(shownSteps[sp.rank][sp.tb], sp.step + 1);
+
   j += "],\"ranks\":[";
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     const RankPlan &rp = plan.ranks[r];
@@ -98,10 +122,15 @@ Result<std::string> renderPlanPage(const Plan &plan, const PlanPageOptions &opti
          ",\"tbs\":[";
     for (size_t t = 0; t < rp.threadblocks.size(); ++t) {
       const Threadblock &tb = rp.threadblocks[t];
+      uint64_t sent = 0;
+      for (const Instruction &in : tb.steps)
+        if (opcodeInfo(in.op).send)
+          sent += in.count;
       j += std::string(t ? "," : "") + "{\"send\":" + std::to_string(tb.sendPeer) +
            ",\"recv\":" + std::to_string(tb.recvPeer) +
-           ",\"channel\":" + std::to_string(tb.channel) + ",\"steps\":[";
-      for (size_t s = 0; s < tb.steps.size(); ++s) {
+           ",\"channel\":" + std::to_string(tb.channel) + ",\"sent\":" + std::to_string(sent) +
+           ",\"steps\":[";
+      for (size_t s = 0; s < std::min<size_t>(tb.steps.size(), shownSteps[r][t]); ++s) {
         const Instruction &in = tb.steps[s];
         j += std::string(s ? "," : "") + std::to_string(unsigned(in.op)) + "," +
              std::to_string(unsigned(in.srcBuf)) + "," + std::to_string(in.srcOff) + "," +
@@ -118,7 +147,6 @@ Result<std::string> renderPlanPage(const Plan &plan, const PlanPageOptions &opti
   // rank, threadblock, step, start, end; slices past the first dropped
   // when there are too many.
   const double total = run->seconds - topo.callLatency;
-  bool firstSliceOnly = run->spans.size() > options.maxSpans;
   j += ",\"system\":{\"name\":" + jsonQuoted(options.topology ? topo.name : "") +
        ",\"nominal\":" + (options.topology ? "false" : "true") +
        ",\"ranksPerNode\":" + std::to_string(topo.ranksPerNode) + "}";
@@ -129,13 +157,13 @@ Result<std::string> renderPlanPage(const Plan &plan, const PlanPageOptions &opti
        ",\"slices\":" + std::to_string(run->slices) + ",\"steps\":" + std::to_string(run->steps) +
        ",\"messages\":" + std::to_string(run->messages) +
        ",\"firstSliceOnly\":" + (firstSliceOnly ? "true" : "false") +
+       ",\"spansShown\":" + std::to_string(spans.size()) +
+       ",\"spansRun\":" + std::to_string(allSpans) +
        ",\"lastRank\":" + std::to_string(run->lastRank) +
        ",\"lastTb\":" + std::to_string(run->lastTb) + "}";
   j += ",\"spans\":[";
   bool first = true;
-  for (const StepSpan &s : run->spans) {
-    if (firstSliceOnly && s.slice != 0)
-      continue;
+  for (const StepSpan &s : spans) {
     j += std::string(first ? "" : ",") + std::to_string(s.rank) + "," + std::to_string(s.tb) + "," +
          std::to_string(s.step) + "," + num(s.start * 1e6, 7) + "," + num(s.end * 1e6, 7);
     first = false;

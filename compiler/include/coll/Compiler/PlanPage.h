@@ -37,8 +37,9 @@ struct PlanPageOptions {
   uint64_t sliceElements = 16384;
   /// Where the plan came from, for the title.
   std::string source;
-  /// The most step spans the page carries; beyond, only the first slice's.
-  uint64_t maxSpans = 600000;
+  /// The most step spans the page carries; beyond, only the first
+  /// slice's, and of those the earliest.
+  uint64_t maxSpans = 250000;
 };
 
 /// The system a page without a topology is drawn on: every rank on one
