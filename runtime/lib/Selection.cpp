@@ -22,6 +22,8 @@ bool parseByteSize(const std::string &text, uint64_t &out) {
   std::string suffix = end;
   if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b'))
     suffix.pop_back();
+  if (suffix.size() == 2 && (suffix[1] == 'i' || suffix[1] == 'I'))
+    suffix.pop_back(); // KiB, MiB, GiB: the same binary multiples.
   if (suffix == "K" || suffix == "k")
     mult = 1ull << 10;
   else if (suffix == "M" || suffix == "m")

@@ -30,7 +30,8 @@
 
 namespace coll {
 
-/// Parses "64M", "1K", "4096", "1G" (binary multiples; a trailing B is fine).
+/// Parses "64M", "1K", "4096", "1G", "32MiB" (binary multiples; a trailing B
+/// is fine).
 bool parseByteSize(const std::string &text, uint64_t &out);
 /// "1 MiB", "4 KiB", "100 B", "1536 B": the largest binary unit that
 /// divides \p bytes.
