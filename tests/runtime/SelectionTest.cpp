@@ -97,6 +97,14 @@ TEST(Selection, Sizes) {
   EXPECT_EQ(v, 16u << 20);
   EXPECT_TRUE(parseByteSize("1g", v));
   EXPECT_EQ(v, 1u << 30);
+  EXPECT_TRUE(parseByteSize("32MiB", v));
+  EXPECT_EQ(v, 32u << 20);
+  EXPECT_TRUE(parseByteSize("4Ki", v));
+  EXPECT_EQ(v, 4u << 10);
+  EXPECT_FALSE(parseByteSize("4Xi", v));
+  EXPECT_EQ(formatByteSize(32u << 20), "32 MiB");
+  EXPECT_EQ(formatByteSize(1536), "1536 B");
+  EXPECT_EQ(formatByteSize(0), "0 B");
   EXPECT_FALSE(parseByteSize("", v));
   EXPECT_FALSE(parseByteSize("K", v));
   EXPECT_FALSE(parseByteSize("-1", v));
