@@ -6,9 +6,10 @@
 // NCCL at the first call, and hands each call to it, but for the calls a
 // selection names, which Collc runs (ShimPlans.h):
 //
-//  - COLLC_NCCL_LIB names the real library; otherwise the first
-//    libnccl.so.2 on LD_LIBRARY_PATH, then in the usual system and CUDA
-//    directories, that is not this library;
+//  - COLLC_NCCL_LIB names the real library; otherwise the libnccl.so.2
+//    the process has loaded already (PyTorch's, when this library is
+//    preloaded), else the first one on LD_LIBRARY_PATH, then in the usual
+//    system and CUDA directories, that is not this library;
 //  - COLLC_NCCL_DEBUG=1 prints which library was loaded, once, to stderr;
 //  - when none can be loaded, every call fails with ncclSystemError, and
 //    ncclGetLastError() and ncclGetErrorString() say why; the reason is
@@ -26,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <link.h>
 #include <mutex>
 #include <nccl.h>
 #include <string>
@@ -80,12 +82,32 @@ std::string searchPath() {
   return dirs;
 }
 
+/// Takes the libnccl.so.2 the process has loaded already, when that is
+/// not this library.
+bool loadedAlready(RealNccl &r) {
+  void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
+  if (!h)
+    return false;
+  struct link_map *map = nullptr;
+  if (dlinfo(h, RTLD_DI_LINKMAP, &map) != 0 || !map || !map->l_name || !*map->l_name ||
+      isThisLibrary(map->l_name) || !dlsym(h, "ncclGetVersion")) {
+    dlclose(h);
+    return false;
+  }
+  r.handle = h;
+  r.path = map->l_name;
+  return true;
+}
+
 void load(RealNccl &r) {
   std::string why;
   const char *named = std::getenv("COLLC_NCCL_LIB");
   if (named && *named) {
     if (!openReal(r, named, why))
       r.error = "COLLC_NCCL_LIB=" + std::string(named) + ": " + why;
+  } else if (loadedAlready(r)) {
+    // An NCCL the process loaded itself (PyTorch's wheel, through its
+    // RPATH), behind this preloaded library.
   } else {
     const std::string dirs = searchPath();
     std::string tried;
@@ -147,7 +169,7 @@ thread_local std::string ownError;
 } // namespace
 
 ncclResult_t unavailable(const char *name) {
-  lastError = "collc-nccl: " + missing(name);
+  lastError = ownError = "collc-nccl: " + missing(name);
   return ncclSystemError;
 }
 
@@ -170,22 +192,28 @@ using namespace collcshim;
 
 extern "C" {
 
+// Every call starts with no error of the library's own (ncclGetLastError()
+// then gives NCCL's).
 #define NCCL_RESULT(Name, Params, Args)                                                            \
   __attribute__((visibility("default"))) ncclResult_t Name Params {                                \
     RealNccl &r = real();                                                                          \
+    clearError();                                                                                  \
     return r.Name ? r.Name Args : unavailable(#Name);                                              \
   }                                                                                                \
   __attribute__((visibility("default"))) ncclResult_t p##Name Params {                             \
     RealNccl &r = real();                                                                          \
+    clearError();                                                                                  \
     return r.p##Name ? r.p##Name Args : unavailable("p" #Name);                                    \
   }
 // The calls Collc may run (ShimPlans.h): each and its twin go to the hook,
 // which runs it or forwards it.
 #define NCCL_HOOKED(Name, Params, Args)                                                            \
   __attribute__((visibility("default"))) ncclResult_t Name Params {                                \
+    clearError();                                                                                  \
     return [&](auto... a) { return hook::Name(false, a...); } Args;                                \
   }                                                                                                \
   __attribute__((visibility("default"))) ncclResult_t p##Name Params {                             \
+    clearError();                                                                                  \
     return [&](auto... a) { return hook::Name(true, a...); } Args;                                 \
   }
 #define NCCL_VOID(Name, Params, Args)                                                              \

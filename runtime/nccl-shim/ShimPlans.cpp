@@ -21,6 +21,7 @@
 #include "coll/Runtime/PlanLibrary.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cuda_runtime_api.h>
 #include <map>
@@ -77,6 +78,10 @@ struct Runner {
   std::shared_ptr<const ValidatedPlan> plan;
   std::unique_ptr<NcclCommunicator> comm;
   std::string error;
+  /// Its last launch, and the stream it was on: a launch on another
+  /// stream waits for it (a communicator serves one stream at a time).
+  cudaEvent_t last = nullptr;
+  cudaStream_t lastStream = nullptr;
 };
 
 /// The Collc side of one NCCL communicator.
@@ -93,6 +98,16 @@ struct CommSide {
   void *scratch = nullptr;
   size_t scratchBytes = 0;
   std::set<std::string> said; ///< Messages printed once.
+  /// Aborted while a set-up held the lock: whoever drops the side last
+  /// leaves its communicators as they are (their destructors would wait
+  /// for peers on an aborted communicator).
+  std::atomic<bool> abandoned{false};
+
+  ~CommSide() {
+    if (abandoned)
+      for (Runner &r : runners)
+        (void)r.comm.release();
+  }
 
   /// Prints "collc-nccl: rank R of N: MESSAGE" once.
   void sayOnce(const std::string &message) {
@@ -109,8 +124,8 @@ struct Shim {
   std::set<std::string> collectives;    ///< Those the table names.
   bool strict = false;
   bool debug = false;
-  NcclOptions options;
-  std::mutex mu; ///< Guards comms (never held while a side is set up).
+  NcclOptions options; ///< timeoutSeconds: COLLC_NCCL_TIMEOUT, else 600 (PyTorch's).
+  std::mutex mu;       ///< Guards comms (never held while a side is set up).
   std::map<ncclComm_t, std::shared_ptr<CommSide>> comms;
 };
 
@@ -119,6 +134,7 @@ Shim &shim() {
     auto *s = new Shim;
     s->strict = envFlag("COLLC_NCCL_STRICT");
     s->debug = envFlag("COLLC_NCCL_DEBUG");
+    s->options.timeoutSeconds = 600; // As PyTorch's process groups wait.
     if (std::string t = env("COLLC_NCCL_TIMEOUT"); !t.empty()) {
       char *end = nullptr;
       double seconds = std::strtod(t.c_str(), &end);
@@ -282,18 +298,37 @@ bool capturing(cudaStream_t stream) {
 }
 
 /// Device memory of at least \p bytes on the side's device.
+/// Makes \p device current for a scope, and the previous one again after,
+/// only where they differ (a thread that is on the communicator's device,
+/// as the caller's is, gets no other device's context).
+class OnDevice {
+public:
+  explicit OnDevice(int device) {
+    if (cudaGetDevice(&previous) == cudaSuccess && previous != device)
+      changed = cudaSetDevice(device) == cudaSuccess;
+    cudaGetLastError();
+  }
+  ~OnDevice() {
+    if (changed)
+      cudaSetDevice(previous);
+  }
+  OnDevice(const OnDevice &) = delete;
+  OnDevice &operator=(const OnDevice &) = delete;
+
+private:
+  int previous = 0;
+  bool changed = false;
+};
+
 void *scratchOf(CommSide &side, size_t bytes, std::string &error) {
   if (side.scratchBytes >= bytes && side.scratch)
     return side.scratch;
-  int previous = 0;
-  cudaGetDevice(&previous);
-  cudaSetDevice(side.device);
+  OnDevice on(side.device);
   if (side.scratch)
     cudaFree(side.scratch);
   side.scratch = nullptr;
   side.scratchBytes = 0;
   cudaError_t e = cudaMalloc(&side.scratch, bytes);
-  cudaSetDevice(previous);
   if (e != cudaSuccess) {
     side.scratch = nullptr;
     error = "cannot allocate " + std::to_string(bytes) +
@@ -367,16 +402,24 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
     return cannotRun(s, side,
                      "cannot run " + std::string(info.name) + " on Collc: " + plan.message(),
                      ncclInvalidUsage);
+  // A launch captured into a CUDA graph would replay with the counters
+  // and buffer table of its capture: captured calls go to NCCL (every rank
+  // captures alike, so the ranks agree).
+  if (capturing(c.stream)) {
+    if (s.debug)
+      side.sayOnce(std::string(info.name) + " in a CUDA graph capture goes to NCCL");
+    return std::nullopt;
+  }
   auto runner = std::find_if(side.runners.begin(), side.runners.end(),
                              [&](const Runner &r) { return r.plan == *plan; });
   if (runner == side.runners.end()) {
     // The set-up is collective and blocks: not inside a group, where one
-    // thread may drive several communicators, nor in a capture.
-    if (groupDepth > 0 || capturing(c.stream)) {
+    // thread may drive several communicators.
+    if (groupDepth > 0) {
       if (s.debug)
         side.sayOnce(std::string(info.name) +
-                     ": Collc's set-up waits for a call outside a group and a capture; until "
-                     "then such calls go to NCCL");
+                     ": Collc's set-up waits for a call outside a group; until then such "
+                     "calls go to NCCL");
       return std::nullopt;
     }
     Runner r;
@@ -411,6 +454,8 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
       recv = scratchOf(side, elements.output * dataTypeSize(*type), error);
     else if (!send && c.kind == CollectiveKind::Scatter)
       send = scratchOf(side, elements.input * dataTypeSize(*type), error);
+    else if (!send && c.kind == CollectiveKind::Broadcast)
+      send = recv; // Off the root the input is not read: in place.
     if (!error.empty()) {
       setError(error);
       return ncclSystemError;
@@ -419,7 +464,23 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
   Status launched = Status::success();
   {
     InsideCollc inside;
-    launched = runner->comm->launch(send, recv, c.count, *type, *op, c.stream);
+    if (runner->last && runner->lastStream != c.stream &&
+        cudaStreamWaitEvent(c.stream, runner->last, 0) != cudaSuccess) {
+      cudaGetLastError();
+      launched = Status::error("cannot order the call after the communicator's last launch");
+    }
+    if (launched)
+      launched = runner->comm->launch(send, recv, c.count, *type, *op, c.stream);
+    if (launched) {
+      if (!runner->last) {
+        OnDevice on(side.device);
+        cudaEventCreateWithFlags(&runner->last, cudaEventDisableTiming);
+      }
+      if (runner->last && cudaEventRecord(runner->last, c.stream) == cudaSuccess)
+        runner->lastStream = c.stream;
+      else
+        cudaGetLastError();
+    }
   }
   if (!launched) {
     setError(launched.message());
@@ -434,15 +495,15 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
 void destroySide(CommSide &side) {
   std::lock_guard<std::mutex> lock(side.mu);
   InsideCollc inside;
-  for (Runner &r : side.runners)
+  for (Runner &r : side.runners) {
     r.comm.reset();
+    if (r.last)
+      cudaEventDestroy(r.last);
+  }
   side.runners.clear();
   if (side.scratch) {
-    int previous = 0;
-    cudaGetDevice(&previous);
-    cudaSetDevice(side.device);
+    OnDevice on(side.device);
     cudaFree(side.scratch);
-    cudaSetDevice(previous);
     side.scratch = nullptr;
   }
 }
@@ -450,7 +511,13 @@ void destroySide(CommSide &side) {
 /// Leaves \p side's memory as it is (its kernels may still run) and
 /// forgets it: an aborted communicator waits for nobody.
 void abandonSide(CommSide &side) {
-  std::lock_guard<std::mutex> lock(side.mu);
+  // A set-up in progress holds the lock, waiting in NCCL for peers that
+  // may never come: the abort is what ends it, so it does not wait; the
+  // side is already out of the table, and what it holds is left as it is.
+  side.abandoned = true;
+  std::unique_lock<std::mutex> lock(side.mu, std::try_to_lock);
+  if (!lock.owns_lock())
+    return;
   for (Runner &r : side.runners)
     (void)r.comm.release();
   side.runners.clear();
@@ -646,6 +713,13 @@ ncclResult_t ncclGroupEnd(bool twin) {
   if (groupDepth > 0)
     --groupDepth;
   return FORWARD(ncclGroupEnd);
+}
+
+// NCCL ends the group here too, without running it.
+ncclResult_t ncclGroupSimulateEnd(bool twin, ncclSimInfo_t *simInfo) {
+  if (groupDepth > 0)
+    --groupDepth;
+  return FORWARD(ncclGroupSimulateEnd, simInfo);
 }
 
 } // namespace hook

@@ -60,6 +60,7 @@ ncclResult_t ncclScatter(bool twin, const void *sendbuff, void *recvbuff, size_t
                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclGroupStart(bool twin);
 ncclResult_t ncclGroupEnd(bool twin);
+ncclResult_t ncclGroupSimulateEnd(bool twin, ncclSimInfo_t *simInfo);
 
 } // namespace collcshim::hook
 
