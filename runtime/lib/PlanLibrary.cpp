@@ -108,8 +108,15 @@ int runTool(const std::vector<std::string> &args, std::string &errors,
   for (const std::string &a : args)
     argv.push_back(const_cast<char *>(a.c_str()));
   argv.push_back(nullptr);
+  // The compiler needs no NCCL: a preloaded NCCL library (libcollc_nccl.so,
+  // which runs this code) is left out of its environment.
+  std::vector<char *> envp;
+  for (char **e = environ; e && *e; ++e)
+    if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0 || !std::strstr(*e, "collc_nccl"))
+      envp.push_back(*e);
+  envp.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   int status = 0;
   if (rc == 0)
