@@ -44,6 +44,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sched.h>
 #include <string>
 #include <thread>
@@ -62,6 +63,22 @@ double seconds(Clock::time_point a, Clock::time_point b) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+/// The median seconds of \p reps calls of \p call, after \p warmup more;
+/// the first error stops it.
+Result<double> medianTime(int warmup, int reps, const std::function<Status()> &call) {
+  std::vector<double> times;
+  for (int i = 0; i < warmup + reps; ++i) {
+    const auto start = Clock::now();
+    Status s = call();
+    const double t = seconds(start, Clock::now());
+    if (!s)
+      return s;
+    if (i >= warmup)
+      times.push_back(t);
+  }
+  return median(times);
 }
 
 /// Bytes per second that \p threads threads copy together, each its own
@@ -150,17 +167,9 @@ Result<double> callTime(const Plan &plan) {
   }
   LocalWorld world;
   ExecOptions options;
-  std::vector<double> times;
-  for (int i = 0; i < 205; ++i) {
-    const auto start = Clock::now();
-    Status s = world.run(*vp, sends, recvs, 1, DataType::Float32, RedOp::Sum, options);
-    const double t = seconds(start, Clock::now());
-    if (!s)
-      return s;
-    if (i >= 5)
-      times.push_back(t);
-  }
-  return median(times);
+  return medianTime(5, 200, [&] {
+    return world.run(*vp, sends, recvs, 1, DataType::Float32, RedOp::Sum, options);
+  });
 }
 
 /// Rank 0 sends \p k messages of its input to rank 1 (a broadcast of one
@@ -182,24 +191,16 @@ Plan oneWay(uint32_t k) {
 }
 
 /// The median seconds of \p reps calls of \p plan of \p count floats on
-/// \p group, after a barrier of a one-element call.
+/// \p group, after 3 more to warm up.
 Result<double> groupCallTime(ProcessGroup &group, const Plan &plan, uint64_t count, int reps) {
   Result<ValidatedPlan> vp = ValidatedPlan::make(plan);
   if (!vp)
     return vp.getStatus();
   const BufferElements e = planBufferElements(plan.info, count);
   std::vector<float> in(std::max<uint64_t>(1, e.input), 1), out(std::max<uint64_t>(1, e.output));
-  std::vector<double> times;
-  for (int i = 0; i < reps + 3; ++i) {
-    const auto start = Clock::now();
-    Status s = group.execute(*vp, in.data(), out.data(), count, DataType::Float32, RedOp::Sum);
-    const double t = seconds(start, Clock::now());
-    if (!s)
-      return s;
-    if (i >= 3)
-      times.push_back(t);
-  }
-  return median(times);
+  return medianTime(3, reps, [&] {
+    return group.execute(*vp, in.data(), out.data(), count, DataType::Float32, RedOp::Sum);
+  });
 }
 
 int fail(const std::string &msg) {
