@@ -38,7 +38,7 @@ for n in 2 3 4 5 6 7 8; do
     name=$(basename "$src" .coll)
     case $name in
     alltoall_twostep) compile_lib "$name" "$n" "$src" -D local=$((n % 2 == 0 ? 2 : 1)) ;;
-    hierarchical_allreduce)
+    hierarchical_allreduce | hierarchical_tree_allreduce)
       compile_lib "$name" "$n" "$src" -D gpus_per_node=$((n % 2 == 0 ? 2 : 1)) ;;
     *) compile_lib "$name" "$n" "$src" ;;
     esac
