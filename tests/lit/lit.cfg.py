@@ -14,7 +14,8 @@ config.test_exec_root = os.path.join(config.coll_obj_root, "tests", "lit")
 # Tools: our own first, then FileCheck and not from LLVM 16.
 config.environment["PATH"] = os.pathsep.join(
     [config.coll_tools_dir, config.coll_plan_dir, config.coll_run_dir, config.coll_perf_dir,
-     config.coll_test_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+     config.coll_calibrate_dir, config.coll_test_tools_dir, config.llvm_tools_dir,
+     config.environment.get("PATH", "")])
 config.substitutions.append(("%stdlib", os.path.join(config.coll_src_root, "stdlib")))
 config.substitutions.append(("%examples", os.path.join(config.coll_src_root, "examples")))
 config.substitutions.append(("%topologies", os.path.join(config.coll_src_root, "topologies")))
