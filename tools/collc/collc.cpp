@@ -507,18 +507,7 @@ int runSelect(DiagnosticEngine &diag) {
     diag.errorNoLoc(table.message());
     return 1;
   }
-  if (outputFile.empty()) {
-    llvm::outs() << *table;
-    return 0;
-  }
-  std::error_code ec;
-  llvm::raw_fd_ostream os(outputFile, ec);
-  if (ec) {
-    diag.errorNoLoc("cannot write '" + llvm::Twine(outputFile) + "': " + ec.message());
-    return 1;
-  }
-  os << *table;
-  return 0;
+  return writeOutput(*table, outputFile.empty() ? "-" : std::string(outputFile), diag) ? 0 : 1;
 }
 
 /// --emit=html: \p plan's page, to -o or standard output.
@@ -554,18 +543,7 @@ int writePlanPage(const Plan &plan, DiagnosticEngine &diag) {
     diag.errorNoLoc(page.message());
     return 1;
   }
-  if (outputFile.empty()) {
-    llvm::outs() << *page;
-    return 0;
-  }
-  std::error_code ec;
-  llvm::raw_fd_ostream os(outputFile, ec);
-  if (ec) {
-    diag.errorNoLoc("cannot write " + llvm::Twine(outputFile) + ": " + ec.message());
-    return 1;
-  }
-  os << *page;
-  return 0;
+  return writeOutput(*page, outputFile.empty() ? "-" : std::string(outputFile), diag) ? 0 : 1;
 }
 
 /// --emit=msccl-xml: \p plan as MSCCL-IR XML, to -o or standard output.
