@@ -8,6 +8,7 @@
 
 #include "ShimPlans.h"
 
+#include "GroupPattern.h"
 #include "RealNccl.h"
 
 #include <cstdio>
@@ -49,6 +50,11 @@ ncclResult_t forward(F RealNccl::*fn, F RealNccl::*twinFn, bool twin, const char
 
 /// ncclGroupStart()s of this thread not yet ended.
 thread_local int groupDepth = 0;
+
+/// The sends and receives of this thread's open group, held back while
+/// group patterns are recognised (COLLC_NCCL_GROUPS): at the group's end
+/// they run on Collc as the collective they are, or go to NCCL.
+thread_local std::vector<P2pOp> heldP2p;
 
 } // namespace
 
@@ -97,6 +103,14 @@ struct CommSide {
   /// scatter off the root).
   void *scratch = nullptr;
   size_t scratchBytes = 0;
+  /// The contiguous buffers a send/recv group's pieces are copied into
+  /// and out of (GroupPattern.h).
+  void *staging = nullptr;
+  size_t stagingBytes = 0;
+  /// A call was captured into a CUDA graph: memory it may use is kept
+  /// until the side is freed.
+  bool captured = false;
+  std::vector<void *> retired;
   std::set<std::string> said; ///< Messages printed once.
   /// Aborted while a set-up held the lock: whoever drops the side last
   /// leaves its communicators as they are (their destructors would wait
@@ -124,6 +138,8 @@ struct Shim {
   std::set<std::string> collectives;    ///< Those the table names.
   bool strict = false;
   bool debug = false;
+  /// COLLC_NCCL_GROUPS: the send/recv group patterns run as collectives.
+  GroupPatterns groups;
   NcclOptions options; ///< timeoutSeconds: COLLC_NCCL_TIMEOUT, else 600 (PyTorch's).
   std::mutex mu;       ///< Guards comms (never held while a side is set up).
   std::map<ncclComm_t, std::shared_ptr<CommSide>> comms;
@@ -169,6 +185,15 @@ Shim &shim() {
     for (const std::string &c : table->collectives())
       s->collectives.insert(c);
     s->library = std::move(library);
+    if (std::string g = env("COLLC_NCCL_GROUPS"); !g.empty()) {
+      std::string error;
+      GroupPatterns groups = GroupPatterns::parse(g, error);
+      if (!error.empty())
+        std::fprintf(stderr, "collc-nccl: COLLC_NCCL_GROUPS=%s: %s; send/recv groups go to NCCL\n",
+                     g.c_str(), error.c_str());
+      else
+        s->groups = groups;
+    }
     return s;
   }();
   return *s;
@@ -320,23 +345,33 @@ private:
   bool changed = false;
 };
 
-void *scratchOf(CommSide &side, size_t bytes, std::string &error) {
-  if (side.scratchBytes >= bytes && side.scratch)
-    return side.scratch;
+/// \p memory (of \p held bytes) grown to at least \p bytes on the side's
+/// device; null with \p error set when it cannot be.
+void *grow(CommSide &side, void *&memory, size_t &held, size_t bytes, const char *what,
+           std::string &error) {
+  if (held >= bytes && memory)
+    return memory;
   OnDevice on(side.device);
-  if (side.scratch)
-    cudaFree(side.scratch);
-  side.scratch = nullptr;
-  side.scratchBytes = 0;
-  cudaError_t e = cudaMalloc(&side.scratch, bytes);
+  if (memory && side.captured)
+    side.retired.push_back(memory); // A graph may replay with it.
+  else if (memory)
+    cudaFree(memory);
+  memory = nullptr;
+  held = 0;
+  cudaError_t e = cudaMalloc(&memory, bytes ? bytes : 1);
   if (e != cudaSuccess) {
-    side.scratch = nullptr;
-    error = "cannot allocate " + std::to_string(bytes) +
-            " bytes for a buffer left null: " + cudaGetErrorString(e);
+    cudaGetLastError();
+    memory = nullptr;
+    error = "cannot allocate " + std::to_string(bytes) + " bytes for " + what + ": " +
+            cudaGetErrorString(e);
     return nullptr;
   }
-  side.scratchBytes = bytes;
-  return side.scratch;
+  held = bytes;
+  return memory;
+}
+
+void *scratchOf(CommSide &side, size_t bytes, std::string &error) {
+  return grow(side, side.scratch, side.scratchBytes, bytes, "a buffer left null", error);
 }
 
 /// A call that Collc may run.
@@ -350,7 +385,95 @@ struct Call {
   int root;
   ncclComm_t comm;
   cudaStream_t stream;
+  /// A send/recv group run as this collective: its pieces are copied into
+  /// and out of contiguous buffers where they do not lie as the
+  /// collective's buffers would.
+  const GroupCall *group = nullptr;
 };
+
+/// A device-to-device copy on the call's stream.
+struct PieceCopy {
+  void *to;
+  const void *from;
+  size_t bytes;
+};
+
+/// Where a group's collective reads and writes (\p send, \p recv), and
+/// the copies before and after its launch: pieces that lie apart go
+/// through \p side's staging memory.
+std::string placeGroup(CommSide &side, const GroupCall &g, size_t elementSize, const void *&send,
+                       void *&recv, std::vector<PieceCopy> &before, std::vector<PieceCopy> &after) {
+  const uint32_t n = side.nranks, me = side.rank;
+  const size_t piece = g.count * elementSize;
+  // Rank r's piece at base + r * piece for every r that has one.
+  auto strided = [&](const auto &at) -> char * {
+    char *base = nullptr;
+    for (uint32_t r = 0; r < n; ++r) {
+      if (!at[r])
+        return nullptr;
+      char *p = static_cast<char *>(const_cast<void *>(static_cast<const void *>(at[r])));
+      if (!base)
+        base = p - uint64_t(r) * piece;
+      else if (p != base + uint64_t(r) * piece)
+        return nullptr;
+    }
+    return base;
+  };
+  size_t inBytes = 0, outBytes = 0;
+  char *in = nullptr, *out = nullptr;
+  const bool root = g.kind != GroupKind::AllToAll && uint32_t(g.root) == me;
+  switch (g.kind) {
+  case GroupKind::AllToAll:
+    if (!(in = strided(g.sendFrom)))
+      inBytes = n * piece;
+    if (!(out = strided(g.recvInto)))
+      outBytes = n * piece;
+    break;
+  case GroupKind::Gather:
+    // The root's own piece is not in the group (PyTorch copies it): its
+    // input is any memory, and its output is staged, so that the root's
+    // own slot is not overwritten.
+    if (root) {
+      inBytes = piece;
+      outBytes = n * piece;
+    } else {
+      in = static_cast<char *>(const_cast<void *>(g.sendFrom[uint32_t(g.root)]));
+    }
+    break;
+  case GroupKind::Scatter:
+    if (root) {
+      inBytes = n * piece;
+      outBytes = piece;
+    } else {
+      out = static_cast<char *>(g.recvInto[uint32_t(g.root)]);
+    }
+    break;
+  case GroupKind::None:
+    return "not a collective";
+  }
+  if (inBytes + outBytes) {
+    std::string error;
+    char *staging = static_cast<char *>(
+        grow(side, side.staging, side.stagingBytes, inBytes + outBytes, "a group's pieces", error));
+    if (!staging)
+      return error;
+    if (inBytes) {
+      in = staging;
+      for (uint32_t r = 0; r < n; ++r)
+        if (g.sendFrom[r])
+          before.push_back({in + uint64_t(r) * piece, g.sendFrom[r], piece});
+    }
+    if (outBytes) {
+      out = staging + inBytes;
+      for (uint32_t r = 0; r < n; ++r)
+        if (g.recvInto[r] && !(g.kind == GroupKind::Scatter && root))
+          after.push_back({g.recvInto[r], out + uint64_t(r) * piece, piece});
+    }
+  }
+  send = in;
+  recv = out;
+  return "";
+}
 
 /// What a selected call that Collc cannot run does: fails with \p code
 /// under COLLC_NCCL_STRICT, else goes to NCCL (said once).
@@ -402,14 +525,10 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
     return cannotRun(s, side,
                      "cannot run " + std::string(info.name) + " on Collc: " + plan.message(),
                      ncclInvalidUsage);
-  // A launch captured into a CUDA graph would replay with the counters
-  // and buffer table of its capture: captured calls go to NCCL (every rank
-  // captures alike, so the ranks agree).
-  if (capturing(c.stream)) {
-    if (s.debug)
-      side.sayOnce(std::string(info.name) + " in a CUDA graph capture goes to NCCL");
-    return std::nullopt;
-  }
+  // A call in a CUDA graph capture runs on Collc as any other (the
+  // communicator keeps the slice base in device memory, and each captured
+  // launch its own buffer table), once its communicator is set up.
+  const bool inCapture = capturing(c.stream);
   auto runner = std::find_if(side.runners.begin(), side.runners.end(),
                              [&](const Runner &r) { return r.plan == *plan; });
   if (runner == side.runners.end()) {
@@ -420,6 +539,15 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
         side.sayOnce(std::string(info.name) +
                      ": Collc's set-up waits for a call outside a group; until then such "
                      "calls go to NCCL");
+      return std::nullopt;
+    }
+    // Nor inside a capture, which would take in its NCCL calls and
+    // allocations (every rank captures alike, so the ranks agree).
+    if (inCapture) {
+      if (s.debug)
+        side.sayOnce(std::string(info.name) +
+                     ": Collc's set-up waits for a call outside a CUDA graph capture; until "
+                     "then such calls go to NCCL");
       return std::nullopt;
     }
     Runner r;
@@ -445,11 +573,20 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
                          ") on Collc: " + runner->error,
                      ncclSystemError);
 
-  // NCCL lets a rank off the root leave a buffer it does not use null.
   const void *send = c.send;
   void *recv = c.recv;
+  std::vector<PieceCopy> before, after;
+  if (c.group) {
+    std::string error = placeGroup(side, *c.group, dataTypeSize(*type), send, recv, before, after);
+    if (!error.empty()) {
+      setError(error);
+      return ncclSystemError;
+    }
+  }
+  // NCCL lets a rank off the root leave a buffer it does not use null.
   if (c.count && (!send || !recv) && info.rooted && uint32_t(c.root) != side.rank) {
     std::string error;
+    side.captured = side.captured || inCapture;
     if (!recv && (c.kind == CollectiveKind::Reduce || c.kind == CollectiveKind::Gather))
       recv = scratchOf(side, elements.output * dataTypeSize(*type), error);
     else if (!send && c.kind == CollectiveKind::Scatter)
@@ -464,14 +601,33 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
   Status launched = Status::success();
   {
     InsideCollc inside;
-    if (runner->last && runner->lastStream != c.stream &&
+    // A captured call is ordered at each replay by the streams the graph
+    // is launched on, as NCCL's are.
+    if (!inCapture && runner->last && runner->lastStream != c.stream &&
         cudaStreamWaitEvent(c.stream, runner->last, 0) != cudaSuccess) {
       cudaGetLastError();
       launched = Status::error("cannot order the call after the communicator's last launch");
     }
+    for (const PieceCopy &p : before)
+      if (launched &&
+          cudaMemcpyAsync(p.to, p.from, p.bytes, cudaMemcpyDefault, c.stream) != cudaSuccess) {
+        cudaGetLastError();
+        launched = Status::error("cannot copy a piece of the group into place");
+      }
     if (launched)
       launched = runner->comm->launch(send, recv, c.count, *type, *op, c.stream);
-    if (launched) {
+    for (const PieceCopy &p : after)
+      if (launched &&
+          cudaMemcpyAsync(p.to, p.from, p.bytes, cudaMemcpyDefault, c.stream) != cudaSuccess) {
+        cudaGetLastError();
+        launched = Status::error("cannot copy a piece of the group out");
+      }
+    if (launched && inCapture) {
+      side.captured = true;
+      if (s.debug)
+        side.sayOnce("captured " + std::string(info.name) + " (plan " + (*plan)->info().name +
+                     ") into a CUDA graph on Collc");
+    } else if (launched) {
       if (!runner->last) {
         OnDevice on(side.device);
         cudaEventCreateWithFlags(&runner->last, cudaEventDisableTiming);
@@ -501,11 +657,16 @@ void destroySide(CommSide &side) {
       cudaEventDestroy(r.last);
   }
   side.runners.clear();
-  if (side.scratch) {
-    OnDevice on(side.device);
+  OnDevice on(side.device);
+  if (side.scratch)
     cudaFree(side.scratch);
-    side.scratch = nullptr;
-  }
+  side.scratch = nullptr;
+  if (side.staging)
+    cudaFree(side.staging);
+  side.staging = nullptr;
+  for (void *p : side.retired)
+    cudaFree(p);
+  side.retired.clear();
 }
 
 /// Leaves \p side's memory as it is (its kernels may still run) and
@@ -527,6 +688,77 @@ std::optional<ncclResult_t> run(CollectiveKind kind, const void *send, void *rec
                                 ncclDataType_t type, ncclRedOp_t op, int root, ncclComm_t comm,
                                 cudaStream_t stream) {
   return runOnCollc(Call{kind, send, recv, count, type, op, root, comm, stream});
+}
+
+/// Forwards \p ops to NCCL as they came, in a group of their own.
+ncclResult_t forwardP2p(const std::vector<P2pOp> &ops) {
+  const bool twin = false;
+  ncclResult_t result = FORWARD(ncclGroupStart);
+  for (const P2pOp &op : ops) {
+    ncclResult_t r =
+        op.send ? FORWARD(ncclSend, op.buffer, op.count, op.type, op.peer, op.comm, op.stream)
+                : FORWARD(ncclRecv, op.buffer, op.count, op.type, op.peer, op.comm, op.stream);
+    if (result == ncclSuccess)
+      result = r;
+  }
+  ncclResult_t ended = FORWARD(ncclGroupEnd);
+  return result == ncclSuccess ? ended : result;
+}
+
+CollectiveKind collectiveOf(GroupKind kind) {
+  switch (kind) {
+  case GroupKind::Gather:
+    return CollectiveKind::Gather;
+  case GroupKind::Scatter:
+    return CollectiveKind::Scatter;
+  default:
+    return CollectiveKind::AllToAll;
+  }
+}
+
+/// Holds \p op back when it is part of a group whose patterns are
+/// recognised (COLLC_NCCL_GROUPS).
+bool holdP2p(const P2pOp &op) {
+  if (insideCollc || groupDepth == 0)
+    return false;
+  Shim &s = shim();
+  if (!s.library || !s.groups.any())
+    return false;
+  heldP2p.push_back(op);
+  return true;
+}
+
+/// The held sends and receives of a group that has ended (in NCCL too):
+/// on Collc when they are the collective of a pattern asked for and the
+/// selection names it, else to NCCL in a group of their own.
+ncclResult_t endHeldGroup(const std::vector<P2pOp> &ops) {
+  Shim &s = shim();
+  const P2pOp &first = ops.front();
+  std::shared_ptr<CommSide> side;
+  if (std::all_of(ops.begin(), ops.end(), [&](const P2pOp &op) {
+        return op.comm == first.comm && op.stream == first.stream;
+      }))
+    side = sideOf(s, first.comm);
+  if (!side)
+    return forwardP2p(ops);
+  GroupCall g = classifyGroup(ops, side->nranks, side->rank, s.groups);
+  if (g.kind == GroupKind::None) {
+    if (s.debug) {
+      std::lock_guard<std::mutex> lock(side->mu);
+      side->sayOnce("a send/recv group goes to NCCL: " + g.why);
+    }
+    return forwardP2p(ops);
+  }
+  std::optional<ncclResult_t> r =
+      runOnCollc(Call{collectiveOf(g.kind), nullptr, nullptr, g.count, g.type, ncclSum, g.root,
+                      first.comm, first.stream, &g});
+  if (!r)
+    return forwardP2p(ops);
+  if (*r == ncclSuccess && s.debug) {
+    std::lock_guard<std::mutex> lock(side->mu);
+    side->sayOnce(std::string("ran a send/recv group as ") + groupKindName(g.kind) + " on Collc");
+  }
+  return *r;
 }
 
 /// Drops \p comm's Collc side: frees it (collective), or with \p abandon
@@ -587,6 +819,12 @@ std::optional<ncclResult_t> run(int, const void *, void *, size_t, ncclDataType_
 }
 void closeSide(ncclComm_t, bool) {}
 void checkSides(ncclComm_t, ncclResult_t *) {}
+bool holdP2p(const P2pOp &) {
+  return false;
+}
+ncclResult_t endHeldGroup(const std::vector<P2pOp> &) {
+  return ncclSuccess;
+}
 
 namespace CollectiveKind {
 enum { Reduce, Broadcast, AllReduce, ReduceScatter, AllGather, AllToAll, Gather, Scatter };
@@ -712,14 +950,45 @@ ncclResult_t ncclGroupStart(bool twin) {
 ncclResult_t ncclGroupEnd(bool twin) {
   if (groupDepth > 0)
     --groupDepth;
-  return FORWARD(ncclGroupEnd);
+  ncclResult_t r = FORWARD(ncclGroupEnd);
+  if (groupDepth == 0 && !heldP2p.empty()) {
+    std::vector<P2pOp> ops;
+    ops.swap(heldP2p);
+    ncclResult_t held = endHeldGroup(ops);
+    if (r == ncclSuccess)
+      r = held;
+  }
+  return r;
 }
 
-// NCCL ends the group here too, without running it.
+// NCCL ends the group here too, without running it: the held sends and
+// receives are simulated with it.
 ncclResult_t ncclGroupSimulateEnd(bool twin, ncclSimInfo_t *simInfo) {
   if (groupDepth > 0)
     --groupDepth;
+  if (groupDepth == 0 && !heldP2p.empty()) {
+    std::vector<P2pOp> ops;
+    ops.swap(heldP2p);
+    for (const P2pOp &op : ops)
+      (void)(op.send
+                 ? FORWARD(ncclSend, op.buffer, op.count, op.type, op.peer, op.comm, op.stream)
+                 : FORWARD(ncclRecv, op.buffer, op.count, op.type, op.peer, op.comm, op.stream));
+  }
   return FORWARD(ncclGroupSimulateEnd, simInfo);
+}
+
+ncclResult_t ncclSend(bool twin, const void *sendbuff, size_t count, ncclDataType_t datatype,
+                      int peer, ncclComm_t comm, cudaStream_t stream) {
+  if (holdP2p(P2pOp{true, const_cast<void *>(sendbuff), count, datatype, peer, comm, stream}))
+    return ncclSuccess;
+  return FORWARD(ncclSend, sendbuff, count, datatype, peer, comm, stream);
+}
+
+ncclResult_t ncclRecv(bool twin, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  if (holdP2p(P2pOp{false, recvbuff, count, datatype, peer, comm, stream}))
+    return ncclSuccess;
+  return FORWARD(ncclRecv, recvbuff, count, datatype, peer, comm, stream);
 }
 
 } // namespace hook

@@ -20,7 +20,17 @@
 // set-up is collective and fails on every rank alike, so the ranks stay
 // together. Set-up waits for the first call outside a group
 // (ncclGroupStart/End) and outside a stream capture: calls before it go to
-// NCCL.
+// NCCL. After it, a call in a CUDA graph capture is captured as Collc's
+// launch (NcclCommunicator keeps the slice base in device memory, and
+// each captured launch its own buffer table), and replays run on Collc.
+//
+// Send/recv groups: with COLLC_NCCL_GROUPS naming patterns (alltoall,
+// gather, scatter: GroupPattern.h), a group's ncclSend/ncclRecv calls are
+// held back until its ncclGroupEnd; when they are one rank's part of a
+// pattern named and the selection names that collective, Collc runs them
+// as it (their pieces copied into and out of contiguous buffers where they
+// lie apart), else they go to NCCL in a group of their own after the
+// caller's.
 //
 // Private to libcollc_nccl.so.
 //
@@ -58,6 +68,10 @@ ncclResult_t ncclGather(bool twin, const void *sendbuff, void *recvbuff, size_t 
                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclScatter(bool twin, const void *sendbuff, void *recvbuff, size_t count,
                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclSend(bool twin, const void *sendbuff, size_t count, ncclDataType_t datatype,
+                      int peer, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclRecv(bool twin, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclGroupStart(bool twin);
 ncclResult_t ncclGroupEnd(bool twin);
 ncclResult_t ncclGroupSimulateEnd(bool twin, ncclSimInfo_t *simInfo);

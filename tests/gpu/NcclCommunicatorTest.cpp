@@ -1066,6 +1066,93 @@ TEST(NcclGpu, OneRankLocalSteps) {
   ncclCommDestroy(nccl);
 }
 
+/// A launch captured into a CUDA graph replays with the slice base of each
+/// replay (kept in device memory) and its own buffer table: the plan's
+/// threadblocks wait on each other's progress counters, which go on
+/// counting from launch to launch, so a replay with the base of its
+/// capture would wait for steps long done or read a stale table.
+TEST(NcclGpu, OneRankGraphCapturedLaunchReplays) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no usable CUDA device";
+  Plan plan = localPlan();
+  ncclComm_t nccl = nullptr;
+  int dev = 0;
+  ASSERT_EQ(ncclCommInitAll(&nccl, 1, &dev), ncclSuccess);
+  {
+    NcclOptions options;
+    options.sliceBytes = 4096; // Many slices per launch.
+    options.timeoutSeconds = 10;
+    Result<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::create(plan, nccl, options);
+    ASSERT_TRUE(comm) << comm.message();
+    const uint64_t count = 100003;
+    const uint64_t bytes = count * 4;
+    // Two pairs of buffers: each captured launch keeps its own.
+    std::vector<float *> in(2), out(2);
+    for (int b = 0; b < 2; ++b) {
+      ASSERT_EQ(cudaMalloc(&in[b], bytes), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&out[b], bytes), cudaSuccess);
+    }
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    std::vector<float> input(count);
+    auto fill = [&](int b, uint32_t round) {
+      for (uint64_t i = 0; i < count; ++i)
+        input[i] = float((round * 7919 + b * 104729 + i * 31) % 1000003);
+      ASSERT_EQ(cudaMemcpy(in[b], input.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemset(out[b], 0xcd, bytes), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    };
+    // The plan's max of a value with itself: the input.
+    auto expectInput = [&](int b, const std::string &what) {
+      std::vector<float> got(count);
+      ASSERT_EQ(cudaMemcpy(got.data(), out[b], bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      uint64_t wrong = 0, first = count;
+      for (uint64_t i = 0; i < count; ++i)
+        if (got[i] != input[i] && wrong++ == 0)
+          first = i;
+      EXPECT_EQ(wrong, 0u) << what << ": first wrong element " << first;
+    };
+    fill(0, 0);
+    ASSERT_TRUE((*comm)->run(in[0], out[0], count, DataType::Float32, RedOp::Max, stream));
+    expectInput(0, "first launch");
+
+    std::vector<cudaGraphExec_t> execs(2, nullptr);
+    for (int b = 0; b < 2; ++b) {
+      cudaGraph_t graph = nullptr;
+      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+      Status captured =
+          (*comm)->launch(in[b], out[b], count, DataType::Float32, RedOp::Max, stream);
+      cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+      ASSERT_TRUE(captured) << captured.message();
+      ASSERT_EQ(ended, cudaSuccess) << cudaGetErrorString(ended);
+      ASSERT_EQ(cudaGraphInstantiate(&execs[b], graph, 0), cudaSuccess);
+      cudaGraphDestroy(graph);
+    }
+    // Replays of both graphs, normal launches between them.
+    for (uint32_t round = 1; round <= 4; ++round) {
+      for (int b = 0; b < 2; ++b) {
+        fill(b, round);
+        ASSERT_EQ(cudaGraphLaunch(execs[b], stream), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        expectInput(b, cat("replay ", round, " of graph ", b));
+        ASSERT_TRUE((*comm)->check());
+      }
+      fill(1 - round % 2, round + 100);
+      ASSERT_TRUE((*comm)->run(in[1 - round % 2], out[1 - round % 2], count, DataType::Float32,
+                               RedOp::Max, stream));
+      expectInput(1 - round % 2, cat("launch after replay ", round));
+    }
+    for (cudaGraphExec_t e : execs)
+      cudaGraphExecDestroy(e);
+    cudaStreamDestroy(stream);
+    for (int b = 0; b < 2; ++b) {
+      cudaFree(in[b]);
+      cudaFree(out[b]);
+    }
+  }
+  ncclCommDestroy(nccl);
+}
+
 TEST(NcclGpu, OneRankWithoutThreadblocks) {
   if (!haveGpu())
     GTEST_SKIP() << "no usable CUDA device";

@@ -364,6 +364,105 @@ TEST(NcclShim, RunsSelectedCallsOrSaysWhyNot) {
 #endif
 }
 
+TEST(NcclShim, SendRecvGroupsAsCollectives) {
+#if !defined(COLL_SHIM_RUNS_PLANS) || !defined(COLL_COLLC)
+  GTEST_SKIP() << "the library was built without the CUDA kernels, or collc was not built";
+#else
+  const std::string dir = ::testing::TempDir() + "ncclshimgrp" + std::to_string(getpid());
+  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  {
+    std::ofstream t(dir + "/collc.select");
+    t << "alltoall 2 any " << COLL_STDLIB_DIR << "/pairwise_alltoall.coll\n"
+      << "gather 2 any " << COLL_STDLIB_DIR << "/direct_gather.coll\n";
+  }
+  const std::string select =
+      "COLLC=" + std::string(COLL_COLLC) + " COLLC_NCCL_SELECT=" + dir + "/collc.select";
+  const std::string allToAll = "group-start send 16 0 recv 16 0 send 16 1 recv 16 1 group-end";
+  const std::string comm = " p:" + std::to_string(0xc0ffee00u);
+  const std::string stream = " p:" + std::to_string(0x5000u);
+  auto sendLine = [&](int peer) {
+    return "ncclSend p:" + std::to_string(0x7f0000100000ull + uint64_t(peer) * 64) +
+           " i:16 e:7 i:" + std::to_string(peer) + comm + stream;
+  };
+  auto recvLine = [&](int peer) {
+    return "ncclRecv p:" + std::to_string(0x7f0000200000ull + uint64_t(peer) * 64) +
+           " i:16 e:7 i:" + std::to_string(peer) + comm + stream;
+  };
+
+  // Without COLLC_NCCL_GROUPS the sends and receives go to NCCL as they
+  // come, inside the caller's group.
+  CallsRun r = runCalls(dir, select, allToAll);
+  EXPECT_EQ(count(r.log, "ncclGroupStart"), 1u) << r.log;
+  EXPECT_LT(r.log.find("ncclGroupStart"), r.log.find(sendLine(0))) << r.log;
+  EXPECT_LT(r.log.find(recvLine(1)), r.log.find("ncclGroupEnd")) << r.log;
+
+  // With it, the group is recognised as an all-to-all and its set-up tried
+  // (no GPU here): said once, and the calls go to NCCL, in a group of
+  // their own after the caller's, each with its own arguments.
+  const std::string groups = select + " COLLC_NCCL_GROUPS=alltoall,gather";
+  r = runCalls(dir, groups, allToAll + " " + allToAll);
+  EXPECT_EQ(count(r.out, "collc-nccl: rank 0 of 2: cannot set up alltoall (plan "
+                         "pairwise_alltoall) on Collc: "),
+            1u)
+      << r.out;
+  EXPECT_NE(r.out.find("group-end: 0"), std::string::npos) << r.out;
+  EXPECT_EQ(count(r.log, "ncclGroupStart"), 4u) << r.log;
+  EXPECT_EQ(count(r.log, "ncclGroupEnd"), 4u) << r.log;
+  for (int peer : {0, 1}) {
+    EXPECT_EQ(count(r.log, sendLine(peer)), 2u) << r.log;
+    EXPECT_EQ(count(r.log, recvLine(peer)), 2u) << r.log;
+  }
+  // The caller's (empty) group ends before its held calls go out.
+  const size_t firstEnd = r.log.find("ncclGroupEnd");
+  EXPECT_LT(firstEnd, r.log.find(sendLine(0))) << r.log;
+  EXPECT_LT(r.log.find("ncclGroupStart", r.log.find("ncclGroupStart") + 1), r.log.find(sendLine(0)))
+      << r.log;
+
+  // Strict: the group's end fails with the reason, and NCCL sees none of
+  // its sends and receives.
+  r = runCalls(dir, groups + " COLLC_NCCL_STRICT=1", allToAll);
+  EXPECT_NE(r.out.find("group-end: " + std::to_string(int(ncclSystemError)) +
+                       "\nlast error: collc-nccl: cannot set up alltoall (plan "
+                       "pairwise_alltoall) on Collc: "),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(count(r.log, "ncclSend "), 0u) << r.log;
+  EXPECT_EQ(count(r.log, "ncclRecv "), 0u) << r.log;
+
+  // A lone send to rank 1 is this rank's part of a gather to rank 1.
+  r = runCalls(dir, groups + " COLLC_NCCL_STRICT=1", "group-start send 16 1 group-end");
+  EXPECT_NE(r.out.find("cannot set up gather (plan direct_gather) on Collc"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(count(r.log, "ncclSend "), 0u) << r.log;
+
+  // A shape of no pattern asked for goes to NCCL, strict or not: an
+  // exchange with one neighbour.
+  r = runCalls(dir, groups + " COLLC_NCCL_STRICT=1 COLLC_NCCL_DEBUG=1",
+               "group-start send 16 1 recv 16 1 group-end");
+  EXPECT_NE(r.out.find("group-end: 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a send/recv group goes to NCCL: the group is not the part of a rank of "
+                       "any pattern asked for (1 sends and 1 receives on 2 ranks)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(count(r.log, sendLine(1)), 1u) << r.log;
+  EXPECT_EQ(count(r.log, recvLine(1)), 1u) << r.log;
+
+  // Sends outside a group are never held.
+  r = runCalls(dir, groups + " COLLC_NCCL_STRICT=1", "send 16 1 recv 16 1");
+  EXPECT_EQ(count(r.log, sendLine(1)), 1u) << r.log;
+  EXPECT_EQ(count(r.log, "ncclGroupStart"), 0u) << r.log;
+
+  // A list that names something else: said, and groups go to NCCL.
+  r = runCalls(dir, select + " COLLC_NCCL_GROUPS=alltoall,bogus COLLC_NCCL_STRICT=1", allToAll);
+  EXPECT_NE(r.out.find("collc-nccl: COLLC_NCCL_GROUPS=alltoall,bogus: 'bogus' is not a group "
+                       "pattern (alltoall, gather, scatter or all); send/recv groups go to NCCL"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(count(r.log, "ncclSend "), 2u) << r.log;
+  ASSERT_EQ(system(("rm -rf " + dir).c_str()), 0);
+#endif
+}
+
 TEST(NcclShim, OneRankPlansOfTheGpuRunLoad) {
   // The selection that run-torch-one-rank.sh gives the library on a GPU:
   // every row's plan loads and fits its collective on one rank, so that

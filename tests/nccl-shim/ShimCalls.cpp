@@ -9,6 +9,9 @@
 //   broadcast COUNT ROOT | reduce COUNT ROOT | gather COUNT ROOT
 //   scatter COUNT ROOT | group-start | group-end | async-error | destroy
 //   fp8-allreduce COUNT | avg-allreduce COUNT
+//   send COUNT PEER | recv COUNT PEER   (PEER's piece of the send or
+//                                        receive buffer: COUNT floats
+//                                        at PEER * COUNT)
 //
 // Buffers are fake device addresses: a call that reaches the real library
 // is logged by the fake NCCL with them.
@@ -97,6 +100,17 @@ int main(int argc, char **argv) {
       else
         r = fn<decltype(&ncclScatter)>("ncclScatter")(send, recv, count, ncclFloat32, root, comm,
                                                       stream);
+    } else if (call == "send" || call == "recv") {
+      size_t count = number();
+      int peer = int(number());
+      shown += " " + std::to_string(count) + " " + std::to_string(peer);
+      const size_t offset = size_t(peer) * count * sizeof(float);
+      if (call == "send")
+        r = fn<decltype(&ncclSend)>("ncclSend")(static_cast<char *>(send) + offset, count,
+                                                ncclFloat32, peer, comm, stream);
+      else
+        r = fn<decltype(&ncclRecv)>("ncclRecv")(static_cast<char *>(recv) + offset, count,
+                                                ncclFloat32, peer, comm, stream);
     } else if (call == "group-start") {
       r = fn<decltype(&ncclGroupStart)>("ncclGroupStart")();
     } else if (call == "group-end") {

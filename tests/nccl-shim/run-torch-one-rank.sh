@@ -6,7 +6,9 @@
 # all_reduce replayed), and the PyTorch backend's test program
 # (tests/torch/ops.py) on CUDA tensors under torchrun. Every run must pass,
 # and those through the library must say that Collc set up allreduce,
-# broadcast, reduce, allgather and reducescatter.
+# broadcast, reduce, allgather and reducescatter, captured the graph's
+# all_reduce, and ran the list form of all_to_all (a send/recv group,
+# COLLC_NCCL_GROUPS) as an alltoall.
 #
 #   tests/nccl-shim/run-torch-one-rank.sh SHIM PLANS_DIR
 #
@@ -32,7 +34,7 @@ real=${COLLC_NCCL_LIB:-$(find_wheel_nccl)}
 echo "== through libcollc_nccl.so (real NCCL: ${real:-found on the library path})"
 log=$(mktemp)
 through=(env ${real:+COLLC_NCCL_LIB=$real} COLLC_NCCL_SELECT="$plans/collc.select"
-  COLLC_NCCL_STRICT=1 COLLC_NCCL_DEBUG=1 LD_PRELOAD="$shim")
+  COLLC_NCCL_STRICT=1 COLLC_NCCL_DEBUG=1 COLLC_NCCL_GROUPS=all LD_PRELOAD="$shim")
 status=0
 "${through[@]}" "$python" "$here/torch_nccl_one_rank.py" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
@@ -47,6 +49,10 @@ for want in "allreduce (plan one_rank_allreduce)" "broadcast (plan binomial_broa
   "reducescatter (plan direct_reducescatter)"; do
   grep -q "set up $want on Collc" "$log" || { echo "FAILED: Collc did not set up $want"; status=1; }
 done
+grep -q "ran a send/recv group as alltoall on Collc" "$log" ||
+  { echo "FAILED: the list form of all_to_all (a send/recv group) did not run on Collc"; status=1; }
+grep -q "captured allreduce (plan one_rank_allreduce) into a CUDA graph on Collc" "$log" ||
+  { echo "FAILED: the captured all_reduce did not run on Collc"; status=1; }
 echo "== Collc set up:"
 grep -o "set up .* on Collc" "$log" | sort -u
 if grep -q "the call goes to NCCL\|cannot set up\|cannot run" "$log"; then

@@ -233,19 +233,21 @@ template <class T> cudaError_t upload(DeviceBuffer &buf, const std::vector<T> &v
 /// GPUs (DeviceSync.cuh). \p network: what \p fn's network reads (device
 /// memory), null for a kernel without one. \p trace: null, or the step
 /// trace of every CTA, \p traceSteps records each (KernelParams::trace).
+/// \p bufferTable: device memory that replaces \p w's rankBufferTable for
+/// this launch (a launch captured into a CUDA graph keeps its own).
 template <class State>
 cudaError_t launchInterpreter(const State &w, KernelFn fn, const ChunkLayout &layout,
                               uint64_t pieceStride, bool systemScope, cudaStream_t stream,
                               const void *network = nullptr, char *trace = nullptr,
                               uint32_t traceSteps = 0, ProtocolKind protocol = ProtocolKind::Simple,
                               char *stages = nullptr, uint64_t stageBytes = 0,
-                              uint64_t *launchState = nullptr) {
+                              uint64_t *launchState = nullptr, char **bufferTable = nullptr) {
   KernelParams k;
   k.tbs = w.tbTable.template as<TbDesc>();
   k.steps = w.stepTable.template as<Instruction>();
   k.deps = w.depTable.template as<Dependency>();
   k.fifos = w.fifoTable.template as<FifoDesc>();
-  k.rankBuffers = w.rankBufferTable.template as<char *>();
+  k.rankBuffers = bufferTable ? bufferTable : w.rankBufferTable.template as<char *>();
   k.progress = w.progress.template as<uint64_t>();
   k.progressStride = kCounterStride;
   k.layout = layout;

@@ -41,6 +41,7 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <optional>
 #include <random>
 #include <thread>
@@ -90,6 +91,30 @@ Status cudaFail(const std::string &what, cudaError_t err) {
   return Status::error(what + ": " + cudaText(err));
 }
 
+/// While a stream of this thread is being captured (in the global or
+/// thread-local mode), CUDA refuses calls that may synchronise, such as
+/// cudaMalloc: this switches the thread to the relaxed mode for a scope,
+/// where they are allowed on memory and streams outside the capture.
+class RelaxedCapture {
+public:
+  explicit RelaxedCapture(bool on) : on(on) {
+    if (on && cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
+      cudaGetLastError();
+      this->on = false;
+    }
+  }
+  ~RelaxedCapture() {
+    if (on)
+      cudaThreadExchangeStreamCaptureMode(&mode);
+  }
+  RelaxedCapture(const RelaxedCapture &) = delete;
+  RelaxedCapture &operator=(const RelaxedCapture &) = delete;
+
+private:
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  bool on;
+};
+
 } // namespace
 
 /// The state behind an NcclCommunicator.
@@ -120,7 +145,23 @@ struct NcclCommunicatorState {
   cudaEvent_t lastLaunch = nullptr;
   bool launched = false;
   std::vector<char *> rankBuffers; ///< The table as last uploaded.
+  /// The slice base and the count of finished CTAs (KernelParams::
+  /// launchState): the kernel advances the base, so that a launch captured
+  /// in a CUDA graph replays with the base of each replay.
+  DeviceBuffer launchState;
+  /// What KernelParams::sliceBase is given: unused, the base is in
+  /// launchState.
   uint64_t sliceBase = 0;
+  /// A launch was captured into a CUDA graph: its replays are not
+  /// recorded in lastLaunch, and memory it uses is never freed before the
+  /// communicator is.
+  bool captured = false;
+  /// The buffer tables of captured launches, by their contents: a graph
+  /// reads its own at every replay, whatever later launches upload.
+  std::map<std::vector<char *>, char *> capturedTables;
+  /// Scratch and staging memory replaced while captured launches may
+  /// still use it: freed with the communicator.
+  std::vector<char *> retired;
   std::optional<Status> failure; ///< A device-side failure: unusable from then on.
 
   ~NcclCommunicatorState() {
@@ -128,6 +169,10 @@ struct NcclCommunicatorState {
     symmetric.reset(); // On this rank's device; collective when registered.
     for (void *p : ipcMapped)
       cudaIpcCloseMemHandle(p);
+    for (auto &[contents, table] : capturedTables)
+      cudaFree(table);
+    for (char *p : retired)
+      cudaFree(p);
     if (lastLaunch)
       cudaEventDestroy(lastLaunch);
     if (setupStream)
@@ -267,6 +312,8 @@ Status NcclCommunicatorState::prepare(const Result<ValidatedPlan> &given, PeerHe
       (err = abortFlag.reserve(sizeof(unsigned int))) ||
       (err = error.reserve(sizeof(DeviceError))) ||
       (err = rankBufferTable.reserve(numBufferKinds() * sizeof(char *))) ||
+      (err = launchState.reserve(2 * sizeof(uint64_t))) ||
+      (err = cudaMemsetAsync(launchState.ptr, 0, launchState.bytes, setupStream)) ||
       (err = cudaMemsetAsync(progress.ptr, 0, progress.bytes, setupStream)) ||
       (err = cudaMemsetAsync(abortFlag.ptr, 0, abortFlag.bytes, setupStream)) ||
       (err = cudaMemsetAsync(error.ptr, 0, error.bytes, setupStream)))
@@ -534,10 +581,21 @@ NcclCommunicator::~NcclCommunicator() {
   DeviceScope scope(w.device);
   // Peers write this rank's counters up to their last step (a receiver
   // hands a slot back after its last message): free nothing before every
-  // rank's runs are over.
-  if (w.launched)
+  // rank's runs are over. Replays of captured launches may be on any
+  // stream: the whole device.
+  if (w.captured)
+    cudaDeviceSynchronize();
+  else if (w.launched)
     cudaEventSynchronize(w.lastLaunch);
-  if (w.launched && w.symmetric && w.networkPeers) {
+  uint64_t sliceBase = 0;
+  if ((w.launched || w.captured) &&
+      (cudaMemcpyAsync(&sliceBase, w.launchState.ptr, sizeof sliceBase, cudaMemcpyDeviceToHost,
+                       w.setupStream) != cudaSuccess ||
+       cudaStreamSynchronize(w.setupStream) != cudaSuccess)) {
+    cudaGetLastError();
+    sliceBase = 0;
+  }
+  if ((w.launched || w.captured) && w.symmetric && w.networkPeers) {
     // The slots freed after this rank's last sends come back as signals
     // that may land after the kernels end: wait for them before the
     // signals go back to NCCL.
@@ -545,7 +603,7 @@ NcclCommunicator::~NcclCommunicator() {
     for (const RemoteSend &rs : w.tables.remoteSends) {
       const FifoDesc &f = w.tables.fifos[rs.fifo];
       if (f.netPeer != kNoNetPeer)
-        owed.push_back({f.headSignal, w.sliceBase * w.tables.tbs[rs.block].sendsPerSlice});
+        owed.push_back({f.headSignal, sliceBase * w.tables.tbs[rs.block].sendsPerSlice});
     }
     (void)w.symmetric->drainSignals(owed, w.options.timeoutSeconds, w.setupStream);
   }
@@ -623,6 +681,20 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
          layout.numSlices == call.layout.numSlices && "one slice shape");
   assert(shape.pieceStride <= w.slotStride && "slots are sized for the largest slice");
 
+  // A launch captured into a CUDA graph (the stream is being captured)
+  // runs at each replay with the memory of its capture: its own buffer
+  // table, and scratch that is never freed while the communicator lives.
+  cudaStreamCaptureStatus captureStatus = cudaStreamCaptureStatusNone;
+  cudaError_t err;
+  if ((err = cudaStreamIsCapturing(stream, &captureStatus)))
+    return cudaFail("cannot tell whether the stream is being captured", err);
+  if (captureStatus == cudaStreamCaptureStatusInvalidated)
+    return Status::error("the stream's CUDA graph capture has been invalidated");
+  const bool capturing = captureStatus == cudaStreamCaptureStatusActive;
+  // Allocations and uploads below are outside the capture (the relaxed
+  // mode allows them while it goes on).
+  RelaxedCapture relaxed(capturing);
+
   // Scratch and a private input copy for this count; growing frees memory
   // that earlier launches may still use: wait for them first.
   MemoryCap cap;
@@ -636,10 +708,18 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
   if (!memory)
     return memory.getStatus();
   const uint64_t scratchBytes = memory->scratchBytes, copyBytes = memory->copyBytes;
-  cudaError_t err;
   if (scratchBytes > w.scratchMemory.bytes || copyBytes > w.inputCopies.bytes) {
     if (w.launched && (err = cudaEventSynchronize(w.lastLaunch)))
       return cudaFail("a previous launch failed", err);
+    // A graph may replay with the memory it was captured with: keep it.
+    for (DeviceBuffer *grown : {&w.scratchMemory, &w.inputCopies}) {
+      const uint64_t want = grown == &w.scratchMemory ? scratchBytes : copyBytes;
+      if (w.captured && grown->ptr && want > grown->bytes) {
+        w.retired.push_back(grown->ptr);
+        grown->ptr = nullptr;
+        grown->bytes = 0;
+      }
+    }
     if ((err = w.scratchMemory.reserve(scratchBytes)) || (err = w.inputCopies.reserve(copyBytes)))
       return cudaFail(
           cat("cannot allocate ", scratchBytes + copyBytes, " bytes of scratch and staging memory"),
@@ -656,7 +736,26 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
   table[unsigned(BufferKind::Input)] = b.input;
   table[unsigned(BufferKind::Output)] = b.output;
   table[unsigned(BufferKind::Scratch)] = w.scratchMemory.ptr;
-  if (table != w.rankBuffers) {
+  char **bufferTable = nullptr;
+  if (capturing) {
+    // Its own table, written now, outside the graph.
+    auto [it, fresh] = w.capturedTables.try_emplace(table, nullptr);
+    if (fresh) {
+      char *dev = nullptr;
+      const size_t bytes = table.size() * sizeof(char *);
+      if ((err = cudaMalloc(&dev, bytes)) ||
+          (err =
+               cudaMemcpyAsync(dev, table.data(), bytes, cudaMemcpyHostToDevice, w.setupStream)) ||
+          (err = cudaStreamSynchronize(w.setupStream))) {
+        if (dev)
+          cudaFree(dev);
+        w.capturedTables.erase(it);
+        return cudaFail("cannot upload the buffer table of a captured launch", err);
+      }
+      it->second = dev;
+    }
+    bufferTable = reinterpret_cast<char **>(it->second);
+  } else if (table != w.rankBuffers) {
     // From pageable memory: staged before the call returns, ordered on the
     // stream before the kernel.
     if ((err = cudaMemcpyAsync(w.rankBufferTable.ptr, table.data(), table.size() * sizeof(char *),
@@ -666,11 +765,15 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
   }
 
   // Peers on other GPUs: .sys-scope fences and counters (DeviceSync.cuh).
+  // The slice base lives in device memory: every rank advances by the same
+  // slices, given the same count and type, replays included.
   if ((err = launchInterpreter(w, fn, layout, shape.pieceStride, /*systemScope=*/true, stream,
-                               network)))
-    return cudaFail("cannot launch the interpreter kernel", err);
-  // Every rank advances by the same slices, given the same count and type.
-  w.sliceBase += layout.numSlices;
+                               network, /*trace=*/nullptr, /*traceSteps=*/0, ProtocolKind::Simple,
+                               /*stages=*/nullptr, /*stageBytes=*/0, w.launchState.as<uint64_t>(),
+                               bufferTable)))
+    return cudaFail(capturing ? "cannot capture the interpreter kernel"
+                              : "cannot launch the interpreter kernel",
+                    err);
 
   // Finish: results computed away from the user's output, then Avg.
   for (const kernels::StagingCopy &c : b.after)
@@ -678,6 +781,10 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
       return cudaFail("cannot copy a result out", err);
   if (call.divideByRanks && (err = launchDivide(type, recvbuf, count, w.nranks, stream)))
     return cudaFail("cannot launch the division of avg", err);
+  if (capturing) {
+    w.captured = true;
+    return Status::success();
+  }
   if ((err = cudaEventRecord(w.lastLaunch, stream)))
     return cudaFail("cannot record the launch", err);
   w.launched = true;
@@ -687,14 +794,19 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
 Status NcclCommunicatorState::collect(bool block) {
   if (failure)
     return *failure;
-  if (!launched)
+  if (!launched && !captured)
     return Status::success();
   DeviceScope scope(device);
-  cudaError_t err = block ? cudaEventSynchronize(lastLaunch) : cudaEventQuery(lastLaunch);
-  if (err == cudaErrorNotReady)
-    return Status::success();
-  if (err)
-    return cudaFail("the interpreter kernel failed", err);
+  if (launched) {
+    cudaError_t err = block ? cudaEventSynchronize(lastLaunch) : cudaEventQuery(lastLaunch);
+    // Replays of captured launches are not waited for: their failures are
+    // read from the record as they happen.
+    if (err == cudaErrorNotReady && !captured)
+      return Status::success();
+    if (err && err != cudaErrorNotReady)
+      return cudaFail("the interpreter kernel failed", err);
+  }
+  cudaError_t err;
   DeviceError e;
   if ((err = cudaMemcpyAsync(&e, error.ptr, sizeof e, cudaMemcpyDeviceToHost, setupStream)) ||
       (err = cudaStreamSynchronize(setupStream)))
