@@ -8,6 +8,7 @@
 /// its copies running) refuses its next step the same way, at checkAbort().
 //===----------------------------------------------------------------------===//
 
+#include "OutOfPlace.h"
 #include "coll/Runtime/ChunkLayout.h"
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/Interpreter.h"
@@ -120,6 +121,11 @@ struct Flow {
   PathSum chain;
   double chainAt = 0;
   uint32_t mark = 0; ///< Component search scratch.
+  /// A rank's staging copies (PreparedCall's before or after), which no
+  /// step waits for: when it ends the rank starts (gateAfter false) or is
+  /// done; -1 for a step's flow.
+  int32_t gate = -1;
+  bool gateAfter = false;
 };
 
 struct Link {
@@ -231,12 +237,17 @@ struct SimTb {
   std::unique_ptr<Interpreter<SimPlatform>> interp;
 };
 
+/// A rank's staging copies around the plan (an out-of-place call).
+struct Staging {
+  double before = 0, after = 0; ///< Bytes copied before and after the plan.
+};
+
 class Simulation {
 public:
   Simulation(const Plan &plan, const Topology &topo, const ChunkLayout &layout, uint64_t es,
-             ProtocolKind protocol, bool recordSpans)
+             ProtocolKind protocol, bool recordSpans, std::vector<Staging> staging)
       : plan(plan), topo(topo), layout(layout), es(es), protocol(protocol),
-        recordSpans(recordSpans) {}
+        recordSpans(recordSpans), staging(std::move(staging)) {}
 
   Status setUp();
   Status run(Prediction &out);
@@ -271,8 +282,8 @@ public:
   void startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems, bool publishes);
   /// A flow of \p bytes over \p path for \p tb's step, from \p start;
   /// its index. A detached flow is not waited for by the step.
-  uint32_t addFlow(uint32_t tb, const Path &path, double bytes, double start,
-                   bool detached = false);
+  uint32_t addFlow(uint32_t tb, const Path &path, double bytes, double start, bool detached = false,
+                   int32_t gate = -1, bool gateAfter = false);
   /// Message \p m of connection \p c is there for the receiver as \p e;
   /// messages arrive in order.
   void deliver(uint32_t c, uint64_t m, TimedPath e);
@@ -319,6 +330,21 @@ private:
   uint64_t stepCount = 0, messageCount = 0;
   bool recordSpans = false;
   std::vector<StepSpan> spans;
+  /// Per rank: its staging copies; its first threadblock's id and count;
+  /// threadblocks not yet finished; when it was done (its last
+  /// threadblock, then its copies after), and the chain to then.
+  std::vector<Staging> staging;
+  std::vector<uint32_t> rankFirstTb, rankTbs, rankLeft;
+  std::vector<double> rankEnd;
+  std::vector<PathSum> rankPath;
+  std::vector<uint32_t> rankLastTb;
+  /// Starts rank \p r's staging copies (\p after: those after the plan)
+  /// now, or at once what follows them when there are none.
+  void startStaging(uint32_t r, bool after, const PathSum &chain);
+  /// Rank \p r's staging copies ended now.
+  void stagingEnded(uint32_t r, bool after, const PathSum &chain);
+  /// The links a rank's staging copies cross (none: a private rate).
+  Path stagingPath(uint32_t r);
 };
 
 // SimPlatform, which needs Simulation.
@@ -487,9 +513,75 @@ Status Simulation::setUp() {
     tbs[id].interp = std::make_unique<Interpreter<SimPlatform>>(
         *tbs[id].platform, ProgramView{b.steps.data(), uint32_t(b.steps.size()), b.deps.data()},
         layout.numSlices);
-    push(0, id);
   }
+  // Each rank starts with its staging copies, if any.
+  staging.resize(n);
+  rankFirstTb.assign(n, 0);
+  rankTbs.assign(n, 0);
+  rankEnd.assign(n, 0);
+  rankPath.assign(n, PathSum{});
+  rankLastTb.assign(n, 0);
+  for (uint32_t id = uint32_t(tbs.size()); id-- > 0;) {
+    rankFirstTb[tbs[id].rank] = id;
+    ++rankTbs[tbs[id].rank];
+  }
+  rankLeft = rankTbs;
+  for (uint32_t r = 0; r < n; ++r)
+    startStaging(r, false, PathSum{});
   return Status::success();
+}
+
+Path Simulation::stagingPath(uint32_t r) {
+  Path p;
+  if (topo.threadblockBandwidth > 0)
+    p.push_back(linkOf("rank " + std::to_string(r) + " staging", topo.threadblockBandwidth));
+  if (topo.nodeBandwidth > 0)
+    p.push_back(linkOf("node " + std::to_string(topo.nodeOf(r)), topo.nodeBandwidth));
+  return p;
+}
+
+void Simulation::startStaging(uint32_t r, bool after, const PathSum &chain) {
+  const double bytes = after ? staging[r].after : staging[r].before;
+  if (bytes > 0) {
+    const Path path = stagingPath(r);
+    if (!path.empty()) {
+      const uint32_t id = addFlow(0, path, bytes, now, /*detached=*/false, int32_t(r), after);
+      flows[id].chain = chain;
+      flows[id].chainAt = now;
+      return;
+    }
+    if (topo.copyBandwidth > 0) {
+      // A private rate: the copies end after their time.
+      PathSum q = chain;
+      q.moving += bytes / topo.copyBandwidth;
+      const double end = now + bytes / topo.copyBandwidth;
+      const double at = now;
+      now = end;
+      stagingEnded(r, after, q);
+      now = at;
+      return;
+    }
+  }
+  stagingEnded(r, after, chain);
+}
+
+void Simulation::stagingEnded(uint32_t r, bool after, const PathSum &chain) {
+  if (after || rankTbs[r] == 0) {
+    // A rank without threadblocks: its copies before and after are its run.
+    if (!after && staging[r].after > 0) {
+      startStaging(r, true, chain);
+      return;
+    }
+    rankEnd[r] = now;
+    rankPath[r] = chain;
+    return;
+  }
+  for (uint32_t id = rankFirstTb[r]; id < rankFirstTb[r] + rankTbs[r]; ++id) {
+    tbs[id].enabler = chain;
+    tbs[id].enablerAt = now;
+    tbs[id].path = chain;
+    push(now, id);
+  }
 }
 
 void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems, bool publishes) {
@@ -546,7 +638,7 @@ void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
 }
 
 uint32_t Simulation::addFlow(uint32_t tb, const Path &path, double bytes, double start,
-                             bool detached) {
+                             bool detached, int32_t gate, bool gateAfter) {
   uint32_t id;
   if (!freeFlows.empty()) {
     id = freeFlows.back();
@@ -562,9 +654,11 @@ uint32_t Simulation::addFlow(uint32_t tb, const Path &path, double bytes, double
   f.tb = tb;
   f.active = false;
   f.detached = detached;
+  f.gate = gate;
+  f.gateAfter = gateAfter;
   for (uint32_t l : f.links)
     links[l].use.bytes += bytes;
-  if (!detached)
+  if (!detached && gate < 0)
     ++tbs[tb].flowsLeft;
   if (start > now)
     events.push(Event{start, seq++, EventKind::FlowStart, id});
@@ -628,7 +722,11 @@ void Simulation::endFlow(uint32_t id) {
   for (uint32_t l : f.links)
     updateSlack(l);
   freeFlows.push_back(id);
-  if (f.detached) {
+  if (f.gate >= 0) {
+    PathSum q = f.chain;
+    q.moving += now - f.chainAt;
+    stagingEnded(uint32_t(f.gate), f.gateAfter, q);
+  } else if (f.detached) {
     const Connection &c = conns[f.conn];
     PathSum q = f.chain;
     q.moving += now - f.chainAt;
@@ -773,6 +871,11 @@ void Simulation::runTb(uint32_t tb) {
   if (st.result == WaitResult::Ready && !t.busy) {
     t.finished = true;
     t.finishTime = now;
+    // The rank's last threadblock: then its copies after the plan.
+    if (--rankLeft[t.rank] == 0) {
+      rankLastTb[t.rank] = t.index;
+      startStaging(t.rank, true, t.path);
+    }
   }
 }
 
@@ -820,13 +923,15 @@ Status Simulation::run(Prediction &out) {
                            " for ever (a deadlock at connection depth " +
                            std::to_string(plan.info.connectionDepth) + ")");
     }
-    if (t.finishTime >= out.seconds) {
-      out.seconds = t.finishTime;
-      out.lastRank = t.rank;
-      out.lastTb = t.index;
-      out.critical = t.path;
-    }
   }
+  // A rank is done when its last threadblock is, and its copies after.
+  for (uint32_t r = 0; r < plan.info.nranks; ++r)
+    if (rankEnd[r] >= out.seconds) {
+      out.seconds = rankEnd[r];
+      out.lastRank = r;
+      out.lastTb = rankLastTb[r];
+      out.critical = rankPath[r];
+    }
   out.steps = stepCount;
   out.messages = messageCount;
   out.events = eventCount;
@@ -861,7 +966,31 @@ Result<Prediction> predictPlan(const Plan &plan, const Topology &topo, uint64_t 
   out.slices = layout.numSlices;
   if (count == 0)
     return out;
-  Simulation sim(plan, topo, layout, es, out.protocol, options.recordSpans);
+  // An out-of-place call stages what the executors stage: per rank, the
+  // copies prepareCall() asks for before and after the plan (an in-place
+  // plan's input put where it works), less those an out-of-place program
+  // of the rank makes unnecessary (OutOfPlace.h).
+  std::vector<Staging> staging(plan.info.nranks);
+  if (options.outOfPlace) {
+    CallOptions co;
+    co.sliceElements = options.sliceElements;
+    // Addresses that are never followed: apart, and aligned for any type.
+    const uint64_t apart = (std::max(elems.input, elems.output) * es + 4095) / 4096 * 4096;
+    char *send = reinterpret_cast<char *>(uintptr_t(1) << 40);
+    char *recv = send + apart;
+    for (uint32_t r = 0; r < plan.info.nranks; ++r) {
+      PreparedCall c = prepareCall(*vp, r, CallArgs{send, recv, count, type, RedOp::Sum}, co);
+      if (c.error)
+        return c.error.status();
+      if (!detail::outOfPlaceProgram(plan.info, plan.ranks[r]).empty())
+        detail::runOutOfPlace(c, plan.info);
+      for (const StagingCopy &b : c.before)
+        staging[r].before += double(b.bytes);
+      for (const StagingCopy &a : c.after)
+        staging[r].after += double(a.bytes);
+    }
+  }
+  Simulation sim(plan, topo, layout, es, out.protocol, options.recordSpans, std::move(staging));
   if (Status s = sim.setUp(); !s)
     return s;
   if (Status s = sim.run(out); !s)

@@ -126,6 +126,76 @@ TEST(Predict, RecordsEveryStepsSpan) {
   EXPECT_EQ(q->seconds, p->seconds);
 }
 
+/// An in-place allgather of two ranks: each sends its block of the output
+/// to the other, which receives it into its own output.
+Plan inPlaceAllGather() {
+  Plan p = makePlan("inplace_allgather", CollectiveKind::AllGather, 2, 1, 2, 2);
+  p.info.inplace = true;
+  for (uint32_t r = 0; r < 2; ++r) {
+    Threadblock t;
+    t.sendPeer = t.recvPeer = int32_t(1 - r);
+    add(t, step(Opcode::Send, O, r, O, r, 1));
+    add(t, step(Opcode::Recv, O, 1 - r, O, 1 - r, 1));
+    p.ranks[r].threadblocks.push_back(t);
+  }
+  return p;
+}
+
+TEST(Predict, OutOfPlaceCallsStageAroundThePlan) {
+  // Called out of place, each rank of an in-place allgather first copies
+  // its 4 MB input into its block of the output: two copies at once over
+  // their threadblocks' 2 GB/s and the node's 3 GB/s, 1.5 GB/s each. The
+  // plan then runs as in place.
+  const uint64_t count = 1000000;
+  Topology t = oneNode(1e9, 10e-6);
+  t.threadblockBandwidth = 2e9;
+  t.nodeBandwidth = 3e9;
+  PredictOptions o = oneSlice(count);
+  Result<Prediction> inPlace = predictPlan(inPlaceAllGather(), t, count, DataType::Float32, o);
+  ASSERT_TRUE(inPlace.ok()) << inPlace.message();
+  o.outOfPlace = true;
+  Result<Prediction> outOfPlace = predictPlan(inPlaceAllGather(), t, count, DataType::Float32, o);
+  ASSERT_TRUE(outOfPlace.ok()) << outOfPlace.message();
+  EXPECT_NEAR(outOfPlace->seconds - inPlace->seconds, 4e6 / 1.5e9, 1e-12);
+  EXPECT_NEAR(outOfPlace->critical.moving - inPlace->critical.moving, 4e6 / 1.5e9, 1e-12);
+  EXPECT_EQ(outOfPlace->steps, inPlace->steps);
+  // The copies show on the node's link and each rank's staging link.
+  double staged = 0, node = 0;
+  for (const LinkUsage &l : outOfPlace->links) {
+    if (l.name.find("staging") != std::string::npos)
+      staged += l.bytes;
+    if (l.name == "node 0")
+      node = l.bytes;
+  }
+  EXPECT_DOUBLE_EQ(staged, 8e6);
+  double nodeInPlace = 0;
+  for (const LinkUsage &l : inPlace->links)
+    if (l.name == "node 0")
+      nodeInPlace = l.bytes;
+  EXPECT_DOUBLE_EQ(node - nodeInPlace, 8e6);
+
+  // With a private copy rate instead of caps: 4 MB at 2 GB/s.
+  Topology priv = oneNode(1e9, 10e-6);
+  priv.copyBandwidth = 2e9;
+  o.outOfPlace = false;
+  Result<Prediction> a = predictPlan(inPlaceAllGather(), priv, count, DataType::Float32, o);
+  o.outOfPlace = true;
+  Result<Prediction> b = predictPlan(inPlaceAllGather(), priv, count, DataType::Float32, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NEAR(b->seconds - a->seconds, 4e6 / 2e9, 1e-12);
+
+  // A plan written out of place stages nothing; nor does an in-place
+  // allreduce, whose ranks read the input where it lies (OutOfPlace.h).
+  for (const Plan &plan : {transfer(), ringAllReduce(4, 2, /*inPlace=*/true)}) {
+    o.outOfPlace = false;
+    Result<Prediction> x = predictPlan(plan, t, 4000, DataType::Float32, o);
+    o.outOfPlace = true;
+    Result<Prediction> y = predictPlan(plan, t, 4000, DataType::Float32, o);
+    ASSERT_TRUE(x.ok() && y.ok()) << plan.info.name;
+    EXPECT_EQ(x->seconds, y->seconds) << plan.info.name;
+  }
+}
+
 TEST(Predict, StepLatencyAndCopyBandwidth) {
   // Each step costs 1 us before its data moves; the receiver's copy out of
   // the slot runs at 2 GB/s: 1 + 4000 + 10 + 1 + 2000 us.

@@ -140,6 +140,7 @@ public:
     if (opts.predict) {
       PredictOptions po;
       po.sliceElements = opts.run.sliceElements;
+      po.outOfPlace = !step.inPlace;
       po.protocol = step.plan->info().protocol;
       if (opts.run.protocol.force || opts.run.protocol.llMaxBytes ||
           opts.run.protocol.ll128MaxBytes) {
@@ -172,14 +173,16 @@ public:
     std::snprintf(cells, sizeof cells, "  %10.2f %7.3f %7.3f %6s", m.timeUs, algbw, busbw,
                   opts.check ? std::to_string(m.wrong).c_str() : "N/A");
     (step.inPlace ? inPlaceCells : outOfPlaceCells) = cells;
-    if (!step.inPlace || firstTime < 0)
+    if (!step.inPlace || firstTime < 0) {
       firstTime = m.timeUs;
+      firstPredicted = predicted;
+    }
     if (!lastOfSize)
       return;
     char prediction[64] = "";
     if (opts.predict)
-      std::snprintf(prediction, sizeof prediction, "  %10.2f %9.2f", predicted,
-                    predicted > 0 ? firstTime / predicted : 0.0);
+      std::snprintf(prediction, sizeof prediction, "  %10.2f %9.2f", firstPredicted,
+                    firstPredicted > 0 ? firstTime / firstPredicted : 0.0);
     firstTime = -1;
     char none[64];
     std::snprintf(none, sizeof none, "  %10s %7s %7s %6s", "-", "-", "-", "-");
@@ -224,7 +227,8 @@ private:
   double factor;
   int root;
   std::string outOfPlaceCells, inPlaceCells;
-  double firstTime = -1; ///< The size's out-of-place time, else its in-place one.
+  double firstTime = -1;      ///< The size's out-of-place time, else its in-place one.
+  double firstPredicted = -1; ///< The prediction of the call firstTime measured.
   uint64_t totalWrong = 0;
   double busbwSum = 0;
   uint64_t rows = 0;

@@ -169,6 +169,12 @@ cl::opt<std::string>
                     cl::desc("--emit=predict: Simple, LL or LL128 (default: the plan's)"),
                     cl::cat(collcCategory));
 
+cl::opt<bool> predictOutOfPlace(
+    "out-of-place",
+    cl::desc("--emit=predict: predict out-of-place calls, with the copies the executors make "
+             "around the plan (default: the plan alone, as an in-place call runs it)"),
+    cl::cat(collcCategory));
+
 cl::opt<std::string>
     selectRanks("select-ranks", cl::value_desc("list"),
                 cl::desc("collc select: the rank counts to choose for (default 2,4,8)"),
@@ -398,6 +404,7 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
     }
     options.forceProtocol = true;
   }
+  options.outOfPlace = predictOutOfPlace;
   const BufferElements unit = planBufferElements(plan.info, 1);
   const uint64_t perCount = std::max<uint64_t>(1, std::max(unit.input, unit.output));
   const uint64_t es = dataTypeSize(type);
@@ -405,7 +412,7 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
                << plan.info.nranks << " ranks, predicted on '" << topo->name << "', "
                << dataTypeName(type) << ", protocol "
                << protocolName(options.forceProtocol ? options.protocol : plan.info.protocol)
-               << "\n";
+               << (options.outOfPlace ? ", out of place" : "") << "\n";
   llvm::outs() << "# " << (topo->ranksPerNode ? std::to_string(topo->ranksPerNode) : "all")
                << " ranks per node, ports of " << llvm::format("%.6g", topo->intra.bandwidth / 1e9)
                << " GB/s";

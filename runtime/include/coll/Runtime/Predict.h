@@ -17,7 +17,9 @@
 ///    ends. The sending step ends when its flow has drained; the message
 ///    is there for the receiver one link latency later, and the slot it
 ///    frees is free for the sender one latency after the receiving step;
-///  - LL carries 8 data bytes per 16-byte line, LL128 120 per 128.
+///  - LL carries 8 data bytes per 16-byte line, LL128 120 per 128;
+///  - an out-of-place call (PredictOptions::outOfPlace) adds the staging
+///    copies the executors make around the plan (PreparedCall.h).
 ///
 /// Events at the same time run in a fixed order: the same plan, topology
 /// and size give the same prediction, to the bit.
@@ -46,6 +48,13 @@ struct PredictOptions {
   ProtocolKind protocol = ProtocolKind::Simple;
   /// Record when every step ran (Prediction::spans).
   bool recordSpans = false;
+  /// The call is out of place (the send and receive buffers apart): the
+  /// executors' staging copies around the plan are part of its time, as
+  /// flows of each rank over its threadblock's and its node's caps, before
+  /// the rank's first step and after its last. For an in-place plan of
+  /// allgather, say, a rank first copies its input into its block of the
+  /// output.
+  bool outOfPlace = false;
 };
 
 /// When one step of one threadblock ran, in a prediction: from its start to
