@@ -88,35 +88,46 @@ GroupCall classifyGroup(const std::vector<P2pOp> &ops, uint32_t nranks, uint32_t
       recvInto[peer] = op.buffer;
     }
   }
+  // A send to itself and a receive from itself are a local copy, which
+  // pairs with no peer: the shape is that of the rest.
+  const bool selfPair = sendsTo[rank] && recvsFrom[rank];
+  if (sendsTo[rank] != recvsFrom[rank])
+    return none(sendsTo[rank] ? "the group sends to its own rank without receiving from it"
+                              : "the group receives from its own rank without sending to it");
+  const uint32_t out = sends - selfPair, in = recvs - selfPair; // With the other ranks.
   GroupCall call;
   call.count = first.count;
   call.type = first.type;
-  // Every rank once each way: an all-to-all.
-  if (sends == nranks && recvs == nranks) {
+  call.selfCopy = selfPair;
+  const bool two = nranks == 2;
+  if (out == nranks - 1 && in == nranks - 1) {
+    // Every other rank once each way: an all-to-all.
     if (!patterns.allToAll)
       return none("an all-to-all group, which is not asked for");
     call.kind = GroupKind::AllToAll;
-  } else if (nranks >= 2 && sends == 0 && recvs == nranks - 1 && !recvsFrom[rank] &&
-             patterns.gather) {
+  } else if (nranks >= 2 && out == 0 && in == nranks - 1 && patterns.gather) {
     call.kind = GroupKind::Gather; // The root receives from every other rank.
     call.root = int(rank);
-  } else if (nranks >= 2 && recvs == 0 && sends == nranks - 1 && !sendsTo[rank] &&
-             patterns.scatter && !(nranks == 2 && patterns.gather)) {
+  } else if (nranks >= 2 && in == 0 && out == nranks - 1 && patterns.scatter &&
+             !(two && patterns.gather)) {
     // The root sends to every other rank (with two ranks and gather asked
     // for, a lone send is a gather's, below).
     call.kind = GroupKind::Scatter;
     call.root = int(rank);
-  } else if (nranks >= 2 && sends == 1 && recvs == 0 && !sendsTo[rank] && patterns.gather) {
-    call.kind = GroupKind::Gather; // A lone send to the root.
-    call.root = first.peer;
-  } else if (nranks >= 2 && recvs == 1 && sends == 0 && !recvsFrom[rank] && patterns.scatter &&
-             !(nranks == 2 && patterns.gather)) {
-    call.kind = GroupKind::Scatter; // A lone receive from the root.
-    call.root = first.peer;
+  } else if (nranks >= 2 && out == 1 && in == 0 && patterns.gather) {
+    call.kind = GroupKind::Gather; // A lone send, to the root.
+    for (const P2pOp &op : ops)
+      if (op.send && uint32_t(op.peer) != rank)
+        call.root = op.peer;
+  } else if (nranks >= 2 && in == 1 && out == 0 && patterns.scatter && !(two && patterns.gather)) {
+    call.kind = GroupKind::Scatter; // A lone receive, from the root.
+    for (const P2pOp &op : ops)
+      if (!op.send && uint32_t(op.peer) != rank)
+        call.root = op.peer;
   } else {
     return none("the group is not the part of a rank of any pattern asked for (" +
-                std::to_string(sends) + " sends and " + std::to_string(recvs) + " receives on " +
-                std::to_string(nranks) + " ranks)");
+                std::to_string(out) + " sends to and " + std::to_string(in) +
+                " receives from other ranks, of " + std::to_string(nranks) + ")");
   }
   call.sendFrom = std::move(sendFrom);
   call.recvInto = std::move(recvInto);

@@ -6,12 +6,16 @@
 // only its own part of such a group; classifyGroup() says which collective
 // that part is a rank's share of, when its shape says so alone:
 //
-//  - alltoall: one send to and one receive from every rank (itself
-//    included), all of one count and type;
+//  - alltoall: one send to and one receive from every other rank, all of
+//    one count and type;
 //  - gather: at the root, one receive from every other rank and no send;
 //    elsewhere one send, to the root;
 //  - scatter: at the root, one send to every other rank and no receive;
 //    elsewhere one receive, from the root.
+//
+// A send to a rank's own rank with a receive from it (PyTorch's list
+// all_to_all has one) is a local copy, which no peer sees: it may come with
+// any of these, and the shape is that of the rest.
 //
 // Only the patterns asked for are recognised. With two ranks a lone send
 // and a lone receive are a gather's (the root receives) when gather is
@@ -46,6 +50,7 @@ struct P2pOp {
   int peer = 0;
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
+  bool twin = false; ///< It came in as the profiling twin (pncclSend, pncclRecv).
 };
 
 enum class GroupKind { None, AllToAll, Gather, Scatter };
@@ -70,6 +75,9 @@ struct GroupCall {
   /// root's own piece of a gather or scatter, which PyTorch copies itself).
   std::vector<const void *> sendFrom;
   std::vector<void *> recvInto;
+  /// The group sends to this rank and receives from it: a copy of
+  /// sendFrom[rank] into recvInto[rank].
+  bool selfCopy = false;
   /// With kind None: why the group is none of the patterns asked for.
   std::string why;
 };

@@ -16,6 +16,7 @@
 #include <string>
 
 #if COLLC_SHIM_RUNS_PLANS
+#include "coll/Kernels/CaptureMode.h"
 #include "coll/Kernels/NcclCommunicator.h"
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/Executor.h"
@@ -88,6 +89,17 @@ struct Runner {
   /// stream waits for it (a communicator serves one stream at a time).
   cudaEvent_t last = nullptr;
   cudaStream_t lastStream = nullptr;
+  /// Within one CUDA graph capture, its last captured launch: a captured
+  /// call on another stream of the same capture waits for it (an edge in
+  /// the graph), since the launches share the communicator's counters.
+  cudaEvent_t captured = nullptr;
+  unsigned long long captureId = 0;
+  cudaStream_t capturedStream = nullptr;
+  /// The contiguous buffers its send/recv groups' pieces are copied into
+  /// and out of (GroupPattern.h): its launches are ordered, so they may
+  /// share them.
+  void *staging = nullptr;
+  size_t stagingBytes = 0;
 };
 
 /// The Collc side of one NCCL communicator.
@@ -103,10 +115,6 @@ struct CommSide {
   /// scatter off the root).
   void *scratch = nullptr;
   size_t scratchBytes = 0;
-  /// The contiguous buffers a send/recv group's pieces are copied into
-  /// and out of (GroupPattern.h).
-  void *staging = nullptr;
-  size_t stagingBytes = 0;
   /// A call was captured into a CUDA graph: memory it may use is kept
   /// until the side is freed.
   bool captured = false;
@@ -191,8 +199,15 @@ Shim &shim() {
       if (!error.empty())
         std::fprintf(stderr, "collc-nccl: COLLC_NCCL_GROUPS=%s: %s; send/recv groups go to NCCL\n",
                      g.c_str(), error.c_str());
-      else
+      else {
+        // Only what a row can run: the others would be held for nothing,
+        // and with two ranks which of gather and scatter is asked for
+        // decides what a lone send is.
+        groups.allToAll = groups.allToAll && s->collectives.count("alltoall");
+        groups.gather = groups.gather && s->collectives.count("gather");
+        groups.scatter = groups.scatter && s->collectives.count("scatter");
         s->groups = groups;
+      }
     }
     return s;
   }();
@@ -401,11 +416,12 @@ struct PieceCopy {
 /// Where a group's collective reads and writes (\p send, \p recv), and
 /// the copies before and after its launch: pieces that lie apart go
 /// through \p side's staging memory.
-std::string placeGroup(CommSide &side, const GroupCall &g, size_t elementSize, const void *&send,
-                       void *&recv, std::vector<PieceCopy> &before, std::vector<PieceCopy> &after) {
+std::string placeGroup(CommSide &side, Runner &runner, const GroupCall &g, size_t elementSize,
+                       const void *&send, void *&recv, std::vector<PieceCopy> &before,
+                       std::vector<PieceCopy> &after) {
   const uint32_t n = side.nranks, me = side.rank;
   const size_t piece = g.count * elementSize;
-  // Rank r's piece at base + r * piece for every r that has one.
+  // Rank r's piece at base + r * piece for every r.
   auto strided = [&](const auto &at) -> char * {
     char *base = nullptr;
     for (uint32_t r = 0; r < n; ++r) {
@@ -422,6 +438,10 @@ std::string placeGroup(CommSide &side, const GroupCall &g, size_t elementSize, c
   size_t inBytes = 0, outBytes = 0;
   char *in = nullptr, *out = nullptr;
   const bool root = g.kind != GroupKind::AllToAll && uint32_t(g.root) == me;
+  // The plan moves this rank's own piece where it reads its whole input
+  // and writes its whole output (an all-to-all, a gather's or a scatter's
+  // root); elsewhere the group's copy to itself is a copy of its own.
+  const bool selfByPlan = g.kind == GroupKind::AllToAll || root;
   switch (g.kind) {
   case GroupKind::AllToAll:
     if (!(in = strided(g.sendFrom)))
@@ -430,20 +450,24 @@ std::string placeGroup(CommSide &side, const GroupCall &g, size_t elementSize, c
       outBytes = n * piece;
     break;
   case GroupKind::Gather:
-    // The root's own piece is not in the group (PyTorch copies it): its
-    // input is any memory, and its output is staged, so that the root's
-    // own slot is not overwritten.
+    // At the root the output is staged, so that the root's own slot, which
+    // PyTorch fills itself when the group has no copy to itself, is left
+    // alone; its input is its own piece, or any memory.
     if (root) {
-      inBytes = piece;
+      in = static_cast<char *>(const_cast<void *>(g.sendFrom[me]));
+      inBytes = in ? 0 : piece;
       outBytes = n * piece;
     } else {
       in = static_cast<char *>(const_cast<void *>(g.sendFrom[uint32_t(g.root)]));
     }
     break;
   case GroupKind::Scatter:
+    // At the root the input is staged (its own piece from the group's copy
+    // to itself, if any), and the output is its own piece, or any memory.
     if (root) {
       inBytes = n * piece;
-      outBytes = piece;
+      out = static_cast<char *>(g.recvInto[me]);
+      outBytes = out ? 0 : piece;
     } else {
       out = static_cast<char *>(g.recvInto[uint32_t(g.root)]);
     }
@@ -451,23 +475,27 @@ std::string placeGroup(CommSide &side, const GroupCall &g, size_t elementSize, c
   case GroupKind::None:
     return "not a collective";
   }
+  if (g.selfCopy && !selfByPlan)
+    before.push_back({g.recvInto[me], g.sendFrom[me], piece});
   if (inBytes + outBytes) {
     std::string error;
-    char *staging = static_cast<char *>(
-        grow(side, side.staging, side.stagingBytes, inBytes + outBytes, "a group's pieces", error));
+    char *staging = static_cast<char *>(grow(side, runner.staging, runner.stagingBytes,
+                                             inBytes + outBytes, "a group's pieces", error));
     if (!staging)
       return error;
-    if (inBytes) {
+    if (!in) {
       in = staging;
-      for (uint32_t r = 0; r < n; ++r)
-        if (g.sendFrom[r])
-          before.push_back({in + uint64_t(r) * piece, g.sendFrom[r], piece});
+      if (inBytes == n * piece)
+        for (uint32_t r = 0; r < n; ++r)
+          if (g.sendFrom[r])
+            before.push_back({in + uint64_t(r) * piece, g.sendFrom[r], piece});
     }
-    if (outBytes) {
+    if (!out) {
       out = staging + inBytes;
-      for (uint32_t r = 0; r < n; ++r)
-        if (g.recvInto[r] && !(g.kind == GroupKind::Scatter && root))
-          after.push_back({g.recvInto[r], out + uint64_t(r) * piece, piece});
+      if (outBytes == n * piece)
+        for (uint32_t r = 0; r < n; ++r)
+          if (g.recvInto[r])
+            after.push_back({g.recvInto[r], out + uint64_t(r) * piece, piece});
     }
   }
   send = in;
@@ -573,11 +601,25 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
                          ") on Collc: " + runner->error,
                      ncclSystemError);
 
+  // Memory made from here on may be used by the graph: it is kept until
+  // the side is freed (CommSide::retired), and made in the relaxed capture
+  // mode, which allows it during a capture.
+  side.captured = side.captured || inCapture;
+  RelaxedCapture relaxed(inCapture);
+  unsigned long long captureId = 0;
+  if (inCapture) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamGetCaptureInfo(c.stream, &status, &captureId) != cudaSuccess) {
+      cudaGetLastError();
+      captureId = 0;
+    }
+  }
   const void *send = c.send;
   void *recv = c.recv;
   std::vector<PieceCopy> before, after;
   if (c.group) {
-    std::string error = placeGroup(side, *c.group, dataTypeSize(*type), send, recv, before, after);
+    std::string error =
+        placeGroup(side, *runner, *c.group, dataTypeSize(*type), send, recv, before, after);
     if (!error.empty()) {
       setError(error);
       return ncclSystemError;
@@ -586,7 +628,6 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
   // NCCL lets a rank off the root leave a buffer it does not use null.
   if (c.count && (!send || !recv) && info.rooted && uint32_t(c.root) != side.rank) {
     std::string error;
-    side.captured = side.captured || inCapture;
     if (!recv && (c.kind == CollectiveKind::Reduce || c.kind == CollectiveKind::Gather))
       recv = scratchOf(side, elements.output * dataTypeSize(*type), error);
     else if (!send && c.kind == CollectiveKind::Scatter)
@@ -601,12 +642,21 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
   Status launched = Status::success();
   {
     InsideCollc inside;
-    // A captured call is ordered at each replay by the streams the graph
-    // is launched on, as NCCL's are.
+    // A call waits for the communicator's last launch when that was on
+    // another stream. In a capture, for its last launch in the same capture
+    // (an edge of the graph); the graph's replays are ordered against the
+    // calls outside it by the streams it is launched on, as NCCL's are.
     if (!inCapture && runner->last && runner->lastStream != c.stream &&
         cudaStreamWaitEvent(c.stream, runner->last, 0) != cudaSuccess) {
       cudaGetLastError();
       launched = Status::error("cannot order the call after the communicator's last launch");
+    }
+    if (inCapture && captureId && runner->captured && runner->captureId == captureId &&
+        runner->capturedStream != c.stream &&
+        cudaStreamWaitEvent(c.stream, runner->captured, 0) != cudaSuccess) {
+      cudaGetLastError();
+      launched = Status::error("cannot order the captured call after the communicator's last "
+                               "captured launch");
     }
     for (const PieceCopy &p : before)
       if (launched &&
@@ -623,7 +673,16 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
         launched = Status::error("cannot copy a piece of the group out");
       }
     if (launched && inCapture) {
-      side.captured = true;
+      if (!runner->captured) {
+        OnDevice on(side.device);
+        cudaEventCreateWithFlags(&runner->captured, cudaEventDisableTiming);
+      }
+      if (runner->captured && cudaEventRecord(runner->captured, c.stream) == cudaSuccess) {
+        runner->captureId = captureId;
+        runner->capturedStream = c.stream;
+      } else {
+        cudaGetLastError();
+      }
       if (s.debug)
         side.sayOnce("captured " + std::string(info.name) + " (plan " + (*plan)->info().name +
                      ") into a CUDA graph on Collc");
@@ -655,15 +714,16 @@ void destroySide(CommSide &side) {
     r.comm.reset();
     if (r.last)
       cudaEventDestroy(r.last);
+    if (r.captured)
+      cudaEventDestroy(r.captured);
+    if (r.staging)
+      cudaFree(r.staging);
   }
   side.runners.clear();
   OnDevice on(side.device);
   if (side.scratch)
     cudaFree(side.scratch);
   side.scratch = nullptr;
-  if (side.staging)
-    cudaFree(side.staging);
-  side.staging = nullptr;
   for (void *p : side.retired)
     cudaFree(p);
   side.retired.clear();
@@ -692,15 +752,17 @@ std::optional<ncclResult_t> run(CollectiveKind kind, const void *send, void *rec
 
 /// Forwards \p ops to NCCL as they came, in a group of their own.
 ncclResult_t forwardP2p(const std::vector<P2pOp> &ops) {
-  const bool twin = false;
+  bool twin = false;
   ncclResult_t result = FORWARD(ncclGroupStart);
   for (const P2pOp &op : ops) {
+    twin = op.twin;
     ncclResult_t r =
         op.send ? FORWARD(ncclSend, op.buffer, op.count, op.type, op.peer, op.comm, op.stream)
                 : FORWARD(ncclRecv, op.buffer, op.count, op.type, op.peer, op.comm, op.stream);
     if (result == ncclSuccess)
       result = r;
   }
+  twin = false;
   ncclResult_t ended = FORWARD(ncclGroupEnd);
   return result == ncclSuccess ? ended : result;
 }
@@ -969,24 +1031,26 @@ ncclResult_t ncclGroupSimulateEnd(bool twin, ncclSimInfo_t *simInfo) {
   if (groupDepth == 0 && !heldP2p.empty()) {
     std::vector<P2pOp> ops;
     ops.swap(heldP2p);
-    for (const P2pOp &op : ops)
+    for (const P2pOp &op : ops) {
+      const bool twin = op.twin;
       (void)(op.send
                  ? FORWARD(ncclSend, op.buffer, op.count, op.type, op.peer, op.comm, op.stream)
                  : FORWARD(ncclRecv, op.buffer, op.count, op.type, op.peer, op.comm, op.stream));
+    }
   }
   return FORWARD(ncclGroupSimulateEnd, simInfo);
 }
 
 ncclResult_t ncclSend(bool twin, const void *sendbuff, size_t count, ncclDataType_t datatype,
                       int peer, ncclComm_t comm, cudaStream_t stream) {
-  if (holdP2p(P2pOp{true, const_cast<void *>(sendbuff), count, datatype, peer, comm, stream}))
+  if (holdP2p(P2pOp{true, const_cast<void *>(sendbuff), count, datatype, peer, comm, stream, twin}))
     return ncclSuccess;
   return FORWARD(ncclSend, sendbuff, count, datatype, peer, comm, stream);
 }
 
 ncclResult_t ncclRecv(bool twin, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-  if (holdP2p(P2pOp{false, recvbuff, count, datatype, peer, comm, stream}))
+  if (holdP2p(P2pOp{false, recvbuff, count, datatype, peer, comm, stream, twin}))
     return ncclSuccess;
   return FORWARD(ncclRecv, recvbuff, count, datatype, peer, comm, stream);
 }

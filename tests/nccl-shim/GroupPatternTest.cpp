@@ -47,6 +47,7 @@ TEST(GroupPattern, AllToAllListForm) {
   }
   GroupCall g = classifyGroup(ops, 3, 1, all());
   ASSERT_EQ(g.kind, GroupKind::AllToAll) << g.why;
+  EXPECT_TRUE(g.selfCopy);
   EXPECT_EQ(g.count, 16u);
   EXPECT_EQ(g.type, ncclFloat32);
   for (uint32_t r = 0; r < 3; ++r) {
@@ -65,8 +66,8 @@ TEST(GroupPattern, NotAnAllToAll) {
   std::vector<P2pOp> ops = {send(0), recv(0), send(1), recv(1), send(2)};
   GroupCall g = classifyGroup(ops, 3, 0, all());
   EXPECT_EQ(g.kind, GroupKind::None);
-  EXPECT_EQ(g.why, "the group is not the part of a rank of any pattern asked for (3 sends and 2 "
-                   "receives on 3 ranks)");
+  EXPECT_EQ(g.why, "the group is not the part of a rank of any pattern asked for (2 sends to and "
+                   "1 receives from other ranks, of 3)");
   // Counts that differ (an uneven all-to-all).
   ops = {send(0), recv(0), send(1, 8), recv(1)};
   EXPECT_EQ(classifyGroup(ops, 2, 0, all()).why,
@@ -115,8 +116,20 @@ TEST(GroupPattern, GatherAndScatterOfFourRanks) {
   GroupPatterns scatterOnly;
   scatterOnly.scatter = true;
   EXPECT_EQ(classifyGroup({send(2)}, 4, 0, scatterOnly).kind, GroupKind::None);
-  // The root receiving from itself is not a gather.
-  EXPECT_EQ(classifyGroup({recv(0), recv(1), recv(2)}, 4, 2, all()).kind, GroupKind::None);
+  // A copy to itself goes with any shape; half of one goes with none.
+  root = classifyGroup({send(2), recv(0), recv(1), recv(2), recv(3)}, 4, 2, all());
+  ASSERT_EQ(root.kind, GroupKind::Gather) << root.why;
+  EXPECT_EQ(root.root, 2);
+  EXPECT_TRUE(root.selfCopy);
+  EXPECT_EQ(root.sendFrom[2], at(0x1200));
+  EXPECT_EQ(root.recvInto[2], at(0x9200));
+  root = classifyGroup({send(0), send(1), send(2), send(3), recv(1)}, 4, 1, all());
+  ASSERT_EQ(root.kind, GroupKind::Scatter) << root.why;
+  EXPECT_TRUE(root.selfCopy);
+  EXPECT_EQ(classifyGroup({recv(0), recv(1), recv(2)}, 4, 2, all()).why,
+            "the group receives from its own rank without sending to it");
+  EXPECT_EQ(classifyGroup({send(2), send(0)}, 4, 2, all()).why,
+            "the group sends to its own rank without receiving from it");
 }
 
 TEST(GroupPattern, TwoRanksDecideAlike) {
@@ -134,6 +147,17 @@ TEST(GroupPattern, TwoRanksDecideAlike) {
   }
   EXPECT_EQ(classifyGroup({send(1)}, 2, 0, all()).kind, GroupKind::Gather);
   EXPECT_EQ(classifyGroup({send(1)}, 2, 0, scatterOnly).kind, GroupKind::Scatter);
+  // A scatter's root that copies its own piece too: with gather asked for
+  // it is still the lone send of a gather to its peer, as its peer's lone
+  // receive says, and the copy is its own.
+  GroupCall sender = classifyGroup({send(0), recv(0), send(1)}, 2, 0, all());
+  ASSERT_EQ(sender.kind, GroupKind::Gather) << sender.why;
+  EXPECT_EQ(sender.root, 1);
+  EXPECT_TRUE(sender.selfCopy);
+  // An exchange of one piece each way is an all-to-all of two ranks, at
+  // both ends.
+  EXPECT_EQ(classifyGroup({send(1), recv(1)}, 2, 0, all()).kind, GroupKind::AllToAll);
+  EXPECT_EQ(classifyGroup({recv(0), send(0)}, 2, 1, all()).kind, GroupKind::AllToAll);
 }
 
 TEST(GroupPattern, ParsesTheList) {

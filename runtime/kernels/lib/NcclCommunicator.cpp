@@ -33,6 +33,7 @@
 #include "LaunchTables.h"
 #include "NcclSetup.h"
 #include "NcclSymmetric.h"
+#include "coll/Kernels/CaptureMode.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/PlanIO.h"
 
@@ -90,30 +91,6 @@ Status cudaFail(const std::string &what, cudaError_t err) {
   cudaGetLastError();
   return Status::error(what + ": " + cudaText(err));
 }
-
-/// While a stream of this thread is being captured (in the global or
-/// thread-local mode), CUDA refuses calls that may synchronise, such as
-/// cudaMalloc: this switches the thread to the relaxed mode for a scope,
-/// where they are allowed on memory and streams outside the capture.
-class RelaxedCapture {
-public:
-  explicit RelaxedCapture(bool on) : on(on) {
-    if (on && cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
-      cudaGetLastError();
-      this->on = false;
-    }
-  }
-  ~RelaxedCapture() {
-    if (on)
-      cudaThreadExchangeStreamCaptureMode(&mode);
-  }
-  RelaxedCapture(const RelaxedCapture &) = delete;
-  RelaxedCapture &operator=(const RelaxedCapture &) = delete;
-
-private:
-  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  bool on;
-};
 
 } // namespace
 
@@ -806,11 +783,29 @@ Status NcclCommunicatorState::collect(bool block) {
     if (err && err != cudaErrorNotReady)
       return cudaFail("the interpreter kernel failed", err);
   }
+  // Another thread may be capturing in the global mode (PyTorch's watchdog
+  // polls while the main thread captures): this thread's reads are outside
+  // any capture.
+  RelaxedCapture relaxed;
   cudaError_t err;
   DeviceError e;
-  if ((err = cudaMemcpyAsync(&e, error.ptr, sizeof e, cudaMemcpyDeviceToHost, setupStream)) ||
-      (err = cudaStreamSynchronize(setupStream)))
+  auto read = [&] {
+    return (err = cudaMemcpyAsync(&e, error.ptr, sizeof e, cudaMemcpyDeviceToHost, setupStream)) ||
+           (err = cudaStreamSynchronize(setupStream));
+  };
+  if (read())
     return cudaFail("cannot read the device's error record", err);
+  if (captured) {
+    // A replay may still run: CTAs that stop because another failed count
+    // themselves before the failing one has claimed the record, and the
+    // claimer fills it after claiming it. Nothing claimed yet: nothing to
+    // say yet; claimed: read it again once it is whole.
+    if (!e.claimed)
+      return Status::success();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (read())
+      return cudaFail("cannot read the device's error record", err);
+  }
   if (!e.claimed && !e.abortedCtas)
     return Status::success();
   failure = e.claimed ? describeDeviceFailure(e, tables, sections, plan.info.connectionDepth,
