@@ -109,7 +109,7 @@ struct Flow {
   double rate = 0;      ///< Bytes per second since `since`.
   double since = 0;
   uint32_t tb = 0;      ///< The sending threadblock.
-  uint64_t version = 0; ///< Bumped whenever its rate changes (stale end events).
+  uint32_t version = 0; ///< Bumped whenever its end event is replaced (stale end events).
   bool active = false;
   /// A message between nodes, which its sending step does not wait for
   /// (the network engine, or a GIN put, moves it): when it ends it arrives
@@ -121,6 +121,9 @@ struct Flow {
   PathSum chain;
   double chainAt = 0;
   uint32_t mark = 0; ///< Component search scratch.
+  /// When its pending end event fires (kNever: none); it may fire before
+  /// the flow ends, when a reshare slowed the flow down since.
+  double scheduledEnd = 0;
   /// A rank's staging copies (PreparedCall's before or after), which no
   /// step waits for: when it ends the rank starts (gateAfter false) or is
   /// done; -1 for a step's flow.
@@ -135,6 +138,8 @@ struct Link {
   double residual = 0; ///< Rate computation scratch.
   uint32_t unfrozen = 0;
   uint32_t mark = 0;
+  uint32_t pos = 0;   ///< Its index in the component (reshare() scratch).
+  uint32_t stamp = 0; ///< Bumped when its share changes (reshare() scratch).
   /// The most one flow across it can get elsewhere (0: unknown): while its
   /// flows times this fits its capacity it cannot bind, and is left out of
   /// the rates (the network core, which every flow between nodes crosses).
@@ -293,13 +298,18 @@ public:
   }
 
 private:
-  enum class EventKind : uint8_t { Wake, FlowStart, FlowEnd };
+  enum class EventKind : uint32_t { Wake, FlowStart, FlowEnd };
+  /// 24 bytes: the queue moves them on every push and pop (a quarter less
+  /// than with the kind and a 64-bit version apart).
   struct Event {
     double time;
     uint64_t seq;
-    EventKind kind;
-    uint32_t id;          ///< The threadblock, or the flow.
-    uint64_t version = 0; ///< FlowEnd: the flow's version when scheduled.
+    uint32_t idKind;      ///< The threadblock or the flow, and the kind in the top 2 bits.
+    uint32_t version = 0; ///< FlowEnd: the flow's version when scheduled.
+    Event(double time, uint64_t seq, EventKind kind, uint32_t id, uint32_t version = 0)
+        : time(time), seq(seq), idKind(id | uint32_t(kind) << 30), version(version) {}
+    EventKind kind() const { return EventKind(idKind >> 30); }
+    uint32_t id() const { return idKind & ((1u << 30) - 1); }
     bool operator>(const Event &o) const { return std::tie(time, seq) > std::tie(o.time, o.seq); }
   };
   void push(double at, uint32_t tb) { events.push(Event{at, seq++, EventKind::Wake, tb}); }
@@ -326,7 +336,15 @@ private:
   std::vector<uint32_t> freeFlows;
   uint32_t markGen = 0;
   std::vector<uint32_t> compFlows, compLinks, stack; ///< reshare() scratch.
-  std::vector<uint32_t> neighbours;                  ///< endFlow() scratch.
+  /// A link's share when it was last changed, and its index in the
+  /// component, which breaks ties as a scan in component order would.
+  struct Share {
+    double share;
+    uint32_t pos, link, stamp;
+    bool operator>(const Share &o) const { return std::tie(share, pos) > std::tie(o.share, o.pos); }
+  };
+  std::vector<Share> shares;        ///< reshare() scratch: a min-heap.
+  std::vector<uint32_t> neighbours; ///< endFlow() scratch.
   uint64_t stepCount = 0, messageCount = 0;
   bool recordSpans = false;
   std::vector<StepSpan> spans;
@@ -446,6 +464,11 @@ Status Simulation::setUp() {
         receivers[{uint32_t(b.recvPeer), r, b.channel}] = id;
       tbs.push_back(std::move(s));
     }
+  // Events name a threadblock or a flow in 30 bits, and a threadblock has
+  // a few flows at a time at most.
+  if (tbs.size() >= (size_t(1) << 28))
+    return Status::error("the plan has " + std::to_string(tbs.size()) +
+                         " threadblocks, more than the simulator can follow (2^28)");
   // Threadblocks that others wait on keep their steps' completion times.
   for (uint32_t id = 0; id < tbs.size(); ++id) {
     const Threadblock &b = plan.ranks[tbs[id].rank].threadblocks[tbs[id].index];
@@ -653,6 +676,7 @@ uint32_t Simulation::addFlow(uint32_t tb, const Path &path, double bytes, double
   f.rate = 0;
   f.tb = tb;
   f.active = false;
+  f.scheduledEnd = kNever;
   f.detached = detached;
   f.gate = gate;
   f.gateAfter = gateAfter;
@@ -776,44 +800,62 @@ void Simulation::reshare(const uint32_t *seeds, size_t n) {
     f.since = now;
     f.rate = -1;
   }
-  for (uint32_t l : compLinks) {
-    links[l].residual = links[l].use.capacity;
-    links[l].unfrozen = uint32_t(links[l].flows.size());
+  // The most constrained link is the least share of a min-heap of the
+  // links' shares, each pushed again when it changes (older entries are
+  // stale): the same link a scan of the component would pick, without
+  // scanning it once per link that binds.
+  const auto later = std::greater<Share>();
+  shares.clear();
+  for (uint32_t i = 0; i < compLinks.size(); ++i) {
+    Link &link = links[compLinks[i]];
+    link.residual = link.use.capacity;
+    link.unfrozen = uint32_t(link.flows.size());
+    link.pos = i;
+    ++link.stamp;
+    if (link.unfrozen)
+      shares.push_back(Share{link.residual / link.unfrozen, i, compLinks[i], link.stamp});
   }
+  std::make_heap(shares.begin(), shares.end(), later);
   size_t left = compFlows.size();
-  while (left) {
-    double share = kNever;
-    uint32_t tight = ~0u;
-    for (uint32_t l : compLinks)
-      if (links[l].unfrozen) {
-        const double v = links[l].residual / links[l].unfrozen;
-        if (v < share) {
-          share = v;
-          tight = l;
-        }
-      }
-    if (tight == ~0u)
-      break;
-    for (uint32_t id : links[tight].flows) {
+  while (left && !shares.empty()) {
+    std::pop_heap(shares.begin(), shares.end(), later);
+    const Share top = shares.back();
+    shares.pop_back();
+    if (links[top.link].stamp != top.stamp || !links[top.link].unfrozen)
+      continue;
+    const double share = top.share;
+    for (uint32_t id : links[top.link].flows) {
       Flow &f = flows[id];
       if (f.rate >= 0)
         continue;
       f.rate = share;
       --left;
       for (uint32_t l : f.links) {
-        if (links[l].slack)
+        Link &link = links[l];
+        if (link.slack)
           continue;
-        links[l].residual -= share;
-        --links[l].unfrozen;
+        link.residual -= share;
+        --link.unfrozen;
+        ++link.stamp;
+        if (link.unfrozen) {
+          shares.push_back(Share{link.residual / link.unfrozen, link.pos, l, link.stamp});
+          std::push_heap(shares.begin(), shares.end(), later);
+        }
       }
     }
   }
+  // A flow whose end comes sooner than its pending event gets a new one;
+  // one whose end moved later keeps it, and is scheduled again when it
+  // fires (run()): most reshares slow flows down, and the queue then holds
+  // one event per flow instead of one per reshare.
   for (uint32_t id : compFlows) {
     Flow &f = flows[id];
-    ++f.version;
     const double end = f.rate > 0 ? now + f.remaining / f.rate : kNever;
-    if (end < kNever)
+    if (end < f.scheduledEnd) {
+      ++f.version;
+      f.scheduledEnd = end;
       events.push(Event{end, seq++, EventKind::FlowEnd, id, f.version});
+    }
   }
 }
 
@@ -885,16 +927,26 @@ Status Simulation::run(Prediction &out) {
     events.pop();
     ++eventCount;
     now = e.time;
-    if (e.kind == EventKind::FlowStart) {
-      startFlow(e.id);
+    if (e.kind() == EventKind::FlowStart) {
+      startFlow(e.id());
       continue;
     }
-    if (e.kind == EventKind::FlowEnd) {
-      if (flows[e.id].active && flows[e.id].version == e.version)
-        endFlow(e.id);
+    if (e.kind() == EventKind::FlowEnd) {
+      Flow &f = flows[e.id()];
+      if (!f.active || f.version != e.version)
+        continue;
+      // Slowed down since it was scheduled: it ends later.
+      const double end = f.rate > 0 ? f.since + f.remaining / f.rate : kNever;
+      if (end > now) {
+        f.scheduledEnd = end;
+        if (end < kNever)
+          events.push(Event{end, seq++, EventKind::FlowEnd, e.id(), f.version});
+        continue;
+      }
+      endFlow(e.id());
       continue;
     }
-    runTb(e.id);
+    runTb(e.id());
   }
   out.seconds = 0;
   for (uint32_t id = 0; id < tbs.size(); ++id) {
