@@ -16,6 +16,7 @@
 #include "coll/Runtime/PreparedCall.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <deque>
 #include <limits>
@@ -668,6 +669,7 @@ uint32_t Simulation::addFlow(uint32_t tb, const Path &path, double bytes, double
     freeFlows.pop_back();
   } else {
     id = uint32_t(flows.size());
+    assert(id < (1u << 30) && "an event names a flow in 30 bits");
     flows.emplace_back();
   }
   Flow &f = flows[id];
@@ -706,12 +708,15 @@ void Simulation::startFlow(uint32_t id) {
   Flow &f = flows[id];
   f.active = true;
   f.since = now;
+  // On every link before any is looked at: a link that stops being slack
+  // reshares its flows, this one among them, over all its links.
   for (uint32_t l : f.links) {
     if (links[l].flows.empty())
       links[l].busySince = now;
     links[l].flows.push_back(id);
-    updateSlack(l);
   }
+  for (uint32_t l : f.links)
+    updateSlack(l);
   reshare(&id, 1);
 }
 
@@ -832,7 +837,7 @@ void Simulation::reshare(const uint32_t *seeds, size_t n) {
       --left;
       for (uint32_t l : f.links) {
         Link &link = links[l];
-        if (link.slack)
+        if (link.slack || !link.unfrozen)
           continue;
         link.residual -= share;
         --link.unfrozen;
@@ -847,7 +852,9 @@ void Simulation::reshare(const uint32_t *seeds, size_t n) {
   // A flow whose end comes sooner than its pending event gets a new one;
   // one whose end moved later keeps it, and is scheduled again when it
   // fires (run()): most reshares slow flows down, and the queue then holds
-  // one event per flow instead of one per reshare.
+  // one event per flow instead of one per reshare. Flows that end at the
+  // same moment then end in the order of their events, not of their last
+  // reshares: another order of simultaneous events, as deterministic.
   for (uint32_t id : compFlows) {
     Flow &f = flows[id];
     const double end = f.rate > 0 ? now + f.remaining / f.rate : kNever;
@@ -913,10 +920,15 @@ void Simulation::runTb(uint32_t tb) {
   if (st.result == WaitResult::Ready && !t.busy) {
     t.finished = true;
     t.finishTime = now;
-    // The rank's last threadblock: then its copies after the plan.
+    // The rank's last threadblock: then its copies after the plan. Of
+    // those that finished at the same time, the highest index names it.
     if (--rankLeft[t.rank] == 0) {
-      rankLastTb[t.rank] = t.index;
-      startStaging(t.rank, true, t.path);
+      uint32_t last = rankFirstTb[t.rank];
+      for (uint32_t id = last + 1; id < rankFirstTb[t.rank] + rankTbs[t.rank]; ++id)
+        if (tbs[id].finishTime >= tbs[last].finishTime)
+          last = id;
+      rankLastTb[t.rank] = tbs[last].index;
+      startStaging(t.rank, true, tbs[last].path);
     }
   }
 }
@@ -1025,7 +1037,7 @@ Result<Prediction> predictPlan(const Plan &plan, const Topology &topo, uint64_t 
   std::vector<Staging> staging(plan.info.nranks);
   if (options.outOfPlace) {
     CallOptions co;
-    co.sliceElements = options.sliceElements;
+    co.sliceElements = std::max<uint64_t>(1, options.sliceElements);
     // Addresses that are never followed: apart, and aligned for any type.
     const uint64_t apart = (std::max(elems.input, elems.output) * es + 4095) / 4096 * 4096;
     char *send = reinterpret_cast<char *>(uintptr_t(1) << 40);
@@ -1033,7 +1045,7 @@ Result<Prediction> predictPlan(const Plan &plan, const Topology &topo, uint64_t 
     for (uint32_t r = 0; r < plan.info.nranks; ++r) {
       PreparedCall c = prepareCall(*vp, r, CallArgs{send, recv, count, type, RedOp::Sum}, co);
       if (c.error)
-        return c.error.status();
+        return Status::error("predict: " + c.error.status().message());
       if (!detail::outOfPlaceProgram(plan.info, plan.ranks[r]).empty())
         detail::runOutOfPlace(c, plan.info);
       for (const StagingCopy &b : c.before)

@@ -87,7 +87,10 @@ struct CriticalPath {
 
 /// The predicted run of one call.
 struct Prediction {
-  double seconds = 0;     ///< From the first step's start to the last step's end.
+  /// From the call's start to the last rank's end: its last step, or the
+  /// copies after it of an out-of-place call (PredictOptions::outOfPlace),
+  /// plus the topology's call latency.
+  double seconds = 0;
   uint64_t sizeBytes = 0; ///< nccl-tests' size: the larger per-rank buffer.
   double algbw = 0;       ///< Bytes per second: sizeBytes / seconds.
   double busbw = 0;       ///< algbw times the collective's bus factor.
@@ -99,7 +102,9 @@ struct Prediction {
   uint32_t lastRank = 0;        ///< The rank of the threadblock that finished last ...
   uint32_t lastTb = 0;          ///< ... and its index in the rank.
   std::vector<LinkUsage> links; ///< Every link some message crossed.
-  CriticalPath critical; ///< Up to the end of the last threadblock (the call's fixed cost aside).
+  /// Up to the end of the last rank (its last threadblock, and the copies
+  /// after it of an out-of-place call), the call's fixed cost aside.
+  CriticalPath critical;
   /// Every step's span, in the order they ended, with PredictOptions::recordSpans.
   std::vector<StepSpan> spans;
 };
