@@ -358,10 +358,10 @@ private:
   std::vector<PathSum> rankPath;
   std::vector<uint32_t> rankLastTb;
   /// Starts rank \p r's staging copies (\p after: those after the plan)
-  /// now, or at once what follows them when there are none.
-  void startStaging(uint32_t r, bool after, const PathSum &chain);
-  /// Rank \p r's staging copies ended now.
-  void stagingEnded(uint32_t r, bool after, const PathSum &chain);
+  /// at \p at, or at once what follows them when there are none.
+  void startStaging(uint32_t r, bool after, const PathSum &chain, double at);
+  /// Rank \p r's staging copies ended at \p at.
+  void stagingEnded(uint32_t r, bool after, const PathSum &chain, double at);
   /// The links a rank's staging copies cross (none: a private rate).
   Path stagingPath(uint32_t r);
 };
@@ -551,7 +551,7 @@ Status Simulation::setUp() {
   }
   rankLeft = rankTbs;
   for (uint32_t r = 0; r < n; ++r)
-    startStaging(r, false, PathSum{});
+    startStaging(r, false, PathSum{}, now);
   return Status::success();
 }
 
@@ -564,47 +564,43 @@ Path Simulation::stagingPath(uint32_t r) {
   return p;
 }
 
-void Simulation::startStaging(uint32_t r, bool after, const PathSum &chain) {
+void Simulation::startStaging(uint32_t r, bool after, const PathSum &chain, double at) {
   const double bytes = after ? staging[r].after : staging[r].before;
   if (bytes > 0) {
     const Path path = stagingPath(r);
     if (!path.empty()) {
-      const uint32_t id = addFlow(0, path, bytes, now, /*detached=*/false, int32_t(r), after);
+      const uint32_t id = addFlow(0, path, bytes, at, /*detached=*/false, int32_t(r), after);
       flows[id].chain = chain;
-      flows[id].chainAt = now;
+      flows[id].chainAt = at;
       return;
     }
     if (topo.copyBandwidth > 0) {
       // A private rate: the copies end after their time.
       PathSum q = chain;
       q.moving += bytes / topo.copyBandwidth;
-      const double end = now + bytes / topo.copyBandwidth;
-      const double at = now;
-      now = end;
-      stagingEnded(r, after, q);
-      now = at;
+      stagingEnded(r, after, q, at + bytes / topo.copyBandwidth);
       return;
     }
   }
-  stagingEnded(r, after, chain);
+  stagingEnded(r, after, chain, at);
 }
 
-void Simulation::stagingEnded(uint32_t r, bool after, const PathSum &chain) {
+void Simulation::stagingEnded(uint32_t r, bool after, const PathSum &chain, double at) {
   if (after || rankTbs[r] == 0) {
     // A rank without threadblocks: its copies before and after are its run.
     if (!after && staging[r].after > 0) {
-      startStaging(r, true, chain);
+      startStaging(r, true, chain, at);
       return;
     }
-    rankEnd[r] = now;
+    rankEnd[r] = at;
     rankPath[r] = chain;
     return;
   }
   for (uint32_t id = rankFirstTb[r]; id < rankFirstTb[r] + rankTbs[r]; ++id) {
     tbs[id].enabler = chain;
-    tbs[id].enablerAt = now;
+    tbs[id].enablerAt = at;
     tbs[id].path = chain;
-    push(now, id);
+    push(at, id);
   }
 }
 
@@ -754,7 +750,7 @@ void Simulation::endFlow(uint32_t id) {
   if (f.gate >= 0) {
     PathSum q = f.chain;
     q.moving += now - f.chainAt;
-    stagingEnded(uint32_t(f.gate), f.gateAfter, q);
+    stagingEnded(uint32_t(f.gate), f.gateAfter, q, now);
   } else if (f.detached) {
     const Connection &c = conns[f.conn];
     PathSum q = f.chain;
@@ -928,7 +924,7 @@ void Simulation::runTb(uint32_t tb) {
         if (tbs[id].finishTime >= tbs[last].finishTime)
           last = id;
       rankLastTb[t.rank] = tbs[last].index;
-      startStaging(t.rank, true, tbs[last].path);
+      startStaging(t.rank, true, tbs[last].path, now);
     }
   }
 }

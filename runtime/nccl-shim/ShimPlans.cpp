@@ -57,6 +57,13 @@ thread_local int groupDepth = 0;
 /// they run on Collc as the collective they are, or go to NCCL.
 thread_local std::vector<P2pOp> heldP2p;
 
+/// Hands a held send or receive to NCCL as it came in.
+ncclResult_t forwardP2p(const P2pOp &op) {
+  const bool twin = op.twin;
+  return op.send ? FORWARD(ncclSend, op.buffer, op.count, op.type, op.peer, op.comm, op.stream)
+                 : FORWARD(ncclRecv, op.buffer, op.count, op.type, op.peer, op.comm, op.stream);
+}
+
 } // namespace
 
 #if COLLC_SHIM_RUNS_PLANS
@@ -406,6 +413,19 @@ struct Call {
   const GroupCall *group = nullptr;
 };
 
+/// Records \p event (made on \p side's device at its first use) on
+/// \p stream; false when CUDA refuses.
+bool recordOn(CommSide &side, cudaEvent_t &event, cudaStream_t stream) {
+  if (!event) {
+    OnDevice on(side.device);
+    cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  }
+  if (event && cudaEventRecord(event, stream) == cudaSuccess)
+    return true;
+  cudaGetLastError();
+  return false;
+}
+
 /// A device-to-device copy on the call's stream.
 struct PieceCopy {
   void *to;
@@ -658,43 +678,28 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
       launched = Status::error("cannot order the captured call after the communicator's last "
                                "captured launch");
     }
-    for (const PieceCopy &p : before)
-      if (launched &&
-          cudaMemcpyAsync(p.to, p.from, p.bytes, cudaMemcpyDefault, c.stream) != cudaSuccess) {
-        cudaGetLastError();
-        launched = Status::error("cannot copy a piece of the group into place");
-      }
+    auto copy = [&](const std::vector<PieceCopy> &pieces, const char *what) {
+      for (const PieceCopy &p : pieces)
+        if (launched &&
+            cudaMemcpyAsync(p.to, p.from, p.bytes, cudaMemcpyDefault, c.stream) != cudaSuccess) {
+          cudaGetLastError();
+          launched = Status::error(std::string("cannot copy a piece of the group ") + what);
+        }
+    };
+    copy(before, "into place");
     if (launched)
       launched = runner->comm->launch(send, recv, c.count, *type, *op, c.stream);
-    for (const PieceCopy &p : after)
-      if (launched &&
-          cudaMemcpyAsync(p.to, p.from, p.bytes, cudaMemcpyDefault, c.stream) != cudaSuccess) {
-        cudaGetLastError();
-        launched = Status::error("cannot copy a piece of the group out");
-      }
+    copy(after, "out");
     if (launched && inCapture) {
-      if (!runner->captured) {
-        OnDevice on(side.device);
-        cudaEventCreateWithFlags(&runner->captured, cudaEventDisableTiming);
-      }
-      if (runner->captured && cudaEventRecord(runner->captured, c.stream) == cudaSuccess) {
+      if (recordOn(side, runner->captured, c.stream)) {
         runner->captureId = captureId;
         runner->capturedStream = c.stream;
-      } else {
-        cudaGetLastError();
       }
       if (s.debug)
         side.sayOnce("captured " + std::string(info.name) + " (plan " + (*plan)->info().name +
                      ") into a CUDA graph on Collc");
-    } else if (launched) {
-      if (!runner->last) {
-        OnDevice on(side.device);
-        cudaEventCreateWithFlags(&runner->last, cudaEventDisableTiming);
-      }
-      if (runner->last && cudaEventRecord(runner->last, c.stream) == cudaSuccess)
-        runner->lastStream = c.stream;
-      else
-        cudaGetLastError();
+    } else if (launched && recordOn(side, runner->last, c.stream)) {
+      runner->lastStream = c.stream;
     }
   }
   if (!launched) {
@@ -752,17 +757,13 @@ std::optional<ncclResult_t> run(CollectiveKind kind, const void *send, void *rec
 
 /// Forwards \p ops to NCCL as they came, in a group of their own.
 ncclResult_t forwardP2p(const std::vector<P2pOp> &ops) {
-  bool twin = false;
+  const bool twin = false;
   ncclResult_t result = FORWARD(ncclGroupStart);
   for (const P2pOp &op : ops) {
-    twin = op.twin;
-    ncclResult_t r =
-        op.send ? FORWARD(ncclSend, op.buffer, op.count, op.type, op.peer, op.comm, op.stream)
-                : FORWARD(ncclRecv, op.buffer, op.count, op.type, op.peer, op.comm, op.stream);
+    ncclResult_t r = forwardP2p(op);
     if (result == ncclSuccess)
       result = r;
   }
-  twin = false;
   ncclResult_t ended = FORWARD(ncclGroupEnd);
   return result == ncclSuccess ? ended : result;
 }
@@ -1031,12 +1032,8 @@ ncclResult_t ncclGroupSimulateEnd(bool twin, ncclSimInfo_t *simInfo) {
   if (groupDepth == 0 && !heldP2p.empty()) {
     std::vector<P2pOp> ops;
     ops.swap(heldP2p);
-    for (const P2pOp &op : ops) {
-      const bool twin = op.twin;
-      (void)(op.send
-                 ? FORWARD(ncclSend, op.buffer, op.count, op.type, op.peer, op.comm, op.stream)
-                 : FORWARD(ncclRecv, op.buffer, op.count, op.type, op.peer, op.comm, op.stream));
-    }
+    for (const P2pOp &op : ops)
+      (void)forwardP2p(op);
   }
   return FORWARD(ncclGroupSimulateEnd, simInfo);
 }

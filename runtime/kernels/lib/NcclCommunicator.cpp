@@ -135,7 +135,7 @@ struct NcclCommunicatorState {
   bool captured = false;
   /// The buffer tables of captured launches, by their contents: a graph
   /// reads its own at every replay, whatever later launches upload.
-  std::map<std::vector<char *>, char *> capturedTables;
+  std::map<std::vector<char *>, DeviceBuffer> capturedTables;
   /// Scratch and staging memory replaced while captured launches may
   /// still use it: freed with the communicator.
   std::vector<char *> retired;
@@ -146,8 +146,6 @@ struct NcclCommunicatorState {
     symmetric.reset(); // On this rank's device; collective when registered.
     for (void *p : ipcMapped)
       cudaIpcCloseMemHandle(p);
-    for (auto &[contents, table] : capturedTables)
-      cudaFree(table);
     for (char *p : retired)
       cudaFree(p);
     if (lastLaunch)
@@ -689,14 +687,15 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
     if (w.launched && (err = cudaEventSynchronize(w.lastLaunch)))
       return cudaFail("a previous launch failed", err);
     // A graph may replay with the memory it was captured with: keep it.
-    for (DeviceBuffer *grown : {&w.scratchMemory, &w.inputCopies}) {
-      const uint64_t want = grown == &w.scratchMemory ? scratchBytes : copyBytes;
-      if (w.captured && grown->ptr && want > grown->bytes) {
-        w.retired.push_back(grown->ptr);
-        grown->ptr = nullptr;
-        grown->bytes = 0;
+    auto keep = [&](DeviceBuffer &grown, uint64_t want) {
+      if (w.captured && grown.ptr && want > grown.bytes) {
+        w.retired.push_back(grown.ptr);
+        grown.ptr = nullptr;
+        grown.bytes = 0;
       }
-    }
+    };
+    keep(w.scratchMemory, scratchBytes);
+    keep(w.inputCopies, copyBytes);
     if ((err = w.scratchMemory.reserve(scratchBytes)) || (err = w.inputCopies.reserve(copyBytes)))
       return cudaFail(
           cat("cannot allocate ", scratchBytes + copyBytes, " bytes of scratch and staging memory"),
@@ -716,22 +715,18 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
   char **bufferTable = nullptr;
   if (capturing) {
     // Its own table, written now, outside the graph.
-    auto [it, fresh] = w.capturedTables.try_emplace(table, nullptr);
+    auto [it, fresh] = w.capturedTables.try_emplace(table);
     if (fresh) {
-      char *dev = nullptr;
       const size_t bytes = table.size() * sizeof(char *);
-      if ((err = cudaMalloc(&dev, bytes)) ||
-          (err =
-               cudaMemcpyAsync(dev, table.data(), bytes, cudaMemcpyHostToDevice, w.setupStream)) ||
+      if ((err = it->second.reserve(bytes)) ||
+          (err = cudaMemcpyAsync(it->second.ptr, table.data(), bytes, cudaMemcpyHostToDevice,
+                                 w.setupStream)) ||
           (err = cudaStreamSynchronize(w.setupStream))) {
-        if (dev)
-          cudaFree(dev);
         w.capturedTables.erase(it);
         return cudaFail("cannot upload the buffer table of a captured launch", err);
       }
-      it->second = dev;
     }
-    bufferTable = reinterpret_cast<char **>(it->second);
+    bufferTable = it->second.as<char *>();
   } else if (table != w.rankBuffers) {
     // From pageable memory: staged before the call returns, ordered on the
     // stream before the kernel.
