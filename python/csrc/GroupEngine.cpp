@@ -137,9 +137,11 @@ std::shared_ptr<Task> GroupEngine::submit(std::function<Status()> body,
                                           std::function<void(const Status &)> onDone) {
   auto task = std::make_shared<Task>(std::move(body), std::move(onDone));
   task->submitted = std::chrono::steady_clock::now();
+  bool nested = false;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (!stopping) {
+    nested = !stopping && runsTasksHere();
+    if (!stopping && !nested) {
       // A task submitted behind one nobody ran yet: the caller does not
       // wait for each, so the worker is woken for each from now on.
       if (!queue.empty() && !running)
@@ -149,24 +151,53 @@ std::shared_ptr<Task> GroupEngine::submit(std::function<Status()> body,
         workerCv.notify_one();
       return task;
     }
+    if (nested)
+      queue.push_back(task);
+  }
+  if (nested) {
+    // Submitted from a task's onDone: the worker is this thread, busy in
+    // the callback, which may wait for what it submits.
+    runNested(task);
+    return task;
   }
   task->finish(Status::error("collc: the process group is being destroyed"));
   return task;
 }
 
+void GroupEngine::runNested(const std::shared_ptr<Task> &task) {
+  while (!task->done()) {
+    std::shared_ptr<Task> next;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (queue.empty())
+        return;
+      next = std::move(queue.front());
+      queue.pop_front();
+    }
+    next->run();
+  }
+}
+
 void GroupEngine::help(const std::shared_ptr<Task> &task) {
   {
-    std::lock_guard<std::mutex> lock(mu);
+    std::unique_lock<std::mutex> lock(mu);
+    if (runsTasksHere()) {
+      lock.unlock();
+      runNested(task);
+      return;
+    }
     if (running || queue.empty() || queue.front() != task)
       return;
     queue.pop_front();
     running = true;
+    runner = std::this_thread::get_id();
     // The caller waits for its operations: no need to wake the worker.
     wakeWorker = false;
   }
   task->run();
   std::lock_guard<std::mutex> lock(mu);
   running = false;
+  runner = std::thread::id();
   if (!queue.empty())
     workerCv.notify_one();
   if (stopping)
@@ -202,6 +233,7 @@ void GroupEngine::workerLoop() {
     std::shared_ptr<Task> task = std::move(queue.front());
     queue.pop_front();
     running = true;
+    runner = std::this_thread::get_id();
     // Nobody ran it: its caller goes on meanwhile (async_op=True).
     wakeWorker = true;
     lock.unlock();
@@ -209,6 +241,7 @@ void GroupEngine::workerLoop() {
     task.reset();
     lock.lock();
     running = false;
+    runner = std::thread::id();
     if (stopping)
       idleCv.notify_all();
   }

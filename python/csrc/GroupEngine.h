@@ -81,7 +81,10 @@ public:
   /// outcome on the thread that ran it.
   std::shared_ptr<Task> submit(std::function<Status()> body,
                                std::function<void(const Status &)> onDone = nullptr);
-  /// Runs \p task on this thread if it is next and nothing runs.
+  /// Runs \p task on this thread if it is next and nothing runs. Called
+  /// from the thread that runs the group's tasks (a future's callback,
+  /// which runs where its operation finished), runs every task queued up
+  /// to \p task in order, there and then.
   void help(const std::shared_ptr<Task> &task);
 
   /// Runs \p collective (a built-in collective's name, or a user-declared
@@ -105,6 +108,13 @@ public:
 private:
   GroupEngine(std::unique_ptr<ProcessGroup> group, int rank, int size);
   void workerLoop();
+  /// On the thread that runs tasks now (running, runner): runs the queued
+  /// tasks in order until \p task is done or none is left. A task's
+  /// onDone (a future's callbacks, e.g. DDP's PowerSGD hook) may submit an
+  /// operation and wait for it; nobody else may run it meanwhile.
+  void runNested(const std::shared_ptr<Task> &task);
+  /// Whether this thread runs the group's tasks now. Call with mu held.
+  bool runsTasksHere() const { return running && runner == std::this_thread::get_id(); }
   std::unique_ptr<ProcessGroup> group;
   int myRank, mySize;
   /// Some rank of the group is on another host: plans from the standard
@@ -115,7 +125,8 @@ private:
   std::condition_variable workerCv; ///< The worker waits for tasks.
   std::condition_variable idleCv;   ///< The destructor waits for the running task.
   std::deque<std::shared_ptr<Task>> queue;
-  bool running = false; ///< A task runs (on the worker or a helper).
+  bool running = false;   ///< A task runs (on the worker or a helper).
+  std::thread::id runner; ///< The thread that runs it.
   bool stopping = false;
   /// Whether submit() wakes the worker: not while callers run their own
   /// tasks (blocking operations), so that they cost no thread switch; then

@@ -265,6 +265,24 @@ def run_ops(c, group, gloo):
                reduce_ref([value(r, 2000, torch.float32, salt=k) for r in range(n)], R.SUM))
     c.same("future's value", fut.value()[0], ts[-1])
 
+    # A future's callback runs where the operation finished (the group's
+    # thread of work) and may issue another operation and wait for it, as
+    # DDP's PowerSGD hook does: that must not wait for the thread it is on.
+    t = value(rank, 600, torch.float32, salt=5)
+    u = value(rank, 900, torch.float64, salt=6)
+
+    def then_all_reduce(f):
+        inner = dist.all_reduce(u, group=group, async_op=True).get_future()
+        inner.wait()
+        dist.all_reduce(u, op=R.MAX, group=group)  # And a blocking one.
+        return f.value()[0] + 1
+
+    chained = dist.all_reduce(t, group=group, async_op=True).get_future().then(then_all_reduce)
+    c.same("a callback's own all_reduce", chained.wait(),
+           reduce_ref([value(r, 600, torch.float32, salt=5) for r in range(n)], R.SUM) + 1)
+    c.same("a callback's own all_reduce (inner)", u,
+           reduce_ref([value(r, 900, torch.float64, salt=6) for r in range(n)], R.SUM))
+
     # An asynchronous operation goes on while the caller does something
     # else: it completes without a wait().
     import time

@@ -72,6 +72,67 @@ def check_ddp(rank, n, failures):
           file=sys.stderr, flush=True)
 
 
+def train_variant(rank, n, group, variant, steps):
+    """DDP as people run it besides the plain loop: a communication hook
+    (fp16 compression; PowerSGD, whose future callbacks issue all_reduces
+    and wait for them), ZeroRedundancyOptimizer (broadcasts of the shards),
+    and Join with a different number of batches per rank."""
+    import contextlib
+    from torch.distributed.algorithms.join import Join
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    net = DDP(model(), process_group=group)
+    if variant == "fp16 hook":
+        net.register_comm_hook(group, default_hooks.fp16_compress_hook)
+    elif variant == "PowerSGD hook":
+        state = powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=2,
+                                            start_powerSGD_iter=3, min_compression_rate=0.5)
+        net.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    if variant == "ZeRO":
+        opt = ZeroRedundancyOptimizer(net.parameters(), optimizer_class=torch.optim.SGD,
+                                      process_group=group, lr=0.01, momentum=0.9)
+    else:
+        opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    join = variant == "Join"
+    with Join([net]) if join else contextlib.nullcontext():
+        for step in range(steps + (2 * rank if join else 0)):
+            x, y = batch(rank, step)
+            opt.zero_grad()
+            nn.functional.mse_loss(net(x), y).backward()
+            opt.step()
+    return [p.detach().clone() for p in net.module.parameters()]
+
+
+def check_variants(rank, n, failures):
+    gloo = dist.new_group(backend="gloo")
+    steps = max(10, STEPS // 10)
+    for variant in ["fp16 hook", "PowerSGD hook", "ZeRO", "Join"]:
+        with_collc = train_variant(rank, n, dist.group.WORLD, variant, steps)
+        with_gloo = train_variant(rank, n, gloo, variant, steps)
+        worst = max((a - b).abs().max().item() for a, b in zip(with_collc, with_gloo))
+        if n == 2:
+            ok = all(torch.equal(a, b) for a, b in zip(with_collc, with_gloo))
+        elif variant == "fp16 hook":
+            # Sums of halves in another order differ by more than a float's
+            # rounding, and training carries it on.
+            ok = all(torch.allclose(a, b, rtol=0.05, atol=0.05)
+                     for a, b in zip(with_collc, with_gloo))
+        else:
+            ok = all(torch.allclose(a, b, rtol=1e-4, atol=1e-5)
+                     for a, b in zip(with_collc, with_gloo))
+        if not ok:
+            failures.append("rank %d: DDP with %s: weights with collc and gloo differ by %g" % (
+                rank, variant, worst))
+        for p in with_collc:
+            q = p.clone()
+            dist.broadcast(q, src=0)
+            if not torch.equal(p, q):
+                failures.append("rank %d: DDP with %s: replicas differ" % (rank, variant))
+                break
+        print("rank %d: DDP with %s, %d steps, largest difference from gloo %g" % (
+            rank, variant, steps, worst), file=sys.stderr, flush=True)
+
+
 def check_pipeline(rank, n, failures):
     torch.manual_seed(99)
     layers = [nn.Linear(24, 24) for _ in range(n)]
@@ -131,6 +192,7 @@ def main():
     rank, n = dist.get_rank(), dist.get_world_size()
     failures = []
     check_ddp(rank, n, failures)
+    check_variants(rank, n, failures)
     check_pipeline(rank, n, failures)
     for f in failures:
         print(f, file=sys.stderr, flush=True)
