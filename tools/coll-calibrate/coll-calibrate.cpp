@@ -20,6 +20,15 @@
 // a message is a copy like any other; and a chunk sent as it lies is read
 // there by its receiver (direct-sends 1), as LocalWorld does.
 //
+// --ranks-as processes measures the same for ranks as processes on this
+// host (ProcessGroup over shared memory, on ordinary buffers, as the
+// PyTorch backend and coll-perf --ranks-as processes run): a second
+// process joins; intra-latency and call-latency come from ping-pongs
+// between the two, intra-bandwidth is 64 MiB sent one way through the
+// connection's slots (a copy in by the sender, one out by the receiver,
+// pipelined), and a chunk sent as it lies travels through the slots like
+// any other (direct-sends 0).
+//
 // --network measures the link between two hosts as the process executor
 // crosses it (UCX): one process on each host, meeting in the store at
 // HOST:PORT (rank 0 serves it). Besides this host's figures as above (for
@@ -47,7 +56,9 @@
 #include <functional>
 #include <sched.h>
 #include <string>
+#include <sys/wait.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace coll;
@@ -203,6 +214,40 @@ Result<double> groupCallTime(ProcessGroup &group, const Plan &plan, uint64_t cou
   });
 }
 
+/// What ranks as processes on this host measure between two of them.
+struct ProcessFigures {
+  double pingPong1 = 0, pingPong65 = 0; ///< Seconds per call.
+  double bandwidth = 0;                 ///< Bytes per second one way.
+};
+
+/// The measurements of ProcessFigures on \p group of two ranks; both
+/// ranks make the same calls. Each figure is the least of five rounds'
+/// medians: two processes that wait for each other sometimes fall into
+/// step with one of them asleep at every call (a sleep on this machine
+/// lasts some 40 us, however short it was asked to be), and stay so for
+/// a while; coll-perf's and the PyTorch backend's calls mostly do not.
+Result<ProcessFigures> measureProcesses(ProcessGroup &group) {
+  const uint64_t big = 16u << 20; // Floats: 64 MiB.
+  double best[4] = {1e9, 1e9, 1e9, 1e9};
+  for (int round = 0; round < 5; ++round) {
+    Result<double> pp1 = groupCallTime(group, pingPong(1), 1, 101);
+    Result<double> pp65 = groupCallTime(group, pingPong(65), 1, 41);
+    Result<double> small = groupCallTime(group, oneWay(64), 64, 21);
+    Result<double> large = groupCallTime(group, oneWay(64), big, 5);
+    Result<double> *all[4] = {&pp1, &pp65, &small, &large};
+    for (int k = 0; k < 4; ++k) {
+      if (!*all[k])
+        return all[k]->getStatus();
+      best[k] = std::min(best[k], **all[k]);
+    }
+  }
+  ProcessFigures f;
+  f.pingPong1 = best[0];
+  f.pingPong65 = std::max(best[0], best[1]);
+  f.bandwidth = double(big) * 4 / std::max(1e-9, best[3] - best[2]);
+  return f;
+}
+
 int fail(const std::string &msg) {
   std::fprintf(stderr, "coll-calibrate: error: %s\n", msg.c_str());
   return 2;
@@ -213,12 +258,17 @@ int fail(const std::string &msg) {
 int main(int argc, char **argv) {
   std::string out, name;
   unsigned threads = 0, ranksPerNode = 1;
-  bool network = false;
+  bool network = false, processes = false;
   tools::Bootstrap boot;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--network") {
       network = true;
+    } else if (a == "--ranks-as" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v != "threads" && v != "processes")
+        return fail("--ranks-as takes threads or processes, not '" + v + "'");
+      processes = v == "processes";
     } else if ((a == "-o" || a == "--name" || a == "--threads" || a == "--bootstrap" ||
                 a == "--rank" || a == "--ranks-per-node") &&
                i + 1 < argc) {
@@ -237,13 +287,16 @@ int main(int argc, char **argv) {
       else
         threads = unsigned(std::strtoul(v.c_str(), nullptr, 10));
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: coll-calibrate [-o host.topo] [--name NAME] [--threads N]\n"
-                  "       coll-calibrate --network --bootstrap tcp://HOST:PORT --rank 0|1\n"
-                  "                      [--ranks-per-node K] [-o cluster.topo] [--name NAME]\n"
-                  "Measures this host for the predictor (ranks as threads) and writes a\n"
-                  "topology description (docs/prediction.md); --network also measures the\n"
-                  "link to a second host as the process executor crosses it (one process\n"
-                  "on each host, rank 0 serving the store and writing the description).\n");
+      std::printf(
+          "usage: coll-calibrate [-o host.topo] [--name NAME] [--threads N]\n"
+          "                      [--ranks-as threads|processes]\n"
+          "       coll-calibrate --network --bootstrap tcp://HOST:PORT --rank 0|1\n"
+          "                      [--ranks-per-node K] [-o cluster.topo] [--name NAME]\n"
+          "Measures this host for the predictor (ranks as threads) and writes a\n"
+          "topology description (docs/prediction.md); --ranks-as processes measures\n"
+          "messages between two processes of this host instead; --network also measures the\n"
+          "link to a second host as the process executor crosses it (one process\n"
+          "on each host, rank 0 serving the store and writing the description).\n");
       return 0;
     } else {
       return fail("unknown argument '" + a + "' (see --help)");
@@ -253,6 +306,8 @@ int main(int argc, char **argv) {
     return fail("--network needs --bootstrap tcp://host:port and --rank 0 or 1");
   if (!network && boot.given())
     return fail("--bootstrap and --rank go with --network");
+  if (network && processes)
+    return fail("--network measures ranks as processes already; leave out --ranks-as");
   if (ranksPerNode == 0)
     return fail("--ranks-per-node takes a number of at least 1");
   if (name.empty())
@@ -262,6 +317,26 @@ int main(int argc, char **argv) {
     CPU_ZERO(&set);
     threads = sched_getaffinity(0, sizeof set, &set) == 0 ? unsigned(CPU_COUNT(&set)) : 1;
     threads = std::max(1u, threads);
+  }
+
+  // Ranks as processes: a child joins as the second rank before this
+  // process starts any thread, and makes the same calls.
+  const std::string job = "coll-calibrate-" + std::to_string(getpid());
+  ProcessGroupOptions processOptions;
+  processOptions.setupTimeoutSeconds = 300; // Rank 0 measures threads first.
+  pid_t child = -1;
+  if (processes) {
+    std::fflush(nullptr);
+    child = fork();
+    if (child < 0)
+      return fail(std::string("fork: ") + std::strerror(errno));
+    if (child == 0) {
+      Result<std::unique_ptr<ProcessGroup>> group = ProcessGroup::create(job, 1, 2, processOptions);
+      if (!group)
+        _exit(fail(group.message()));
+      Result<ProcessFigures> f = measureProcesses(**group);
+      _exit(f ? 0 : fail(f.message()));
+    }
   }
 
   const double one = copyRate(1, 8 << 20);
@@ -286,8 +361,34 @@ int main(int argc, char **argv) {
   t.stepLatency = step;
   t.callLatency = call;
   t.directSends = true; // LocalWorld's default between threads.
-  std::string header =
-      "# coll-calibrate: ranks as threads on this host, " + std::to_string(threads) + " CPUs\n";
+  std::string header = std::string("# coll-calibrate: ranks as ") +
+                       (processes ? "processes" : "threads") + " on this host, " +
+                       std::to_string(threads) + " CPUs\n";
+  if (processes) {
+    Result<ProcessFigures> f = [&]() -> Result<ProcessFigures> {
+      // The group is left before the child is waited for.
+      Result<std::unique_ptr<ProcessGroup>> group = ProcessGroup::create(job, 0, 2, processOptions);
+      if (!group)
+        return group.getStatus();
+      return measureProcesses(**group);
+    }();
+    int status = 0;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      if (f)
+        return fail("the second process failed");
+    }
+    if (!f)
+      return fail(f.message());
+    // A round trip is two messages, each a step on each side and a trip;
+    // the rest of a one-message call is the call's cost.
+    const double hop = std::max(0.0, (f->pingPong65 - f->pingPong1) / 128);
+    t.intra = {std::min(all, f->bandwidth), std::max(0.0, hop - 2 * step)};
+    t.callLatency = std::max(0.0, f->pingPong1 - 2 * hop);
+    t.directSends = false; // Ordinary buffers: every message goes through the slots.
+    header += "# between two processes: a one-element hop " + std::to_string(hop * 1e6) +
+              " us, 64 MiB one way through the slots at " + std::to_string(f->bandwidth / 1e9) +
+              " GB/s\n";
+  }
   if (network) {
     // The link, as the process executor crosses it: one process per host.
     if (std::string err = boot.connect(60); !err.empty())
