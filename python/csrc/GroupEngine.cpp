@@ -114,7 +114,7 @@ GroupEngine::~GroupEngine() {
     stopping = true;
     left.swap(queue);
     workerCv.notify_all();
-    idleCv.wait(lock, [&] { return !running; });
+    idleCv.wait(lock, [&] { return !running(); });
   }
   for (const std::shared_ptr<Task> &t : left)
     t->finish(Status::error("collc: the process group was destroyed before this operation ran"));
@@ -140,23 +140,23 @@ std::shared_ptr<Task> GroupEngine::submit(std::function<Status()> body,
   bool nested = false;
   {
     std::lock_guard<std::mutex> lock(mu);
-    nested = !stopping && runsTasksHere();
-    if (!stopping && !nested) {
+    if (!stopping) {
       // A task submitted behind one nobody ran yet: the caller does not
       // wait for each, so the worker is woken for each from now on.
-      if (!queue.empty() && !running)
+      if (!queue.empty() && !running())
         wakeWorker = true;
       queue.push_back(task);
-      if (wakeWorker)
-        workerCv.notify_one();
-      return task;
+      // Submitted from a task's onDone, the worker is this thread, busy in
+      // the callback, which may wait for what it submits: run it below.
+      nested = runsTasksHere();
+      if (!nested) {
+        if (wakeWorker)
+          workerCv.notify_one();
+        return task;
+      }
     }
-    if (nested)
-      queue.push_back(task);
   }
   if (nested) {
-    // Submitted from a task's onDone: the worker is this thread, busy in
-    // the callback, which may wait for what it submits.
     runNested(task);
     return task;
   }
@@ -186,17 +186,15 @@ void GroupEngine::help(const std::shared_ptr<Task> &task) {
       runNested(task);
       return;
     }
-    if (running || queue.empty() || queue.front() != task)
+    if (running() || queue.empty() || queue.front() != task)
       return;
     queue.pop_front();
-    running = true;
     runner = std::this_thread::get_id();
     // The caller waits for its operations: no need to wake the worker.
     wakeWorker = false;
   }
   task->run();
   std::lock_guard<std::mutex> lock(mu);
-  running = false;
   runner = std::thread::id();
   if (!queue.empty())
     workerCv.notify_one();
@@ -210,7 +208,7 @@ void GroupEngine::workerLoop() {
   for (;;) {
     if (stopping)
       return;
-    if (running || queue.empty()) {
+    if (running() || queue.empty()) {
       // Woken for each task, or looking now and then when the callers run
       // their tasks themselves.
       if (wakeWorker) {
@@ -232,7 +230,6 @@ void GroupEngine::workerLoop() {
     }
     std::shared_ptr<Task> task = std::move(queue.front());
     queue.pop_front();
-    running = true;
     runner = std::this_thread::get_id();
     // Nobody ran it: its caller goes on meanwhile (async_op=True).
     wakeWorker = true;
@@ -240,7 +237,6 @@ void GroupEngine::workerLoop() {
     task->run();
     task.reset();
     lock.lock();
-    running = false;
     runner = std::thread::id();
     if (stopping)
       idleCv.notify_all();

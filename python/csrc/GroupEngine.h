@@ -108,13 +108,15 @@ public:
 private:
   GroupEngine(std::unique_ptr<ProcessGroup> group, int rank, int size);
   void workerLoop();
-  /// On the thread that runs tasks now (running, runner): runs the queued
+  /// On the thread that runs tasks now (runner): runs the queued
   /// tasks in order until \p task is done or none is left. A task's
   /// onDone (a future's callbacks, e.g. DDP's PowerSGD hook) may submit an
   /// operation and wait for it; nobody else may run it meanwhile.
   void runNested(const std::shared_ptr<Task> &task);
+  /// Whether a task runs (on the worker or a helper). Call with mu held.
+  bool running() const { return runner != std::thread::id(); }
   /// Whether this thread runs the group's tasks now. Call with mu held.
-  bool runsTasksHere() const { return running && runner == std::this_thread::get_id(); }
+  bool runsTasksHere() const { return runner == std::this_thread::get_id(); }
   std::unique_ptr<ProcessGroup> group;
   int myRank, mySize;
   /// Some rank of the group is on another host: plans from the standard
@@ -125,8 +127,9 @@ private:
   std::condition_variable workerCv; ///< The worker waits for tasks.
   std::condition_variable idleCv;   ///< The destructor waits for the running task.
   std::deque<std::shared_ptr<Task>> queue;
-  bool running = false;   ///< A task runs (on the worker or a helper).
-  std::thread::id runner; ///< The thread that runs it.
+  /// The thread that runs a task now (on the worker or a helper); none
+  /// while no task runs.
+  std::thread::id runner;
   bool stopping = false;
   /// Whether submit() wakes the worker: not while callers run their own
   /// tasks (blocking operations), so that they cost no thread switch; then

@@ -39,44 +39,12 @@ def batch(rank, step):
     return torch.randn(16, 32, generator=g), torch.randn(16, 8, generator=g)
 
 
-def train_ddp(rank, group):
-    net = DDP(model(), process_group=group)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    for step in range(STEPS):
-        x, y = batch(rank, step)
-        opt.zero_grad()
-        nn.functional.mse_loss(net(x), y).backward()
-        opt.step()
-    return [p.detach().clone() for p in net.module.parameters()]
-
-
-def check_ddp(rank, n, failures):
-    gloo = dist.new_group(backend="gloo")
-    with_collc = train_ddp(rank, dist.group.WORLD)
-    with_gloo = train_ddp(rank, gloo)
-    worst = max((a - b).abs().max().item() for a, b in zip(with_collc, with_gloo))
-    if n == 2:
-        ok = all(torch.equal(a, b) for a, b in zip(with_collc, with_gloo))
-    else:
-        ok = all(torch.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in zip(with_collc, with_gloo))
-    # Every rank holds the same weights.
-    for p in with_collc:
-        q = p.clone()
-        dist.broadcast(q, src=0)
-        if not torch.equal(p, q):
-            failures.append("rank %d: DDP replicas differ" % rank)
-            break
-    if not ok:
-        failures.append("rank %d: DDP weights with collc and gloo differ by %g" % (rank, worst))
-    print("rank %d: DDP %d steps, largest difference from gloo %g" % (rank, STEPS, worst),
-          file=sys.stderr, flush=True)
-
-
-def train_variant(rank, n, group, variant, steps):
-    """DDP as people run it besides the plain loop: a communication hook
-    (fp16 compression; PowerSGD, whose future callbacks issue all_reduces
-    and wait for them), ZeroRedundancyOptimizer (broadcasts of the shards),
-    and Join with a different number of batches per rank."""
+def train_variant(rank, group, variant, steps):
+    """DDP for `steps` steps: the plain loop (variant None), or as people run
+    it besides: a communication hook (fp16 compression; PowerSGD, whose
+    future callbacks issue all_reduces and wait for them),
+    ZeroRedundancyOptimizer (broadcasts of the shards), and Join with a
+    different number of batches per rank. Returns the final weights."""
     import contextlib
     from torch.distributed.algorithms.join import Join
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
@@ -103,12 +71,34 @@ def train_variant(rank, n, group, variant, steps):
     return [p.detach().clone() for p in net.module.parameters()]
 
 
+def check_ddp(rank, n, failures):
+    gloo = dist.new_group(backend="gloo")
+    with_collc = train_variant(rank, dist.group.WORLD, None, STEPS)
+    with_gloo = train_variant(rank, gloo, None, STEPS)
+    worst = max((a - b).abs().max().item() for a, b in zip(with_collc, with_gloo))
+    if n == 2:
+        ok = all(torch.equal(a, b) for a, b in zip(with_collc, with_gloo))
+    else:
+        ok = all(torch.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in zip(with_collc, with_gloo))
+    # Every rank holds the same weights.
+    for p in with_collc:
+        q = p.clone()
+        dist.broadcast(q, src=0)
+        if not torch.equal(p, q):
+            failures.append("rank %d: DDP replicas differ" % rank)
+            break
+    if not ok:
+        failures.append("rank %d: DDP weights with collc and gloo differ by %g" % (rank, worst))
+    print("rank %d: DDP %d steps, largest difference from gloo %g" % (rank, STEPS, worst),
+          file=sys.stderr, flush=True)
+
+
 def check_variants(rank, n, failures):
     gloo = dist.new_group(backend="gloo")
     steps = max(10, STEPS // 10)
     for variant in ["fp16 hook", "PowerSGD hook", "ZeRO", "Join"]:
-        with_collc = train_variant(rank, n, dist.group.WORLD, variant, steps)
-        with_gloo = train_variant(rank, n, gloo, variant, steps)
+        with_collc = train_variant(rank, dist.group.WORLD, variant, steps)
+        with_gloo = train_variant(rank, gloo, variant, steps)
         worst = max((a - b).abs().max().item() for a, b in zip(with_collc, with_gloo))
         if n == 2:
             ok = all(torch.equal(a, b) for a, b in zip(with_collc, with_gloo))

@@ -214,36 +214,39 @@ Result<double> groupCallTime(ProcessGroup &group, const Plan &plan, uint64_t cou
   });
 }
 
-/// What ranks as processes on this host measure between two of them.
-struct ProcessFigures {
-  double pingPong1 = 0, pingPong65 = 0; ///< Seconds per call.
-  double bandwidth = 0;                 ///< Bytes per second one way.
+/// The link between the two ranks of a group, as a process crosses it.
+struct LinkFigures {
+  double pingPong1 = 0; ///< Seconds per call of one round trip.
+  double hop = 0;       ///< Seconds per one-element message beyond the first.
+  double bandwidth = 0; ///< Bytes per second one way.
 };
 
-/// The measurements of ProcessFigures on \p group of two ranks; both
-/// ranks make the same calls. Each figure is the least of five rounds'
-/// medians: two processes that wait for each other sometimes fall into
-/// step with one of them asleep at every call (a sleep on this machine
-/// lasts some 40 us, however short it was asked to be), and stay so for
-/// a while; coll-perf's and the PyTorch backend's calls mostly do not.
-Result<ProcessFigures> measureProcesses(ProcessGroup &group) {
+/// LinkFigures of \p group of two ranks (both ranks make the same calls):
+/// ping-pongs of one and of \p roundTrips round trips of one element, and
+/// 64 MiB sent one way, less 64 elements. Each figure is the least of
+/// \p rounds rounds' medians: two processes of one host that wait for each
+/// other sometimes fall into step with one of them asleep at every call (a
+/// sleep on this machine lasts some 40 us, however short it was asked to
+/// be), and stay so for a while; coll-perf's and the PyTorch backend's
+/// calls mostly do not.
+Result<LinkFigures> measureLink(ProcessGroup &group, uint32_t roundTrips, int rounds) {
   const uint64_t big = 16u << 20; // Floats: 64 MiB.
   double best[4] = {1e9, 1e9, 1e9, 1e9};
-  for (int round = 0; round < 5; ++round) {
-    Result<double> pp1 = groupCallTime(group, pingPong(1), 1, 101);
-    Result<double> pp65 = groupCallTime(group, pingPong(65), 1, 41);
-    Result<double> small = groupCallTime(group, oneWay(64), 64, 21);
+  for (int round = 0; round < rounds; ++round) {
+    Result<double> one = groupCallTime(group, pingPong(1), 1, 41);
+    Result<double> many = groupCallTime(group, pingPong(roundTrips), 1, 41);
+    Result<double> small = groupCallTime(group, oneWay(64), 64, 9);
     Result<double> large = groupCallTime(group, oneWay(64), big, 5);
-    Result<double> *all[4] = {&pp1, &pp65, &small, &large};
+    Result<double> *all[4] = {&one, &many, &small, &large};
     for (int k = 0; k < 4; ++k) {
       if (!*all[k])
         return all[k]->getStatus();
       best[k] = std::min(best[k], **all[k]);
     }
   }
-  ProcessFigures f;
+  LinkFigures f;
   f.pingPong1 = best[0];
-  f.pingPong65 = std::max(best[0], best[1]);
+  f.hop = std::max(0.0, (best[1] - best[0]) / (2 * (roundTrips - 1)));
   f.bandwidth = double(big) * 4 / std::max(1e-9, best[3] - best[2]);
   return f;
 }
@@ -334,7 +337,7 @@ int main(int argc, char **argv) {
       Result<std::unique_ptr<ProcessGroup>> group = ProcessGroup::create(job, 1, 2, processOptions);
       if (!group)
         _exit(fail(group.message()));
-      Result<ProcessFigures> f = measureProcesses(**group);
+      Result<LinkFigures> f = measureLink(**group, 65, 5);
       _exit(f ? 0 : fail(f.message()));
     }
   }
@@ -365,12 +368,12 @@ int main(int argc, char **argv) {
                        (processes ? "processes" : "threads") + " on this host, " +
                        std::to_string(threads) + " CPUs\n";
   if (processes) {
-    Result<ProcessFigures> f = [&]() -> Result<ProcessFigures> {
+    Result<LinkFigures> f = [&]() -> Result<LinkFigures> {
       // The group is left before the child is waited for.
       Result<std::unique_ptr<ProcessGroup>> group = ProcessGroup::create(job, 0, 2, processOptions);
       if (!group)
         return group.getStatus();
-      return measureProcesses(**group);
+      return measureLink(**group, 65, 5);
     }();
     int status = 0;
     if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -381,7 +384,7 @@ int main(int argc, char **argv) {
       return fail(f.message());
     // A round trip is two messages, each a step on each side and a trip;
     // the rest of a one-message call is the call's cost.
-    const double hop = std::max(0.0, (f->pingPong65 - f->pingPong1) / 128);
+    const double hop = f->hop;
     t.intra = {std::min(all, f->bandwidth), std::max(0.0, hop - 2 * step)};
     t.callLatency = std::max(0.0, f->pingPong1 - 2 * hop);
     t.directSends = false; // Ordinary buffers: every message goes through the slots.
@@ -398,18 +401,12 @@ int main(int argc, char **argv) {
         ProcessGroup::create(boot.jobName(), boot.rank, 2, *boot.store, po);
     if (!group)
       return fail(group.message());
-    Result<double> net1 = groupCallTime(**group, pingPong(1), 1, 41);
-    Result<double> net33 = groupCallTime(**group, pingPong(33), 1, 41);
-    const uint64_t big = 16u << 20; // Floats: 64 MiB.
-    Result<double> small = groupCallTime(**group, oneWay(64), 64, 9);
-    Result<double> large = groupCallTime(**group, oneWay(64), big, 5);
-    for (const Result<double> *r : {&net1, &net33, &small, &large})
-      if (!*r)
-        return fail(r->message());
+    Result<LinkFigures> f = measureLink(**group, 33, 1);
+    if (!f)
+      return fail(f.message());
     if (boot.rank != 0)
       return 0;
-    const double netHop = std::max(0.0, (*net33 - *net1) / 64);
-    const double bandwidth = double(big) * 4 / std::max(1e-9, *large - *small);
+    const double netHop = f->hop, bandwidth = f->bandwidth;
     t.ranksPerNode = ranksPerNode;
     t.nicsPerNode = 1;
     t.inter = {bandwidth, std::max(0.0, netHop - 2 * step)};
