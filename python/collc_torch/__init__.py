@@ -14,20 +14,10 @@ the user's own (``COLLC_PLANS=DIR`` with ``DIR/collc.select``,
 (``COLLC_CACHE_DIR``, default ``~/.cache/collc/plans``). See docs/pytorch.md.
 """
 
-import os
-
 import torch
 import torch.distributed as dist
 
-# The extension builds against PyTorch 2.x (it subclasses c10d::Backend
-# there), but its first run on 2.11 crashed in native code and has not been
-# diagnosed: refuse rather than crash, unless asked to try.
-if int(torch.__version__.split(".")[0]) >= 2 and not os.environ.get("COLLC_TORCH_TRY_2X"):
-    raise ImportError("collc_torch: PyTorch %s is not supported yet (1.x is; the 2.x adapter "
-                      "builds but crashed in its first test; set COLLC_TORCH_TRY_2X=1 to try it)"
-                      % torch.__version__)
-
-from . import _C  # noqa: E402
+from . import _C
 
 __all__ = ["use_selection_table", "use_program", "plan_for", "paths", "empty",
            "last_direct_messages", "host_identity"]

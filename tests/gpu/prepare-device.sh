@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prepares what tests/gpu/run-on-device.sh needs on a machine without the
 # compiler: the GPU test plans and the one-rank plans of the NCCL library's
-# PyTorch run (compiled with collc here), and GoogleTest's sources, in
-# .device/ (ignored by git).
+# PyTorch run (compiled with collc here), GoogleTest's sources, and collc
+# itself for the PyTorch backend's plans, in .device/ (ignored by git).
 #
 #   tests/gpu/prepare-device.sh [COLLC]     (default: build/tools/collc/collc)
 set -euo pipefail
@@ -14,4 +14,11 @@ if [ -f /usr/src/googletest/CMakeLists.txt ]; then
   rm -rf "$root/.device/googletest"
   cp -r /usr/src/googletest "$root/.device/googletest"
 fi
+# The compiler, for the PyTorch backend's plans there: stripped, with the
+# ANTLR runtime it loads.
+mkdir -p "$root/.device/tools"
+cp "$collc" "$root/.device/tools/collc"
+strip "$root/.device/tools/collc" 2>/dev/null || true
+antlr=$(ldd "$collc" | awk '/libantlr4-runtime/ {print $3}')
+[ -n "$antlr" ] && cp "$antlr" "$root/.device/tools/"
 du -sh "$root/.device"

@@ -67,8 +67,14 @@ step() {
 
 gtest_args=()
 [ -f "$prepared/googletest/CMakeLists.txt" ] && gtest_args=(-DCOLL_GTEST_SOURCE_DIR="$prepared/googletest")
+# The Python on the path, where it has torch (a virtual environment's), for
+# the PyTorch backend; CMake would look in /usr/bin first.
+python=$(command -v python3)
+torch_args=()
+[ -n "$python" ] && "$python" -c 'import torch' 2>/dev/null && torch_args=(-DCOLL_TORCH_PYTHON="$python")
 step configure cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCOLL_BUILD_COMPILER=OFF -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" "${gtest_args[@]}" ||
+  -DCOLL_BUILD_COMPILER=OFF -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" "${gtest_args[@]}" \
+  "${torch_args[@]}" ||
   { cat "$md"; exit 1; }
 # One build of everything, so that the slow kernel files compile side by
 # side: the NCCL communicator's tests too where NCCL is found. ninja -k 0
@@ -79,6 +85,7 @@ nccl_target=()
 all_targets=$(ninja -C "$build" -t targets all 2>/dev/null)
 grep -q '^gpu_nccl_tests:' <<<"$all_targets" && nccl_target=(gpu_nccl_tests)
 grep -q '^collc_nccl:' <<<"$all_targets" && nccl_target+=(collc_nccl)
+grep -q '^collc_torch_ext:' <<<"$all_targets" && nccl_target+=(collc_torch_ext collc_torch_py)
 step build ninja -k 0 -C "$build" "${targets[@]}" "${nccl_target[@]}"
 ninja -C "$build" "${targets[@]}" >>"$report/build.log" 2>&1 || { cat "$md"; exit 1; }
 
@@ -102,6 +109,18 @@ if [ -f "$shim" ] && [ -f "$prepared/shim/collc.select" ] &&
   python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   nccl_tests+=(shim_torch)
   step shim_torch bash "$root/tests/nccl-shim/run-torch-one-rank.sh" "$shim" "$prepared/shim"
+fi
+# The PyTorch backend (backend="collc", CPU tensors) on this machine's torch:
+# the operations on 2 ranks by mp.spawn and DDP on 2 under torchrun (the GPU
+# hidden: PowerSGD's hook synchronises a CUDA device whenever one exists,
+# also for CPU gradients), plans compiled by the prepared collc.
+if ls "$build"/python/collc_torch/_C*.so >/dev/null 2>&1 && [ -x "$prepared/tools/collc" ]; then
+  nccl_tests+=(torch_backend torch_train)
+  torch_env=(env COLLC="$prepared/tools/collc" LD_LIBRARY_PATH="$prepared/tools${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    COLLC_TORCH_PATH="$build/python" COLLC_CACHE_DIR="$build/plan-cache")
+  step torch_backend "${torch_env[@]}" "$python" "$root/tests/torch/ops.py" --spawn 2
+  step torch_train "${torch_env[@]}" CUDA_VISIBLE_DEVICES= "$python" -m torch.distributed.run \
+    --nproc_per_node 2 --master_port 29611 "$root/tests/torch/train.py"
 fi
 # SWEEP_FIRST (a gtest filter): those plans first, as a step of their own,
 # so that a time budget that cuts the sweep short cuts other plans.
@@ -135,7 +154,7 @@ fi
     echo
     echo "### $log"
     echo '```'
-    grep -E -A3 '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|Failure|error|FAILED|OK$' "$report/$log.log" | head -60
+    grep -E -A3 '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|Failure|error|FAILED|OK$| checks, |from gloo' "$report/$log.log" | head -60
     echo '```'
   done
   echo

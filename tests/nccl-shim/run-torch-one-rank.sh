@@ -6,9 +6,11 @@
 # all_reduce replayed), and the PyTorch backend's test program
 # (tests/torch/ops.py) on CUDA tensors under torchrun. Every run must pass,
 # and those through the library must say that Collc set up allreduce,
-# broadcast, reduce, allgather and reducescatter, captured the graph's
+# broadcast, reduce and allgather, captured the graph's
 # all_reduce, and ran the list form of all_to_all (a send/recv group,
-# COLLC_NCCL_GROUPS) as an alltoall.
+# COLLC_NCCL_GROUPS) as an alltoall. (A one-rank reduce_scatter never
+# reaches NCCL: PyTorch 2.11 copies it itself, NCCL_DEBUG=INFO shows no
+# ReduceScatter with plain NCCL either.)
 #
 #   tests/nccl-shim/run-torch-one-rank.sh SHIM PLANS_DIR
 #
@@ -45,8 +47,7 @@ rc=${PIPESTATUS[0]}
 grep -q "collc-nccl: communicator of 1 ranks" "$log" ||
   { echo "FAILED: no line for the communicator"; status=1; }
 for want in "allreduce (plan one_rank_allreduce)" "broadcast (plan binomial_broadcast)" \
-  "reduce (plan binomial_reduce)" "allgather (plan direct_allgather)" \
-  "reducescatter (plan direct_reducescatter)"; do
+  "reduce (plan binomial_reduce)" "allgather (plan direct_allgather)"; do
   grep -q "set up $want on Collc" "$log" || { echo "FAILED: Collc did not set up $want"; status=1; }
 done
 grep -q "ran a send/recv group as alltoall on Collc" "$log" ||
