@@ -357,6 +357,18 @@ private:
   std::vector<double> rankEnd;
   std::vector<PathSum> rankPath;
   std::vector<uint32_t> rankLastTb;
+  /// Per node: the CPU seconds its steps and copies take
+  /// (Topology::cpusPerNode), and its ranks.
+  std::vector<double> nodeCpu;
+  std::vector<uint32_t> nodeRanks;
+  /// Charges \p bytes of a copy by rank \p r to its node's CPUs, at the
+  /// rate one CPU copies (a threadblock's cap, else the private rate).
+  void chargeCopy(uint32_t r, double bytes) {
+    const double rate =
+        topo.threadblockBandwidth > 0 ? topo.threadblockBandwidth : topo.copyBandwidth;
+    if (rate > 0)
+      nodeCpu[topo.nodeOf(r)] += bytes / rate;
+  }
   /// Starts rank \p r's staging copies (\p after: those after the plan)
   /// at \p at, or at once what follows them when there are none.
   void startStaging(uint32_t r, bool after, const PathSum &chain, double at);
@@ -450,6 +462,10 @@ uint32_t Simulation::linkOf(const std::string &name, double capacity) {
 
 Status Simulation::setUp() {
   const uint32_t n = plan.info.nranks;
+  nodeCpu.assign(n ? topo.nodeOf(n - 1) + 1 : 0, 0.0);
+  nodeRanks.assign(nodeCpu.size(), 0);
+  for (uint32_t r = 0; r < n; ++r)
+    ++nodeRanks[topo.nodeOf(r)];
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> senders, receivers;
   for (uint32_t r = 0; r < n; ++r)
     for (uint32_t t = 0; t < plan.ranks[r].threadblocks.size(); ++t) {
@@ -493,6 +509,14 @@ Status Simulation::setUp() {
                            std::to_string(std::get<1>(key)) + " on channel " +
                            std::to_string(std::get<2>(key)) + ", which never receives it");
     const auto [from, to, channel] = key;
+    // On a node of R ranks and C < R CPUs, the ranks that wait keep
+    // yielding their CPUs, and a receiver gets one after the R / C - 1
+    // others queued on it have had it: a trip there gains as many switches
+    // (one between two ranks on one CPU, as calibrated).
+    const uint32_t ranks = nodeRanks[topo.nodeOf(to)];
+    const double switchShare = topo.cpusPerNode && ranks > topo.cpusPerNode
+                                   ? double(ranks) / double(topo.cpusPerNode) - 1
+                                   : 0;
     Connection c;
     c.senderTb = sender;
     c.receiverTb = it->second;
@@ -501,11 +525,11 @@ Status Simulation::setUp() {
     if (from == to) {
       c.latency = 0;
     } else if (topo.nodeOf(from) == topo.nodeOf(to)) {
-      c.latency = topo.intra.latency;
+      c.latency = topo.intra.latency + switchShare * topo.switchLatency;
       c.links.push_back(linkOf("rank " + std::to_string(from) + " out", topo.intra.bandwidth));
       c.links.push_back(linkOf("rank " + std::to_string(to) + " in", topo.intra.bandwidth));
     } else {
-      c.latency = topo.inter.latency;
+      c.latency = topo.inter.latency + switchShare * topo.switchLatency;
       c.betweenNodes = true;
       const std::string a = "node " + std::to_string(topo.nodeOf(from)) + " nic " +
                             std::to_string(topo.nicOf(from)) + " out";
@@ -614,6 +638,7 @@ void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
   t.stepBase.waiting += now - t.enablerAt;
   t.stepStart = now;
   const double start = now + stepLatency();
+  nodeCpu[topo.nodeOf(t.rank)] += stepLatency();
   t.flowsLeft = 0;
   t.computeEnd = start;
   // Local copies: a flow over the threadblock's and the node's caps, or a
@@ -622,8 +647,10 @@ void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
     const double bytes = double(localElems * es);
     if (!t.local.empty())
       addFlow(tb, t.local, bytes, start);
-    else if (topo.copyBandwidth > 0)
+    else if (topo.copyBandwidth > 0) {
       t.computeEnd += bytes / topo.copyBandwidth;
+      nodeCpu[topo.nodeOf(t.rank)] += bytes / topo.copyBandwidth;
+    }
   }
   t.runDetached = false;
   if (publishes) {
@@ -680,6 +707,10 @@ uint32_t Simulation::addFlow(uint32_t tb, const Path &path, double bytes, double
   f.gateAfter = gateAfter;
   for (uint32_t l : f.links)
     links[l].use.bytes += bytes;
+  // The copy a rank's CPU makes (a staging flow names its rank in gate); a
+  // detached flow is the network's.
+  if (!detached)
+    chargeCopy(gate >= 0 ? uint32_t(gate) : tbs[tb].rank, bytes);
   if (!detached && gate < 0)
     ++tbs[tb].flowsLeft;
   if (start > now)
@@ -992,6 +1023,17 @@ Status Simulation::run(Prediction &out) {
       out.lastTb = rankLastTb[r];
       out.critical = rankPath[r];
     }
+  // With fewer CPUs than ranks on a node, its CPU work, its calls' fixed
+  // costs included, spread over its CPUs bounds the call from below.
+  if (topo.cpusPerNode)
+    for (uint32_t node = 0; node < nodeCpu.size(); ++node) {
+      const double bound =
+          (nodeCpu[node] + nodeRanks[node] * topo.callLatency) / double(topo.cpusPerNode);
+      if (bound > out.cpuSeconds) {
+        out.cpuSeconds = bound;
+        out.cpuNode = node;
+      }
+    }
   out.steps = stepCount;
   out.messages = messageCount;
   out.events = eventCount;
@@ -1055,7 +1097,7 @@ Result<Prediction> predictPlan(const Plan &plan, const Topology &topo, uint64_t 
     return s;
   if (Status s = sim.run(out); !s)
     return s;
-  out.seconds += topo.callLatency;
+  out.seconds = std::max(out.seconds + topo.callLatency, out.cpuSeconds);
   if (out.seconds > 0) {
     out.algbw = double(out.sizeBytes) / out.seconds;
     out.busbw = out.algbw * busBandwidthFactor(plan.info.collective, plan.info.nranks);

@@ -237,6 +237,9 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
     } else if (key == "ranks-per-node") {
       ok = parseCount(value, t.ranksPerNode);
       expects = "a number of ranks";
+    } else if (key == "cpus-per-node") {
+      ok = parseCount(value, t.cpusPerNode);
+      expects = "a number of CPUs, or 0 for no limit";
     } else if (key == "nics-per-node") {
       ok = parseCount(value, t.nicsPerNode) && t.nicsPerNode > 0;
       expects = "a number of NICs, at least 1";
@@ -262,15 +265,16 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
         t.threadblockBandwidth = v;
       }
     } else if (key == "intra-latency" || key == "inter-latency" || key == "step-latency" ||
-               key == "line-step-latency" || key == "call-latency") {
+               key == "line-step-latency" || key == "call-latency" || key == "switch-latency") {
       double v = 0;
       ok = parseLatency(value, v);
       expects = "a latency such as 5us or 1ms";
-      (key == "intra-latency"   ? t.intra.latency
-       : key == "inter-latency" ? t.inter.latency
-       : key == "step-latency"  ? t.stepLatency
-       : key == "call-latency"  ? t.callLatency
-                                : t.lineStepLatency) = v;
+      (key == "intra-latency"    ? t.intra.latency
+       : key == "inter-latency"  ? t.inter.latency
+       : key == "step-latency"   ? t.stepLatency
+       : key == "call-latency"   ? t.callLatency
+       : key == "switch-latency" ? t.switchLatency
+                                 : t.lineStepLatency) = v;
     } else if (key == "direct-sends") {
       ok = value == "0" || value == "1";
       t.directSends = value == "1";
@@ -330,6 +334,10 @@ std::string formatTopology(const Topology &t) {
   o << "step-latency " << formatLatency(t.stepLatency) << "\n";
   if (t.lineStepLatency >= 0)
     o << "line-step-latency " << formatLatency(t.lineStepLatency) << "\n";
+  if (t.cpusPerNode)
+    o << "cpus-per-node " << t.cpusPerNode << "\n";
+  if (t.cpusPerNode || t.switchLatency > 0)
+    o << "switch-latency " << formatLatency(t.switchLatency) << "\n";
   return o.str();
 }
 

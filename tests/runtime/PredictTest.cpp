@@ -401,6 +401,66 @@ TEST(Predict, NodeBandwidthIsShared) {
   EXPECT_NEAR(p->seconds, 4e-3 + 5e-6 + 7e-6, 1e-12);
 }
 
+TEST(Predict, NodeCpusBoundTheCall) {
+  // Three ranks of one node, copies at 1 GB/s per threadblock, steps of
+  // 1 us, calls of 2 us. Their CPU work: four steps (4 us), two 1 MB sends
+  // and two 1 MB copies out of the slots (4 ms), three calls (6 us).
+  Topology t = oneNode(100e9, 0, 1e-6);
+  t.threadblockBandwidth = 1e9;
+  t.callLatency = 2e-6;
+  const uint64_t count = 250000; // 1 MB each
+  Result<Prediction> free = predictPlan(twoIntoOne(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(free.ok()) << free.message();
+  // As many CPUs as needed: both sends at once (1 us + 1 ms), both copies
+  // out at once (1 us + 1 ms), and the call.
+  EXPECT_NEAR(free->seconds, 2e-3 + 2e-6 + 2e-6, 1e-12);
+  EXPECT_EQ(free->cpuSeconds, 0);
+  const double work = 4e-6 + 4e-3 + 6e-6;
+  // One CPU does all of it, one thing after another.
+  t.cpusPerNode = 1;
+  Result<Prediction> one = predictPlan(twoIntoOne(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(one.ok()) << one.message();
+  EXPECT_NEAR(one->cpuSeconds, work, 1e-12);
+  EXPECT_NEAR(one->seconds, work, 1e-12);
+  EXPECT_EQ(one->cpuNode, 0u);
+  // Three CPUs: the work fits beside the steps' own chain, which decides.
+  t.cpusPerNode = 3;
+  Result<Prediction> three =
+      predictPlan(twoIntoOne(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(three.ok()) << three.message();
+  EXPECT_NEAR(three->cpuSeconds, work / 3, 1e-12);
+  EXPECT_EQ(three->seconds, free->seconds);
+}
+
+TEST(Predict, ReceiversWithoutACpuWaitForASwitch) {
+  // Two ranks on one CPU: the receiver gets it after the sender yields, so
+  // a message's trip gains the 30 us switch; not with a CPU each.
+  const uint64_t count = 1000000;
+  Topology t = oneNode(1e9, 10e-6);
+  t.switchLatency = 30e-6;
+  t.cpusPerNode = 1;
+  Result<Prediction> one = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(one.ok()) << one.message();
+  EXPECT_NEAR(one->seconds, 4e-3 + 10e-6 + 30e-6, 1e-12);
+  EXPECT_NEAR(one->critical.latency, 40e-6, 1e-12);
+  t.cpusPerNode = 2;
+  Result<Prediction> two = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(two.ok()) << two.message();
+  EXPECT_NEAR(two->seconds, 4e-3 + 10e-6, 1e-12);
+  // Without a CPU count there is nothing to run out of.
+  t.cpusPerNode = 0;
+  Result<Prediction> any = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(any.ok()) << any.message();
+  EXPECT_EQ(any->seconds, two->seconds);
+  // Three ranks on one CPU: a receiver waits for the two others (two
+  // switches), after both messages share rank 2's port (2 ms).
+  t.cpusPerNode = 1;
+  Result<Prediction> three =
+      predictPlan(twoIntoOne(), t, 250000, DataType::Float32, oneSlice(250000));
+  ASSERT_TRUE(three.ok()) << three.message();
+  EXPECT_NEAR(three->seconds, 2e-3 + 10e-6 + 60e-6, 1e-12);
+}
+
 TEST(Predict, Deterministic) {
   Topology t = oneNode(37e9, 3e-6, 1.3e-6);
   t.copyBandwidth = 211e9;
@@ -437,7 +497,9 @@ TEST(Topology, ParsesUnitsAndRoundTrips) {
                            "inter-latency 5us\n"
                            "oversubscription 2\n"
                            "copy-bandwidth 1.5TB/s\n"
-                           "step-latency 1.5us\n",
+                           "step-latency 1.5us\n"
+                           "cpus-per-node 16\n"
+                           "switch-latency 4us\n",
                            "box.topo", t);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(t.name, "box");
@@ -448,6 +510,8 @@ TEST(Topology, ParsesUnitsAndRoundTrips) {
   EXPECT_DOUBLE_EQ(t.inter.latency, 5e-6);
   EXPECT_DOUBLE_EQ(t.copyBandwidth, 1.5e12);
   EXPECT_DOUBLE_EQ(t.oversubscription, 2);
+  EXPECT_EQ(t.cpusPerNode, 16u);
+  EXPECT_DOUBLE_EQ(t.switchLatency, 4e-6);
   EXPECT_EQ(t.nodeOf(5), 1u);
   EXPECT_EQ(t.nicOf(7), 1u);
   Topology back;
@@ -480,6 +544,8 @@ TEST(Topology, ErrorsNameTheLine) {
             "t.topo:2: 'oversubscription' expects a ratio of at least 1, not '0.5'");
   EXPECT_EQ(error("intra-bandwidth 1GB/s\nnics-per-node 0\n"),
             "t.topo:2: 'nics-per-node' expects a number of NICs, at least 1, not '0'");
+  EXPECT_EQ(error("intra-bandwidth 1GB/s\ncpus-per-node -2\n"),
+            "t.topo:2: 'cpus-per-node' expects a number of CPUs, or 0 for no limit, not '-2'");
 }
 
 TEST(Topology, ReadsNcclTopologyXml) {

@@ -15,7 +15,12 @@
 //    whose threadblock runs 1 and then 257 local copies;
 //  - intra-latency: a message's trip beyond a step, from a ping-pong of
 //    one-element messages between two ranks;
-//  - call-latency: what a call costs besides its steps.
+//  - call-latency: what a call costs besides its steps;
+//  - switch-latency (processes): what a hop gains when both processes
+//    share one CPU, so that each message waits for its receiver to be
+//    switched in;
+//  - cpus-per-node: the CPUs this process may run on (--threads), which
+//    the ranks share.
 // Ports (intra-bandwidth) are set to the node's bandwidth: between threads
 // a message is a copy like any other; and a chunk sent as it lies is read
 // there by its receiver (direct-sends 1), as LocalWorld does.
@@ -251,6 +256,38 @@ Result<LinkFigures> measureLink(ProcessGroup &group, uint32_t roundTrips, int ro
   return f;
 }
 
+/// The one-element hop of \p group of two ranks, the least of \p rounds
+/// rounds' medians: ping-pongs of one and of \p roundTrips round trips.
+/// Both ranks make the same calls.
+Result<double> hopOf(ProcessGroup &group, uint32_t roundTrips, int rounds) {
+  double best[2] = {1e9, 1e9};
+  for (int round = 0; round < rounds; ++round) {
+    Result<double> a = groupCallTime(group, pingPong(1), 1, 41);
+    if (!a)
+      return a;
+    Result<double> b = groupCallTime(group, pingPong(roundTrips), 1, 41);
+    if (!b)
+      return b;
+    best[0] = std::min(best[0], *a);
+    best[1] = std::min(best[1], *b);
+  }
+  return std::max(0.0, (best[1] - best[0]) / (2 * (roundTrips - 1)));
+}
+
+/// Pins this process to the first CPU it may run on.
+void pinToOneCpu() {
+  cpu_set_t mine, one;
+  CPU_ZERO(&mine);
+  CPU_ZERO(&one);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0)
+    return;
+  int first = 0;
+  while (first < CPU_SETSIZE && !CPU_ISSET(first, &mine))
+    ++first;
+  CPU_SET(first, &one);
+  sched_setaffinity(0, sizeof one, &one);
+}
+
 int fail(const std::string &msg) {
   std::fprintf(stderr, "coll-calibrate: error: %s\n", msg.c_str());
   return 2;
@@ -341,6 +378,42 @@ int main(int argc, char **argv) {
       _exit(f ? 0 : fail(f.message()));
     }
   }
+  // Two more processes measure the hop between two that share one CPU: each
+  // pins itself to the first CPU before the runtime counts its CPUs, so
+  // that it waits as ranks that outnumber their CPUs do (yielding the CPU
+  // rather than spinning), then waits for this process's word, so as not to
+  // disturb the measurements before. The first sends the hop back.
+  int go[2] = {-1, -1}, back[2] = {-1, -1};
+  pid_t sharers[2] = {-1, -1};
+  if (processes) {
+    if (pipe(go) != 0 || pipe(back) != 0)
+      return fail(std::string("pipe: ") + std::strerror(errno));
+    for (uint32_t r = 0; r < 2; ++r) {
+      sharers[r] = fork();
+      if (sharers[r] < 0)
+        return fail(std::string("fork: ") + std::strerror(errno));
+      if (sharers[r] == 0) {
+        close(go[1]);
+        close(back[0]);
+        pinToOneCpu();
+        char word = 0;
+        if (read(go[0], &word, 1) != 1 || word != 'g')
+          _exit(0); // Not wanted after all.
+        Result<std::unique_ptr<ProcessGroup>> group =
+            ProcessGroup::create(job + "-one-cpu", r, 2, processOptions);
+        if (!group)
+          _exit(fail(group.message()));
+        Result<double> hop = hopOf(**group, 65, 5);
+        if (!hop)
+          _exit(fail(hop.message()));
+        if (r == 0 && write(back[1], &*hop, sizeof(double)) != sizeof(double))
+          _exit(fail("cannot report the one-CPU hop"));
+        _exit(0);
+      }
+    }
+    close(go[0]);
+    close(back[1]);
+  }
 
   const double one = copyRate(1, 8 << 20);
   const double all = copyRate(threads, 8 << 20);
@@ -363,11 +436,13 @@ int main(int argc, char **argv) {
   t.nodeBandwidth = all;
   t.stepLatency = step;
   t.callLatency = call;
-  t.directSends = true; // LocalWorld's default between threads.
+  t.directSends = true;    // LocalWorld's default between threads.
+  t.cpusPerNode = threads; // The CPUs the host's ranks share.
   std::string header = std::string("# coll-calibrate: ranks as ") +
                        (processes ? "processes" : "threads") + " on this host, " +
                        std::to_string(threads) + " CPUs\n";
   if (processes) {
+    double sharedHop = 0;
     Result<LinkFigures> f = [&]() -> Result<LinkFigures> {
       // The group is left before the child is waited for.
       Result<std::unique_ptr<ProcessGroup>> group = ProcessGroup::create(job, 0, 2, processOptions);
@@ -380,17 +455,31 @@ int main(int argc, char **argv) {
       if (f)
         return fail("the second process failed");
     }
+    // The one-CPU pair, now that the others are done.
+    const char words[2] = {f ? 'g' : 's', f ? 'g' : 's'};
+    bool shared = write(go[1], words, 2) == 2;
+    close(go[1]);
+    shared = shared && read(back[0], &sharedHop, sizeof sharedHop) == sizeof sharedHop;
+    close(back[0]);
+    for (pid_t s : sharers) {
+      int st = 0;
+      shared = waitpid(s, &st, 0) == s && WIFEXITED(st) && WEXITSTATUS(st) == 0 && shared;
+    }
     if (!f)
       return fail(f.message());
+    if (!shared)
+      return fail("the processes that share one CPU failed");
     // A round trip is two messages, each a step on each side and a trip;
     // the rest of a one-message call is the call's cost.
     const double hop = f->hop;
     t.intra = {std::min(all, f->bandwidth), std::max(0.0, hop - 2 * step)};
     t.callLatency = std::max(0.0, f->pingPong1 - 2 * hop);
     t.directSends = false; // Ordinary buffers: every message goes through the slots.
-    header += "# between two processes: a one-element hop " + std::to_string(hop * 1e6) +
-              " us, 64 MiB one way through the slots at " + std::to_string(f->bandwidth / 1e9) +
-              " GB/s\n";
+    t.switchLatency = std::max(0.0, sharedHop - hop);
+    header += "# between two processes: a one-element hop " + std::to_string(hop * 1e6) + " us (" +
+              std::to_string(sharedHop * 1e6) +
+              " us on one CPU), 64 MiB one way through the slots at " +
+              std::to_string(f->bandwidth / 1e9) + " GB/s\n";
   }
   if (network) {
     // The link, as the process executor crosses it: one process per host.

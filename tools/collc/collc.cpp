@@ -419,6 +419,8 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
   if (topo->ranksPerNode)
     llvm::outs() << ", " << topo->nicsPerNode << " NICs of "
                  << llvm::format("%.6g", topo->inter.bandwidth / 1e9) << " GB/s per node";
+  if (topo->cpusPerNode)
+    llvm::outs() << ", " << topo->cpusPerNode << " CPUs per node";
   llvm::outs() << "\n";
   llvm::outs()
       << "#     size (B)          count    time (us)      algbw      busbw  last to finish\n"
@@ -430,10 +432,15 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
       diag.errorNoLoc(p.message());
       return 1;
     }
-    llvm::outs() << llvm::format("  %12llu %14llu %12.2f %10.2f %10.2f  rank %u tb %u\n",
-                                 (unsigned long long)(count * es * perCount),
-                                 (unsigned long long)count, p->seconds * 1e6, p->algbw / 1e9,
-                                 p->busbw / 1e9, p->lastRank, p->lastTb);
+    // A call bound by its node's CPUs ends when their work does.
+    const bool cpuBound = p->cpuSeconds > 0 && p->cpuSeconds >= p->seconds;
+    llvm::outs() << llvm::format(
+        "  %12llu %14llu %12.2f %10.2f %10.2f  ", (unsigned long long)(count * es * perCount),
+        (unsigned long long)count, p->seconds * 1e6, p->algbw / 1e9, p->busbw / 1e9);
+    if (cpuBound)
+      llvm::outs() << "the CPUs of node " << p->cpuNode << "\n";
+    else
+      llvm::outs() << "rank " << p->lastRank << " tb " << p->lastTb << "\n";
     if (bytes > hi / sizeFactor || bytes * sizeFactor > hi) {
       // The largest size: where its time went, by the busiest links.
       std::vector<LinkUsage> links = p->links;
@@ -456,6 +463,11 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
           "waiting %.2f us\n",
           (unsigned long long)(count * es * perCount), p->lastRank, p->lastTb, cp.steps, cp.hops,
           cp.betweenNodes, cp.fixed * 1e6, cp.moving * 1e6, cp.latency * 1e6, cp.waiting * 1e6);
+      if (p->cpuSeconds > 0)
+        llvm::outs() << llvm::format(
+            "# the CPUs of node %u: %.2f us of steps, copies and calls per CPU (%u CPUs)%s\n",
+            p->cpuNode, p->cpuSeconds * 1e6, topo->cpusPerNode,
+            cpuBound ? ", longer than the steps' own chain: the call takes that" : "");
       break;
     }
     bytes *= sizeFactor;

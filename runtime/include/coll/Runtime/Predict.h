@@ -89,8 +89,13 @@ struct CriticalPath {
 struct Prediction {
   /// From the call's start to the last rank's end: its last step, or the
   /// copies after it of an out-of-place call (PredictOptions::outOfPlace),
-  /// plus the topology's call latency.
+  /// plus the topology's call latency; at least cpuSeconds.
   double seconds = 0;
+  /// The busiest node's CPU work over its CPUs (Topology::cpusPerNode; 0
+  /// without a limit): the call takes at least this, however its steps
+  /// overlap.
+  double cpuSeconds = 0;
+  uint32_t cpuNode = 0;   ///< That node.
   uint64_t sizeBytes = 0; ///< nccl-tests' size: the larger per-rank buffer.
   double algbw = 0;       ///< Bytes per second: sizeBytes / seconds.
   double busbw = 0;       ///< algbw times the collective's bus factor.

@@ -20,6 +20,8 @@
 ///     direct-sends      0          # 1: a receiver reads a sent chunk where it lies
 ///     step-latency      1.5us      # the fixed cost of a step (Simple)
 ///     line-step-latency 1.2us      # the same under LL and LL128 (default: step-latency)
+///     cpus-per-node     0          # the CPUs the ranks of a node share; 0: no limit
+///     switch-latency    0us        # a message's extra trip when its receiver must get a CPU
 ///
 /// Bandwidths take B/s, KB/s, MB/s, GB/s (powers of ten) or bit/s, Kbit/s,
 /// Mbit/s, Gbit/s; latencies s, ms, us or ns. Every key is optional except
@@ -58,6 +60,18 @@ struct Topology {
   bool directSends = false;
   double stepLatency = 0;      ///< Seconds per step (Simple).
   double lineStepLatency = -1; ///< Seconds per step under LL and LL128; < 0: stepLatency.
+  /// The CPUs that run a node's ranks (the CPU executors: each rank's
+  /// threads do its steps and copies); 0: as many as they need. With fewer
+  /// CPUs than ranks, a call takes at least the node's CPU work (its steps'
+  /// fixed costs, its copies at threadblock-bandwidth and its calls' fixed
+  /// costs) divided by its CPUs.
+  uint32_t cpusPerNode = 0;
+  /// What a message's trip gains when its receiver is not running and must
+  /// first be given a CPU (coll-calibrate: the trip between two processes
+  /// that share one CPU, less the trip between two that do not). With R
+  /// ranks on a node of C < R CPUs, a receiver waits so with a chance of
+  /// 1 - C / R, and every trip there gains that share of it.
+  double switchLatency = 0;
 
   /// The node of \p rank.
   uint32_t nodeOf(uint32_t rank) const { return ranksPerNode ? rank / ranksPerNode : 0; }
