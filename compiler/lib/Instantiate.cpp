@@ -15,6 +15,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 
+#include <cstdint>
 #include <functional>
 
 using namespace coll;
@@ -238,7 +239,8 @@ bool Instantiator::evalRef(const ChunkRefExpr &e, Chunks &out) {
   int64_t size = t.bufferChunks(buffer);
   if (!evalInt(*e.lo, lo))
     return false;
-  hi = lo + 1;
+  // (An index of INT64_MAX is out of range below; its end must not wrap.)
+  hi = lo < INT64_MAX ? lo + 1 : lo;
   if (e.hi && !evalInt(*e.hi, hi))
     return false;
   int64_t step = 0, width = 1;
@@ -276,7 +278,7 @@ bool Instantiator::evalRef(const ChunkRefExpr &e, Chunks &out) {
   // Runs [a, min(a + width, hi)) for a = lo, lo + step, ... below hi; one
   // run when they touch (width == step). Each run may become an operation:
   // more than the operation limit is refused before any is listed.
-  const int64_t runs = width == step ? 1 : (hi - lo + step - 1) / step;
+  const int64_t runs = width == step ? 1 : (hi - lo - 1) / step + 1; // lo < hi: no overflow
   if (uint64_t(runs) > opts.maxOps)
     return fail(e.getRange(), "strided chunk range of " + Twine(runs) + " runs" + forN() +
                                   " is more than the compiler's limit of " + Twine(opts.maxOps) +
