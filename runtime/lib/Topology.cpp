@@ -28,7 +28,7 @@ bool parseQuantity(const std::string &text, const std::pair<const char *, double
   for (const auto &u : units)
     if (unit == u.first) {
       out = v * u.second;
-      return true;
+      return std::isfinite(out);
     }
   return false;
 }
@@ -38,13 +38,15 @@ bool parseBandwidth(const std::string &text, double &out) {
       {"B/s", 1},          {"KB/s", 1e3},       {"MB/s", 1e6},       {"GB/s", 1e9},
       {"TB/s", 1e12},      {"bit/s", 1.0 / 8},  {"Kbit/s", 1e3 / 8}, {"Mbit/s", 1e6 / 8},
       {"Gbit/s", 1e9 / 8}, {"Tbit/s", 1e12 / 8}};
-  return parseQuantity(text, units, out);
+  // Below a byte per second is no link (and its times would overflow).
+  return parseQuantity(text, units, out) && (out == 0 || out >= 1);
 }
 
 bool parseLatency(const std::string &text, double &out) {
   static const std::pair<const char *, double> units[] = {
       {"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}};
-  return parseQuantity(text, units, out);
+  // Up to an hour: sums of many such stay far from overflowing.
+  return parseQuantity(text, units, out) && out <= 3600;
 }
 
 bool parseCount(const std::string &text, uint32_t &out) {
@@ -268,7 +270,7 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
                key == "line-step-latency" || key == "call-latency" || key == "switch-latency") {
       double v = 0;
       ok = parseLatency(value, v);
-      expects = "a latency such as 5us or 1ms";
+      expects = "a latency such as 5us or 1ms, at most 3600s";
       (key == "intra-latency"    ? t.intra.latency
        : key == "inter-latency"  ? t.inter.latency
        : key == "step-latency"   ? t.stepLatency

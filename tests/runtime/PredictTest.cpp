@@ -532,8 +532,21 @@ TEST(Topology, ErrorsNameTheLine) {
   EXPECT_EQ(error("intra-bandwidth -1GB/s\n"),
             "t.topo:1: 'intra-bandwidth' expects a bandwidth above 0 such as 450GB/s or "
             "400Gbit/s, not '-1GB/s'");
-  EXPECT_EQ(error("intra-latency 5\nintra-bandwidth 1GB/s\n"),
-            "t.topo:1: 'intra-latency' expects a latency such as 5us or 1ms, not '5'");
+  EXPECT_EQ(
+      error("intra-latency 5\nintra-bandwidth 1GB/s\n"),
+      "t.topo:1: 'intra-latency' expects a latency such as 5us or 1ms, at most 3600s, not '5'");
+  EXPECT_EQ(error("intra-bandwidth 1e308GB/s\n"),
+            "t.topo:1: 'intra-bandwidth' expects a bandwidth above 0 such as 450GB/s or "
+            "400Gbit/s, not '1e308GB/s'");
+  EXPECT_EQ(error("intra-bandwidth 1GB/s\nthreadblock-bandwidth 1e-300GB/s\n"),
+            "t.topo:2: 'threadblock-bandwidth' expects a bandwidth such as 1500GB/s, or 0, not "
+            "'1e-300GB/s'");
+  EXPECT_EQ(
+      error("intra-bandwidth 1GB/s\nstep-latency 2h\n"),
+      "t.topo:2: 'step-latency' expects a latency such as 5us or 1ms, at most 3600s, not '2h'");
+  EXPECT_EQ(error("intra-bandwidth 1GB/s\ncall-latency 7200s\n"),
+            "t.topo:2: 'call-latency' expects a latency such as 5us or 1ms, at most 3600s, not "
+            "'7200s'");
   EXPECT_EQ(error("intra-bandwidth\n"), "t.topo:1: 'intra-bandwidth' needs a value");
   EXPECT_EQ(error("intra-bandwidth 1GB/s 2GB/s\n"),
             "t.topo:1: 'intra-bandwidth' takes one value, not '1GB/s 2GB/s'");
