@@ -63,6 +63,14 @@ PredictOptions oneSlice(uint64_t count) {
   return o;
 }
 
+/// \p count floats of \p plan on \p topo in one slice; on an error, a
+/// failed expectation and an empty prediction.
+Prediction whole(const Plan &plan, const Topology &topo, uint64_t count) {
+  Result<Prediction> p = predictPlan(plan, topo, count, DataType::Float32, oneSlice(count));
+  EXPECT_TRUE(p.ok()) << p.message();
+  return p.ok() ? *p : Prediction();
+}
+
 TEST(Predict, TransferBetweenTwoRanks) {
   // 4 MB at 1 GB/s: 4 ms on the wire, then 10 us of latency.
   const uint64_t count = 1000000;
@@ -409,27 +417,23 @@ TEST(Predict, NodeCpusBoundTheCall) {
   t.threadblockBandwidth = 1e9;
   t.callLatency = 2e-6;
   const uint64_t count = 250000; // 1 MB each
-  Result<Prediction> free = predictPlan(twoIntoOne(), t, count, DataType::Float32, oneSlice(count));
-  ASSERT_TRUE(free.ok()) << free.message();
   // As many CPUs as needed: both sends at once (1 us + 1 ms), both copies
   // out at once (1 us + 1 ms), and the call.
-  EXPECT_NEAR(free->seconds, 2e-3 + 2e-6 + 2e-6, 1e-12);
-  EXPECT_EQ(free->cpuSeconds, 0);
+  const Prediction free = whole(twoIntoOne(), t, count);
+  EXPECT_NEAR(free.seconds, 2e-3 + 2e-6 + 2e-6, 1e-12);
+  EXPECT_EQ(free.cpuSeconds, 0);
   const double work = 4e-6 + 4e-3 + 6e-6;
   // One CPU does all of it, one thing after another.
   t.cpusPerNode = 1;
-  Result<Prediction> one = predictPlan(twoIntoOne(), t, count, DataType::Float32, oneSlice(count));
-  ASSERT_TRUE(one.ok()) << one.message();
-  EXPECT_NEAR(one->cpuSeconds, work, 1e-12);
-  EXPECT_NEAR(one->seconds, work, 1e-12);
-  EXPECT_EQ(one->cpuNode, 0u);
+  const Prediction one = whole(twoIntoOne(), t, count);
+  EXPECT_NEAR(one.cpuSeconds, work, 1e-12);
+  EXPECT_NEAR(one.seconds, work, 1e-12);
+  EXPECT_EQ(one.cpuNode, 0u);
   // Three CPUs: the work fits beside the steps' own chain, which decides.
   t.cpusPerNode = 3;
-  Result<Prediction> three =
-      predictPlan(twoIntoOne(), t, count, DataType::Float32, oneSlice(count));
-  ASSERT_TRUE(three.ok()) << three.message();
-  EXPECT_NEAR(three->cpuSeconds, work / 3, 1e-12);
-  EXPECT_EQ(three->seconds, free->seconds);
+  const Prediction three = whole(twoIntoOne(), t, count);
+  EXPECT_NEAR(three.cpuSeconds, work / 3, 1e-12);
+  EXPECT_EQ(three.seconds, free.seconds);
 }
 
 TEST(Predict, ReceiversWithoutACpuWaitForASwitch) {
@@ -439,26 +443,19 @@ TEST(Predict, ReceiversWithoutACpuWaitForASwitch) {
   Topology t = oneNode(1e9, 10e-6);
   t.switchLatency = 30e-6;
   t.cpusPerNode = 1;
-  Result<Prediction> one = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
-  ASSERT_TRUE(one.ok()) << one.message();
-  EXPECT_NEAR(one->seconds, 4e-3 + 10e-6 + 30e-6, 1e-12);
-  EXPECT_NEAR(one->critical.latency, 40e-6, 1e-12);
+  const Prediction one = whole(transfer(), t, count);
+  EXPECT_NEAR(one.seconds, 4e-3 + 10e-6 + 30e-6, 1e-12);
+  EXPECT_NEAR(one.critical.latency, 40e-6, 1e-12);
   t.cpusPerNode = 2;
-  Result<Prediction> two = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
-  ASSERT_TRUE(two.ok()) << two.message();
-  EXPECT_NEAR(two->seconds, 4e-3 + 10e-6, 1e-12);
+  const Prediction two = whole(transfer(), t, count);
+  EXPECT_NEAR(two.seconds, 4e-3 + 10e-6, 1e-12);
   // Without a CPU count there is nothing to run out of.
   t.cpusPerNode = 0;
-  Result<Prediction> any = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
-  ASSERT_TRUE(any.ok()) << any.message();
-  EXPECT_EQ(any->seconds, two->seconds);
+  EXPECT_EQ(whole(transfer(), t, count).seconds, two.seconds);
   // Three ranks on one CPU: a receiver waits for the two others (two
   // switches), after both messages share rank 2's port (2 ms).
   t.cpusPerNode = 1;
-  Result<Prediction> three =
-      predictPlan(twoIntoOne(), t, 250000, DataType::Float32, oneSlice(250000));
-  ASSERT_TRUE(three.ok()) << three.message();
-  EXPECT_NEAR(three->seconds, 2e-3 + 10e-6 + 60e-6, 1e-12);
+  EXPECT_NEAR(whole(twoIntoOne(), t, 250000).seconds, 2e-3 + 10e-6 + 60e-6, 1e-12);
 }
 
 TEST(Predict, Deterministic) {
