@@ -833,9 +833,12 @@ void Simulation::reshare(const uint32_t *seeds, size_t n) {
     f.rate = -1;
   }
   // The most constrained link is the least share of a min-heap of the
-  // links' shares, each pushed again when it changes (older entries are
-  // stale): the same link a scan of the component would pick, without
-  // scanning it once per link that binds.
+  // links' shares: the same link a scan of the component would pick,
+  // without scanning it once per link that binds. A link's share only
+  // grows as flows freeze (a frozen flow takes at most the least share, so
+  // what it leaves the others is at least theirs before): an entry whose
+  // link changed since is too low, and goes back in at the link's share
+  // when it comes out, rather than on every change (one entry per link).
   const auto later = std::greater<Share>();
   shares.clear();
   for (uint32_t i = 0; i < compLinks.size(); ++i) {
@@ -853,8 +856,14 @@ void Simulation::reshare(const uint32_t *seeds, size_t n) {
     std::pop_heap(shares.begin(), shares.end(), later);
     const Share top = shares.back();
     shares.pop_back();
-    if (links[top.link].stamp != top.stamp || !links[top.link].unfrozen)
+    Link &bound = links[top.link];
+    if (!bound.unfrozen)
       continue;
+    if (bound.stamp != top.stamp) {
+      shares.push_back(Share{bound.residual / bound.unfrozen, bound.pos, top.link, bound.stamp});
+      std::push_heap(shares.begin(), shares.end(), later);
+      continue;
+    }
     const double share = top.share;
     for (uint32_t id : links[top.link].flows) {
       Flow &f = flows[id];
@@ -869,10 +878,6 @@ void Simulation::reshare(const uint32_t *seeds, size_t n) {
         link.residual -= share;
         --link.unfrozen;
         ++link.stamp;
-        if (link.unfrozen) {
-          shares.push_back(Share{link.residual / link.unfrozen, link.pos, l, link.stamp});
-          std::push_heap(shares.begin(), shares.end(), later);
-        }
       }
     }
   }
