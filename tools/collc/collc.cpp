@@ -422,6 +422,14 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
   if (topo->cpusPerNode)
     llvm::outs() << ", " << topo->cpusPerNode << " CPUs per node";
   llvm::outs() << "\n";
+  // Ranks that outnumber their node's CPUs: what each trip waits for.
+  const uint32_t onNode =
+      topo->ranksPerNode ? std::min(topo->ranksPerNode, plan.info.nranks) : plan.info.nranks;
+  if (topo->cpusPerNode && onNode > topo->cpusPerNode && topo->switchLatency > 0)
+    llvm::outs() << llvm::format(
+        "# %u ranks on %u CPUs: each trip waits for %.3g switches of %.3g us (switch-latency)\n",
+        onNode, topo->cpusPerNode, double(onNode) / topo->cpusPerNode - 1,
+        topo->switchLatency * 1e6);
   llvm::outs()
       << "#     size (B)          count    time (us)      algbw      busbw  last to finish\n"
       << "#                                              (GB/s)     (GB/s)\n";
