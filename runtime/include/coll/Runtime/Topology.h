@@ -69,8 +69,9 @@ struct Topology {
   /// What a message's trip gains when its receiver is not running and must
   /// first be given a CPU (coll-calibrate: the trip between two processes
   /// that share one CPU, less the trip between two that do not). With R
-  /// ranks on a node of C < R CPUs, a receiver waits so with a chance of
-  /// 1 - C / R, and every trip there gains that share of it.
+  /// ranks on a node of C < R CPUs, the waiting ranks keep yielding their
+  /// CPUs, a receiver gets one after the R / C - 1 others queued on it, and
+  /// every trip there gains that many switches.
   double switchLatency = 0;
 
   /// The node of \p rank.
