@@ -649,7 +649,7 @@ void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
       addFlow(tb, t.local, bytes, start);
     else if (topo.copyBandwidth > 0) {
       t.computeEnd += bytes / topo.copyBandwidth;
-      nodeCpu[topo.nodeOf(t.rank)] += bytes / topo.copyBandwidth;
+      chargeCopy(t.rank, bytes); // No threadblock cap here: at the private rate.
     }
   }
   t.runDetached = false;

@@ -77,16 +77,17 @@ step configure cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release 
   "${torch_args[@]}" ||
   { cat "$md"; exit 1; }
 # One build of everything, so that the slow kernel files compile side by
-# side: the NCCL communicator's tests too where NCCL is found. ninja -k 0
-# goes on past a failure; only the NCCL tests may fail to build.
+# side: the NCCL communicator's tests and library, and the PyTorch backend,
+# too where NCCL and torch are found (optional_targets). ninja -k 0
+# goes on past a failure; only the optional targets may fail to build.
 targets=(gpu_tests runtime_gpu_tests gpu_probe_tests coll-gpu-bench coll-run)
-nccl_target=()
+optional_targets=()
 # (Not `| grep -q`: under pipefail, grep's early exit fails the pipeline.)
 all_targets=$(ninja -C "$build" -t targets all 2>/dev/null)
-grep -q '^gpu_nccl_tests:' <<<"$all_targets" && nccl_target=(gpu_nccl_tests)
-grep -q '^collc_nccl:' <<<"$all_targets" && nccl_target+=(collc_nccl)
-grep -q '^collc_torch_ext:' <<<"$all_targets" && nccl_target+=(collc_torch_ext collc_torch_py)
-step build ninja -k 0 -C "$build" "${targets[@]}" "${nccl_target[@]}"
+grep -q '^gpu_nccl_tests:' <<<"$all_targets" && optional_targets=(gpu_nccl_tests)
+grep -q '^collc_nccl:' <<<"$all_targets" && optional_targets+=(collc_nccl)
+grep -q '^collc_torch_ext:' <<<"$all_targets" && optional_targets+=(collc_torch_ext collc_torch_py)
+step build ninja -k 0 -C "$build" "${targets[@]}" "${optional_targets[@]}"
 ninja -C "$build" "${targets[@]}" >>"$report/build.log" 2>&1 || { cat "$md"; exit 1; }
 
 export COLL_GPU_PLAN_DIR=$prepared/plans
@@ -96,9 +97,9 @@ step gpu_tests "$build/tests/gpu/gpu_tests" --gtest_filter=-Plans/*
 step bench "$build/bench/gpu/coll-gpu-bench" "$prepared/plans"
 # The NCCL communicator's tests (one GPU: a one-rank communicator, and the
 # kernel's network path over a loopback on every plan), where NCCL is found.
-nccl_tests=()
-if [ ${#nccl_target[@]} -gt 0 ] && [ -x "$build/tests/gpu/gpu_nccl_tests" ]; then
-  nccl_tests=(nccl_tests)
+optional_logs=()
+if [ ${#optional_targets[@]} -gt 0 ] && [ -x "$build/tests/gpu/gpu_nccl_tests" ]; then
+  optional_logs=(nccl_tests)
   step nccl_tests "$build/tests/gpu/gpu_nccl_tests"
 fi
 # PyTorch's nccl backend on this GPU through libcollc_nccl.so, Collc running
@@ -107,7 +108,7 @@ fi
 shim=$build/runtime/nccl-shim/libcollc_nccl.so
 if [ -f "$shim" ] && [ -f "$prepared/shim/collc.select" ] &&
   python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-  nccl_tests+=(shim_torch)
+  optional_logs+=(shim_torch)
   step shim_torch bash "$root/tests/nccl-shim/run-torch-one-rank.sh" "$shim" "$prepared/shim"
 fi
 # The PyTorch backend (backend="collc", CPU tensors) on this machine's torch:
@@ -115,7 +116,7 @@ fi
 # hidden: PowerSGD's hook synchronises a CUDA device whenever one exists,
 # also for CPU gradients), plans compiled by the prepared collc.
 if ls "$build"/python/collc_torch/_C*.so >/dev/null 2>&1 && [ -x "$prepared/tools/collc" ]; then
-  nccl_tests+=(torch_backend torch_train)
+  optional_logs+=(torch_backend torch_train)
   torch_env=(env COLLC="$prepared/tools/collc" LD_LIBRARY_PATH="$prepared/tools${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     COLLC_TORCH_PATH="$build/python" COLLC_CACHE_DIR="$build/plan-cache")
   step torch_backend "${torch_env[@]}" "$python" "$root/tests/torch/ops.py" --spawn 2
@@ -150,7 +151,7 @@ fi
 {
   echo
   echo "## Tests"
-  for log in probe_tests core_tests gpu_tests "${nccl_tests[@]}"; do
+  for log in probe_tests core_tests gpu_tests "${optional_logs[@]}"; do
     echo
     echo "### $log"
     echo '```'
