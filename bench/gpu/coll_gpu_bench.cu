@@ -12,7 +12,9 @@
 //     (span, start spread, step and wait);
 //  4. the latency of allreduces from 256 B to 1 MiB per rank in each
 //     protocol (Simple, LL, LL128), for choosing the thresholds;
-//  5. the algorithm bandwidth of 8-rank allreduces of 256 MiB per rank.
+//  5. the algorithm bandwidth of 8-rank allreduces of 256 MiB per rank;
+//  6. the same with every message through the slots and with direct reads
+//     (DeviceOptions::directReads), side by side.
 // Throughput is bytes of the result per second (a copy of B bytes reads and
 // writes B each).
 //
@@ -601,6 +603,66 @@ int main(int argc, char **argv) {
       std::printf("%-30s slice %5llu KiB %8.1f  (%u CTAs, %.2f ms)\n", name,
                   (unsigned long long)(cs.slice >> 10), gbps(big * 4, ms), (*world)->numBlocks(),
                   ms);
+    }
+
+    // Direct reads (DeviceOptions::directReads): the same launches with
+    // every message through the slots, then with the receivers reading the
+    // sends whose data stays where it lies; interleaved, median of 3 rounds
+    // of 5 launches each.
+    std::printf("\ndirect reads, 8 ranks on one GPU, at most 32 MiB fp32 per rank and buffer, "
+                "slice 256 KiB: algorithm bandwidth GB/s (output / time)\n");
+    std::printf("%-34s %9s %9s %7s %10s\n", "plan", "slots", "direct", "ratio", "read direct");
+    for (const char *name :
+         {"ring_allreduce_n8", "ring_allgather_n8", "direct_allgather_n8", "ring_reducescatter_n8",
+          "chain_broadcast_n8", "alltoall_allpairs_n8", "twoshot_allreduce_n8"}) {
+      Result<Plan> plan = loadPlanFile(planDir + "/" + name + ".bin");
+      if (!plan)
+        continue;
+      // The largest count whose buffers fit 32 MiB per rank.
+      uint64_t count = big;
+      for (;;) {
+        const BufferElements e = collectiveBufferElements(plan->info.collective, 8, count);
+        if (e.input <= big && e.output <= big)
+          break;
+        count /= 2;
+      }
+      const uint64_t outBytes =
+          collectiveBufferElements(plan->info.collective, 8, count).output * 4;
+      std::vector<const void *> in(8);
+      std::vector<void *> out(8);
+      for (int r = 0; r < 8; ++r) {
+        in[r] = bigIn + r * big * 4;
+        out[r] = bigOut + r * big * 4;
+      }
+      const uint64_t callCount = count;
+      double mid[2] = {0, 0};
+      uint64_t readDirect = 0;
+      std::vector<double> times[2];
+      std::unique_ptr<DeviceWorld> worlds[2];
+      for (int d = 0; d < 2; ++d) {
+        DeviceOptions dopt;
+        dopt.sliceBytes = 256 << 10;
+        dopt.directReads = d == 1;
+        auto world = DeviceWorld::create(*plan, dopt);
+        check(world.getStatus(), name);
+        worlds[d] = std::move(*world);
+      }
+      for (int round = 0; round < 3; ++round)
+        for (int d = 0; d < 2; ++d) {
+          DeviceWorld &w = *worlds[d];
+          check(w.run(in, out, callCount, DataType::Float32, RedOp::Sum), name);
+          times[d].push_back(timeMs(5, [&] {
+            check(w.launch(in, out, callCount, DataType::Float32, RedOp::Sum), "launch");
+          }));
+          check(w.wait(), name);
+        }
+      for (int d = 0; d < 2; ++d) {
+        std::sort(times[d].begin(), times[d].end());
+        mid[d] = times[d][times[d].size() / 2];
+      }
+      readDirect = worlds[1]->directMessages();
+      std::printf("%-34s %9.1f %9.1f %6.2fx %10llu\n", name, gbps(outBytes, mid[0]),
+                  gbps(outBytes, mid[1]), mid[0] / mid[1], (unsigned long long)readDirect);
     }
   }
   return 0;

@@ -305,6 +305,7 @@ inline std::string waitedFor(const TbRun &t) {
                f.depth, " slots full: ", t.platform.sent, " messages sent, ",
                f.head->load(std::memory_order_acquire), " taken)");
   }
+  case WaitKind::DirectRead: // The CPU executors drain after the program (above).
   case WaitKind::None:
     break;
   }

@@ -18,6 +18,7 @@
 #include "DeviceCheck.h"
 #include "GpuTestSupport.h"
 #include "HandPlans.h"
+#include "LaunchTables.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/Interpreter.h"
 #include "coll/Runtime/PlanIO.h"
@@ -319,6 +320,74 @@ TEST(DeviceWorld, HandWrittenRing) {
               << "depth " << depth << " count " << count << " " << dataTypeName(type) << " "
               << redOpName(op);
         }
+  }
+}
+
+/// The direct sends of the hand-written ring, per rank: the `rrcs` that
+/// completes a chunk and the `rcs` steps that pass completed chunks on
+/// store their chunk for good, and send it where it lies; the first `s`
+/// does not (a later `rcs` overwrites its chunk), nor do the `rrs` steps
+/// (they store nothing). Host logic: runs without a GPU.
+TEST(DirectReads, LaunchTablesMarkTheSendsWhoseDataStays) {
+  for (bool inPlace : {false, true}) {
+    const uint32_t n = 4;
+    Plan plan = ringAllReduce(n, 2, inPlace);
+    std::vector<kernels::RankSection> all;
+    for (uint32_t r = 0; r < n; ++r)
+      all.push_back({r, &plan.ranks[r]});
+    kernels::LaunchTables t = kernels::buildLaunchTables(plan.info, all);
+    ASSERT_EQ(t.directSteps.size(), t.steps.size());
+    const uint8_t output = uint8_t(1u << unsigned(BufferKind::Output));
+    for (const kernels::TbDesc &d : t.tbs)
+      for (uint32_t i = 0; i < d.numSteps; ++i) {
+        const Opcode op = t.steps[d.stepsBegin + i].op;
+        const bool stays = op == Opcode::RecvReduceCopySend || op == Opcode::RecvCopySend;
+        EXPECT_EQ(t.directSteps[d.stepsBegin + i], stays ? output : 0)
+            << (inPlace ? "in place" : "out of place") << ", rank " << d.rank << " step " << i
+            << " (" << opcodeInfo(op).mnemonic << ")";
+      }
+  }
+}
+
+/// Every message the tables mark is read in place on the device, no other
+/// (the kernel's count, exactly), with the same results as through the
+/// slots; with DeviceOptions::directReads off, none.
+TEST(DirectReads, ReceiversReadTheMarkedSendsInPlace) {
+  REQUIRE_GPU();
+  Arena arena;
+  ASSERT_TRUE(arena.init(1ull << 30));
+  const uint32_t n = 4;
+  for (bool inPlacePlan : {false, true}) {
+    Plan plan = ringAllReduce(n, 2, inPlacePlan);
+    std::vector<kernels::RankSection> all;
+    for (uint32_t r = 0; r < n; ++r)
+      all.push_back({r, &plan.ranks[r]});
+    const kernels::LaunchTables t = kernels::buildLaunchTables(plan.info, all);
+    const uint64_t marked = uint64_t(
+        std::count_if(t.directSteps.begin(), t.directSteps.end(), [](uint8_t b) { return b; }));
+    ASSERT_EQ(marked, uint64_t(n) * (n - 1)); // One rrcs and n - 2 rcs per rank.
+    for (bool direct : {true, false}) {
+      DeviceOptions o;
+      o.directReads = direct;
+      o.sliceBytes = 4096;
+      auto world = DeviceWorld::create(plan, o);
+      ASSERT_TRUE(world.ok()) << world.message();
+      uint64_t expected = 0;
+      for (uint64_t count : {1ull, 1000ull, 100003ull, 3000001ull})
+        for (DataType type : {DataType::Float32, DataType::Int8, DataType::Float64})
+          for (bool inPlaceCall : {false, true}) {
+            bool skipped = false;
+            EXPECT_EQ(checkRun(**world, plan, arena, type, RedOp::Sum, count, inPlaceCall, skipped),
+                      "")
+                << (direct ? "direct" : "slots") << " count " << count << " " << dataTypeName(type);
+            ASSERT_FALSE(skipped);
+            const kernels::SliceShape shape = kernels::sliceShape(
+                count, *planChunksPerUnit(plan.info), o.sliceBytes, dataTypeSize(type));
+            expected += direct ? marked * shape.layout.numSlices : 0;
+            EXPECT_EQ((*world)->directMessages(), expected)
+                << (direct ? "direct" : "slots") << " count " << count << " " << dataTypeName(type);
+          }
+    }
   }
 }
 

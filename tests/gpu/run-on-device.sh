@@ -18,7 +18,9 @@
 # default 30), RUN_SECONDS
 # (a time budget for the whole run: each step is stopped at what is left of
 # it, less 20 s for the report; a step that finds nothing left is skipped)
-# and STEP_SECONDS (the most any one test step may take; default no limit).
+# and STEP_SECONDS (the most any one test step may take; default no limit),
+# STEPS (the names of the steps to run, space-separated, e.g. "gpu_tests
+# bench sweep"; configure and build always run; default all).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 prepared=$(cd "${1:-$root/.device}" && pwd)
@@ -33,6 +35,10 @@ deadline=${RUN_SECONDS:+$((SECONDS + RUN_SECONDS - 20))}
 step() {
   local name=$1
   shift
+  if [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" $name "* ]] && [[ $name != configure && $name != build ]]; then
+    echo "| $name | \`$*\` | skipped: not in STEPS | |" >>"$md"
+    return 1
+  fi
   local limit=0
   case $name in configure | build*) ;; *) limit=${STEP_SECONDS:-0} ;; esac
   if [ -n "$deadline" ]; then
@@ -84,9 +90,12 @@ targets=(gpu_tests runtime_gpu_tests gpu_probe_tests coll-gpu-bench coll-run)
 optional_targets=()
 # (Not `| grep -q`: under pipefail, grep's early exit fails the pipeline.)
 all_targets=$(ninja -C "$build" -t targets all 2>/dev/null)
-grep -q '^gpu_nccl_tests:' <<<"$all_targets" && optional_targets=(gpu_nccl_tests)
-grep -q '^collc_nccl:' <<<"$all_targets" && optional_targets+=(collc_nccl)
-grep -q '^collc_torch_ext:' <<<"$all_targets" && optional_targets+=(collc_torch_ext collc_torch_py)
+# STEPS: only what its steps need.
+wanted() { [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" $1 "* ]]; }
+grep -q '^gpu_nccl_tests:' <<<"$all_targets" && wanted nccl_tests && optional_targets=(gpu_nccl_tests)
+grep -q '^collc_nccl:' <<<"$all_targets" && wanted shim_torch && optional_targets+=(collc_nccl)
+grep -q '^collc_torch_ext:' <<<"$all_targets" && { wanted torch_backend || wanted torch_train; } &&
+  optional_targets+=(collc_torch_ext collc_torch_py)
 step build ninja -k 0 -C "$build" "${targets[@]}" "${optional_targets[@]}"
 ninja -C "$build" "${targets[@]}" >>"$report/build.log" 2>&1 || { cat "$md"; exit 1; }
 

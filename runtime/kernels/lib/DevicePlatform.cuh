@@ -17,6 +17,12 @@
 /// storing 16 bytes in one coalesced store, lane 7's last 8 bytes the flag
 /// (NCCL's LL128 assumption: a warp's aligned 128-byte store is seen whole).
 ///
+/// Direct messages (KernelParams::directSteps, DirectSends.h): a send whose
+/// data stays as it is until the call ends writes its address into the
+/// slot and marks the slot (FifoDesc::marks); the receiver reads the data
+/// where it lies, one copy where the slots take two. The sender's CTA ends
+/// only once its receiver has read them all (drain()).
+///
 /// Peers on other nodes: a kernel may carry a network (the Net parameter of
 /// DevicePlatform, GIN in NcclSymmetric.cu). A FIFO with a netPeer then
 /// waits on the network's signals instead of counters in memory (the same
@@ -89,17 +95,26 @@ public:
     return m;
   }
   __device__ char *slotPiece(char *slot, uint32_t j) const { return slot + j * k.pieceStride; }
-  /// Messages always travel in the slots on a GPU (no direct sends).
+  /// A direct message's piece holds the address of the sender's data.
   __device__ const char *recvPiece(char *slot, uint32_t j, uint64_t) const {
-    return slotPiece(slot, j);
+    if (!recvDirect)
+      return slotPiece(slot, j);
+    return *reinterpret_cast<const char *const volatile *>(slotPiece(slot, j));
   }
   __device__ void recvCopy(char *dst, char *slot, uint32_t j, uint64_t n) {
-    copy(dst, slotPiece(slot, j), n);
+    copy(dst, recvPiece(slot, j, n), n);
   }
+  /// A direct send writes the address of its data, thread 0 alone (the
+  /// publication that follows is thread 0's too).
   __device__ void sendPiece(char *slot, uint32_t j, const char *src, uint64_t n) {
-    copy(slotPiece(slot, j), src, n);
+    if (!sendDirect) {
+      copy(slotPiece(slot, j), src, n);
+      return;
+    }
+    if (threadIdx.x == 0)
+      *reinterpret_cast<const char *volatile *>(slotPiece(slot, j)) = src;
   }
-  __device__ bool sendsResult() const { return false; }
+  __device__ bool sendsResult() const { return sendDirect; }
 
   // Waits. Thread 0 polls; the others meet it at the barrier.
 
@@ -115,6 +130,7 @@ public:
   }
 
   __device__ WaitResult waitRecv(char *&slot, uint32_t count, uint64_t slice) {
+    recvDirect = false;
     if (linesOn(recv)) {
       slot = recvStage;
       return unpack(recv.slots + recvSlot * recv.slotBytes, messageBytes(count, slice));
@@ -124,6 +140,10 @@ public:
     WaitResult r = overNetwork(recv) ? waitUntil(signalWord(recv.tailSignal), ready, want)
                                      : waitUntil(memoryWord(recv.tail), ready, want);
     slot = recv.slots + recvSlot * recv.slotBytes;
+    // The mark was written before the tail the wait acquired.
+    recvDirect = r == WaitResult::Ready && k.directSteps && recv.marks &&
+                 reinterpret_cast<const volatile uint32_t *>(recv.marks)[recvSlot] != 0;
+    directReceived += recvDirect;
     return r;
   }
 
@@ -175,10 +195,16 @@ public:
                 send.localSlots + sendSlot * send.slotBytes, stagedBytes, send.tailSignal);
       stagedBytes = 0;
     } else {
+      // The mark, then the tail that publishes it: both thread 0's, in
+      // order through publish()'s fence.
+      if (k.directSteps && send.marks && threadIdx.x == 0)
+        reinterpret_cast<volatile uint32_t *>(send.marks)[sendSlot] = sendDirect ? 1u : 0u;
       publish(send.tail, sent + 1);
     }
     sendSlot = sendSlot + 1 == send.depth ? 0 : sendSlot + 1;
     ++sent;
+    if (sendDirect)
+      directUntil = sent;
   }
   /// Publishes only what another threadblock waits for: the counter of a
   /// later step would do as well (waits test >=), and one that nobody waits
@@ -219,8 +245,13 @@ public:
     __syncthreads();
   }
 
-  __device__ void stepBegin(uint64_t, uint32_t) {
+  __device__ void stepBegin(uint64_t, uint32_t step) {
     fenced = false;
+    // Direct: a send the host marked whose data lies in a buffer the
+    // receiver can read, on a connection of loads and stores that runs
+    // Simple (the counters publish it, and the mark with it).
+    sendDirect = k.directSteps && tb.sendFifo >= 0 && send.marks && !linesOn(send) &&
+                 !overNetwork(send) && (k.directSteps[tb.stepsBegin + step] & k.directBuffers) != 0;
     if (k.trace && threadIdx.x == 0)
       stepStartNs = globalTimerNs();
   }
@@ -234,6 +265,26 @@ public:
     }
     ++traced;
   }
+  /// After the last step: waits until the receiver has read every message
+  /// this CTA sent direct, whose data lies in this rank's buffers, which the
+  /// next operation on the stream may change. Then adds the messages it
+  /// read in place to KernelParams::directReceived.
+  __device__ ExecStatus drain(const ExecStatus &st, uint32_t numSteps) {
+    if (k.directReceived && directReceived && threadIdx.x == 0)
+      atomicAdd(k.directReceived, (unsigned long long)directReceived);
+    if (st.result != WaitResult::Ready || directUntil == 0)
+      return st;
+    const uint64_t want = directUntil;
+    ExecStatus out = st;
+    out.result = waitUntil(
+        memoryWord(send.head), [&](uint64_t v) { return v >= want; }, want);
+    if (out.result != WaitResult::Ready) {
+      out.waitKind = WaitKind::DirectRead;
+      out.step = numSteps;
+    }
+    return out;
+  }
+
   /// The last CTA of the launch to get here advances the slice base in
   /// KernelParams::launchState by the launch's slices (every CTA has read
   /// it by then: they all started before the last one finished).
@@ -542,7 +593,11 @@ private:
   bool fenced = false;
   ProtocolKind lineProtocol = ProtocolKind::Simple; ///< KernelParams::protocol.
   char *sendStage = nullptr, *recvStage = nullptr;
-  uint64_t sendBytes = 0; ///< Line protocols: the data bytes of the message being written.
+  uint64_t sendBytes = 0;      ///< Line protocols: the data bytes of the message being written.
+  bool sendDirect = false;     ///< The current step sends direct.
+  bool recvDirect = false;     ///< The message being read is direct.
+  uint64_t directUntil = 0;    ///< Messages up to this count were sent direct, the last one last.
+  uint32_t directReceived = 0; ///< Direct messages read.
 };
 
 } // namespace coll::kernels

@@ -38,6 +38,9 @@ struct DeviceWorldState {
 
   DeviceBuffer tbTable, stepTable, depTable, fifoTable, rankBufferTable;
   DeviceBuffer progress, counters, abortFlag, error;
+  /// Direct reads: the table of direct sends, each FIFO's slot marks and
+  /// the count of messages read in place.
+  DeviceBuffer directTable, marks, directCount;
   DeviceBuffer slotMemory, scratchMemory, inputCopies;
   DeviceBuffer trace;  ///< DeviceOptions::traceSteps: every CTA's step trace.
   DeviceBuffer stages; ///< Line protocols: every CTA's staging copies.
@@ -165,6 +168,24 @@ Result<std::unique_ptr<DeviceWorld>> DeviceWorld::create(const ValidatedPlan &va
   for (size_t i = 0; i < st->tables.fifos.size(); ++i) {
     st->tables.fifos[i].tail = st->counters.as<uint64_t>() + (2 * i) * kCounterStride;
     st->tables.fifos[i].head = st->counters.as<uint64_t>() + (2 * i + 1) * kCounterStride;
+  }
+  if (options.directReads) {
+    // Every rank's buffers are this GPU's memory: any receiver reads any
+    // sender's. Each FIFO's marks, one word per slot.
+    uint64_t words = 0;
+    for (const FifoDesc &f : st->tables.fifos)
+      words += f.depth;
+    if ((err = upload(st->directTable, st->tables.directSteps)) ||
+        (err = st->marks.reserve(words * sizeof(uint32_t))) ||
+        (err = cudaMemset(st->marks.ptr, 0, st->marks.bytes)) ||
+        (err = st->directCount.reserve(sizeof(unsigned long long))) ||
+        (err = cudaMemset(st->directCount.ptr, 0, st->directCount.bytes)))
+      return st->fail("cannot allocate device memory for direct reads", err);
+    uint64_t at = 0;
+    for (FifoDesc &f : st->tables.fifos) {
+      f.marks = st->marks.as<uint32_t>() + at;
+      at += f.depth;
+    }
   }
   if (Status rs = st->reset(); !rs)
     return rs;
@@ -323,9 +344,16 @@ Status DeviceWorld::launch(const std::vector<const void *> &sendbufs,
     w.rankBuffers = table;
   }
 
+  DirectLaunch direct;
+  if (w.options.directReads) {
+    direct.steps = w.directTable.as<uint8_t>();
+    direct.buffers = (1u << unsigned(BufferKind::Input)) | (1u << unsigned(BufferKind::Output));
+    direct.received = w.directCount.as<unsigned long long>();
+  }
   err = launchInterpreter(w, fn, layout, pieceStride, /*systemScope=*/false, stream,
                           /*network=*/nullptr, w.trace.ptr, w.options.traceSteps, protocol,
-                          w.stages.ptr, memory->stageBytes, w.launchState.as<uint64_t>());
+                          w.stages.ptr, memory->stageBytes, w.launchState.as<uint64_t>(),
+                          /*bufferTable=*/nullptr, direct);
   if (err)
     return w.fail("cannot launch the interpreter kernel", err);
   w.traced = w.trace.ptr != nullptr;
@@ -364,6 +392,16 @@ Status DeviceWorld::wait(cudaStream_t stream) {
   if (Status rs = w.reset(); !rs)
     return Status::error(failure.message() + "; and " + rs.message());
   return failure;
+}
+
+uint64_t DeviceWorld::directMessages() const {
+  unsigned long long n = 0;
+  if (!s->directCount.ptr ||
+      cudaMemcpy(&n, s->directCount.ptr, sizeof n, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
 }
 
 Status DeviceWorld::trace(DeviceTrace &out) const {

@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock)
   program.numSteps = tb.numSteps;
   program.deps = k.deps + tb.depsBegin;
   Interpreter<DevicePlatform<D, Op, Net>> interp(platform, program, k.layout.numSlices);
-  ExecStatus st = interp.run();
+  ExecStatus st = platform.drain(interp.run(), tb.numSteps);
   if (st.result != WaitResult::Ready)
     platform.recordStop(st);
   platform.traceEnd(startNs);

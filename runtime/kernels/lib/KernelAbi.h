@@ -79,6 +79,13 @@ struct FifoDesc {
   uint64_t localSlots = 0;  ///< Network: the window offset of `slots`.
   uint64_t remoteSlots = 0; ///< Network send: the window offset of the receiver's slots.
   uint64_t remoteSlotBytes = 0;
+  /// Direct messages (DirectSends.h): per slot, in the receiver's memory,
+  /// nonzero while the slot holds a direct message (each piece the address
+  /// of the sender's data, which the receiver reads where it lies) rather
+  /// than the data. The sender writes it before it publishes the message.
+  /// Null: the FIFO carries no direct message (line protocols and the
+  /// network never do).
+  uint32_t *marks = nullptr;
 };
 
 /// The first failure of a launch, written by the CTA that timed out (device
@@ -159,6 +166,18 @@ struct KernelParams {
   /// A launch captured in a CUDA graph then replays with the base of each
   /// replay, not the one it was captured with.
   uint64_t *launchState;
+  /// Direct sends (DirectSends.h): per instruction of `steps`, the bit
+  /// (1 << BufferKind) of the buffer a send may leave its data in (the
+  /// receiver reads it there), else 0. Null: no direct messages; every
+  /// CTA of a launch, and every rank's launch, must agree on it.
+  const uint8_t *directSteps;
+  /// Counts the messages read in place: each CTA that received some adds
+  /// its count at its end. Null: not counted.
+  unsigned long long *directReceived;
+  /// The buffers (bits 1 << BufferKind) this launch's sends may leave
+  /// their data in: those the receivers can read.
+  uint32_t directBuffers;
+  uint32_t reserved;
 };
 
 /// The kernel entry for one data type and operator (Avg runs as Sum).
@@ -175,9 +194,10 @@ static_assert(offsetof(TbDesc, stepsBegin) == 16 && offsetof(TbDesc, sendFifo) =
                   offsetof(TbDesc, progressSteps) == 48,
               "TbDesc layout changed");
 
-static_assert(sizeof(FifoDesc) == 72 && alignof(FifoDesc) == 8, "FifoDesc layout changed");
+static_assert(sizeof(FifoDesc) == 80 && alignof(FifoDesc) == 8, "FifoDesc layout changed");
 static_assert(offsetof(FifoDesc, slotBytes) == 24 && offsetof(FifoDesc, netPeer) == 36 &&
-                  offsetof(FifoDesc, localSlots) == 48 && offsetof(FifoDesc, remoteSlotBytes) == 64,
+                  offsetof(FifoDesc, localSlots) == 48 &&
+                  offsetof(FifoDesc, remoteSlotBytes) == 64 && offsetof(FifoDesc, marks) == 72,
               "FifoDesc layout changed");
 
 static_assert(sizeof(DeviceError) == 72 && alignof(DeviceError) == 8, "DeviceError layout changed");
@@ -201,7 +221,10 @@ static_assert(offsetof(KernelParams, rankBuffers) == 32 && offsetof(KernelParams
               "KernelParams layout changed");
 static_assert(offsetof(KernelParams, protocol) == 180 && offsetof(KernelParams, stages) == 184,
               "KernelParams layout changed");
-static_assert(sizeof(KernelParams) == 208, "KernelParams layout changed");
+static_assert(offsetof(KernelParams, directSteps) == 208 &&
+                  offsetof(KernelParams, directBuffers) == 224,
+              "KernelParams layout changed");
+static_assert(sizeof(KernelParams) == 232, "KernelParams layout changed");
 
 } // namespace coll::kernels
 

@@ -2,8 +2,10 @@
 
 #include "LaunchTables.h"
 
+#include "DirectSends.h"
 #include "KernelAbi.h"
 #include "MemoryDemand.h"
+#include "StepOrder.h"
 #include "coll/Runtime/Executor.h"
 
 #include <algorithm>
@@ -25,6 +27,10 @@ LaunchTables buildLaunchTables(const PlanInfo &info, const std::vector<RankSecti
   for (uint32_t s = 0; s < sections.size(); ++s) {
     const RankPlan &rp = *sections[s].plan;
     sectionOf[sections[s].rank] = s;
+    // The GPU runs a rank's own steps, Input and Output the in-place alias
+    // of each other exactly when the plan is in place (PreparedCall.h).
+    const detail::DirectSteps direct = detail::directSendSteps(
+        info, sections[s].rank, rp, detail::stepOrder(rp), nullptr, info.inplace);
     uint32_t first = uint32_t(t.tbs.size());
     for (uint32_t b = 0; b < rp.threadblocks.size(); ++b) {
       const Threadblock &tb = rp.threadblocks[b];
@@ -54,6 +60,10 @@ LaunchTables buildLaunchTables(const PlanInfo &info, const std::vector<RankSecti
       }
       maxSteps = std::max(maxSteps, d.numSteps);
       t.steps.insert(t.steps.end(), tb.steps.begin(), tb.steps.end());
+      if (b < direct.size() && direct[b].size() == tb.steps.size())
+        t.directSteps.insert(t.directSteps.end(), direct[b].begin(), direct[b].end());
+      else
+        t.directSteps.resize(t.steps.size(), 0);
       t.deps.insert(t.deps.end(), tb.deps.begin(), tb.deps.end());
       t.tbs.push_back(d);
     }
@@ -253,13 +263,25 @@ Status describeDeviceFailure(const DeviceError &e, const LaunchTables &tables,
                e.observed >= base ? e.observed - base : 0, " taken)");
     break;
   }
+  case WaitKind::DirectRead: {
+    // Its last step ran; messages it sent direct still lie in its buffers.
+    const uint64_t base = e.sliceBase * d.sendsPerSlice;
+    what = cat("rank ", tb.sendPeer, " to read the messages sent to it direct on channel ",
+               tb.channel, " (", e.expected >= base ? e.expected - base : 0, " sent, ",
+               e.observed >= base ? e.observed - base : 0, " read)");
+    break;
+  }
   case WaitKind::None:
     what = "nothing";
     break;
   }
-  std::string msg =
-      cat("rank ", sec.rank, " threadblock ", d.tb, " step ", e.step, " (", mnemonic, ", slice ",
-          e.slice, "): timed out after ", seconds, " s on the GPU waiting for ", what);
+  std::string msg = WaitKind(e.waitKind) == WaitKind::DirectRead
+                        ? cat("rank ", sec.rank, " threadblock ", d.tb,
+                              " (after its last step): timed out after ", seconds,
+                              " s on the GPU waiting for ", what)
+                        : cat("rank ", sec.rank, " threadblock ", d.tb, " step ", e.step, " (",
+                              mnemonic, ", slice ", e.slice, "): timed out after ", seconds,
+                              " s on the GPU waiting for ", what);
   if (e.failedCtas > 1)
     msg += cat("; ", e.failedCtas - 1, " more threadblocks timed out");
   if (e.abortedCtas)

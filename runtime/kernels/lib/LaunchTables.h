@@ -60,6 +60,9 @@ struct RemoteSend {
 struct LaunchTables {
   std::vector<TbDesc> tbs;
   std::vector<Instruction> steps;
+  /// Per instruction of `steps`: where it may send direct, the bit of the
+  /// buffer its data lies in (DirectSends.h), else 0.
+  std::vector<uint8_t> directSteps;
   std::vector<Dependency> deps;
   std::vector<FifoDesc> fifos;        ///< Receive FIFOs, then RemoteSend ones.
   std::vector<uint32_t> fifoMaxCount; ///< Chunks of the largest message.
@@ -226,6 +229,13 @@ template <class T> cudaError_t upload(DeviceBuffer &buf, const std::vector<T> &v
                    : cudaMemcpy(buf.ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
 }
 
+/// A launch's direct messages (KernelParams::directSteps): none by default.
+struct DirectLaunch {
+  const uint8_t *steps = nullptr;         ///< Device copy of LaunchTables::directSteps.
+  uint32_t buffers = 0;                   ///< Bits (1 << BufferKind) the receivers can read.
+  unsigned long long *received = nullptr; ///< Device counter of messages read in place.
+};
+
 /// Launches the interpreter kernel \p fn over \p w's tables: \p w is the
 /// state of a DeviceWorld or an NcclCommunicator (tbTable, stepTable,
 /// depTable, fifoTable, rankBufferTable, progress, abortFlag, error,
@@ -235,13 +245,15 @@ template <class T> cudaError_t upload(DeviceBuffer &buf, const std::vector<T> &v
 /// trace of every CTA, \p traceSteps records each (KernelParams::trace).
 /// \p bufferTable: device memory that replaces \p w's rankBufferTable for
 /// this launch (a launch captured into a CUDA graph keeps its own).
+/// \p direct: the launch's direct messages.
 template <class State>
 cudaError_t launchInterpreter(const State &w, KernelFn fn, const ChunkLayout &layout,
                               uint64_t pieceStride, bool systemScope, cudaStream_t stream,
                               const void *network = nullptr, char *trace = nullptr,
                               uint32_t traceSteps = 0, ProtocolKind protocol = ProtocolKind::Simple,
                               char *stages = nullptr, uint64_t stageBytes = 0,
-                              uint64_t *launchState = nullptr, char **bufferTable = nullptr) {
+                              uint64_t *launchState = nullptr, char **bufferTable = nullptr,
+                              const DirectLaunch &direct = DirectLaunch()) {
   KernelParams k;
   k.tbs = w.tbTable.template as<TbDesc>();
   k.steps = w.stepTable.template as<Instruction>();
@@ -265,6 +277,10 @@ cudaError_t launchInterpreter(const State &w, KernelFn fn, const ChunkLayout &la
   k.stages = stages;
   k.stageBytes = stageBytes;
   k.launchState = launchState;
+  k.directSteps = direct.steps;
+  k.directReceived = direct.received;
+  k.directBuffers = direct.buffers;
+  k.reserved = 0;
   void *args[] = {&k};
   const size_t shared = w.tables.sharedSteps * sizeof(Instruction);
   if (w.numBlocks == 0)

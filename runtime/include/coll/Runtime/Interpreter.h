@@ -93,6 +93,9 @@ enum class WaitKind : uint8_t {
   Dependency,  ///< Another threadblock of its rank to finish a step.
   RecvMessage, ///< A message on its receive connection.
   SendSlot,    ///< A free slot on its send connection.
+  /// After its last step: its receiver to read the messages it sent
+  /// direct (DirectSends.h), whose data lies in its buffers.
+  DirectRead,
 };
 
 /// Where and why Interpreter::run() returned.

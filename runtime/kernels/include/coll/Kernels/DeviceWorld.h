@@ -66,6 +66,13 @@ struct DeviceOptions {
   /// The protocol of each launch's connections: the plan's unless this says
   /// otherwise (for every launch, or by its size; ExecOptions::protocol).
   ProtocolChoice protocol;
+  /// Direct reads: a send whose data stays as it is until the launch ends
+  /// (DirectSends.h: a send from Input or Output that no later step of its
+  /// rank writes, or a receive that sends on what it stores) leaves the
+  /// data where it lies, and the receiver reads it there: one copy where
+  /// the slots take two. Simple connections only (LL and LL128 always go
+  /// through the slots). Off: every message through the slots.
+  bool directReads = true;
 };
 
 /// The step trace of a launch (DeviceOptions::traceSteps). Times are
@@ -117,6 +124,10 @@ public:
 
   /// CTAs of one launch: the plan's threadblocks over all ranks.
   uint32_t numBlocks() const;
+  /// The messages read where the sender's data lay (DeviceOptions::
+  /// directReads) by the launches since create(), all finished (wait()
+  /// first). 0 on a device error.
+  uint64_t directMessages() const;
   /// CTAs of this kernel that the device holds at once.
   uint32_t maxResidentBlocks() const;
 
