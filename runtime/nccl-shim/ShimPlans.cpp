@@ -127,6 +127,14 @@ struct CommSide {
   bool captured = false;
   std::vector<void *> retired;
   std::set<std::string> said; ///< Messages printed once.
+  /// The windows the job registered (ncclCommWindowRegister), in order: a
+  /// communicator made later reads them in place too.
+  struct Window {
+    void *buff = nullptr;
+    size_t bytes = 0;
+    ncclWindow_t window = nullptr;
+  };
+  std::vector<Window> windows;
   /// Aborted while a set-up held the lock: whoever drops the side last
   /// leaves its communicators as they are (their destructors would wait
   /// for peers on an aborted communicator).
@@ -609,6 +617,14 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
       else
         r.error = made.message();
     }
+    // The job's windows, registered on every rank before this call (and
+    // so in the same order everywhere): collective, as the set-up is.
+    if (r.comm) {
+      InsideCollc inside;
+      for (const CommSide::Window &win : side.windows)
+        if (Status x = r.comm->registerWindow(win.buff, win.bytes, win.window); !x)
+          side.sayOnce("a registered window is not read in place: " + x.message());
+    }
     side.runners.push_back(std::move(r));
     runner = side.runners.end() - 1;
     if (s.debug && runner->comm)
@@ -837,6 +853,62 @@ void closeSide(ncclComm_t comm, bool abandon) {
     destroySide(*side);
 }
 
+/// After NCCL registered \p *made (\p buff, \p bytes) on \p comm: every
+/// communicator of its Collc side reads it in place from now on
+/// (collective, as the registration is), and those made later too.
+void windowRegistered(ncclComm_t comm, void *buff, size_t bytes, const ncclWindow_t *made) {
+  Shim &s = shim();
+  if (!s.library || insideCollc || !*made)
+    return; // Collc's own windows (its connection memory) are not the job's.
+  const ncclWindow_t window = *made;
+  std::shared_ptr<CommSide> side = sideOf(s, comm);
+  if (!side)
+    return;
+  std::lock_guard<std::mutex> lock(side->mu);
+  side->windows.push_back({buff, bytes, window});
+  // Registering is a collective of Collc's own (an ncclAllGather): inside
+  // the job's group it would wait for the group's end. Every rank
+  // registers in the same group, so every one leaves the window to the
+  // communicators made later.
+  if (groupDepth > 0) {
+    if (!side->runners.empty())
+      side->sayOnce("a window registered inside a group is read in place only by Collc "
+                    "communicators made after it");
+    return;
+  }
+  InsideCollc inside;
+  for (Runner &runner : side->runners)
+    if (runner.comm)
+      if (Status x = runner.comm->registerWindow(buff, bytes, window); !x)
+        side->sayOnce("a registered window is not read in place: " + x.message());
+}
+
+/// Before NCCL deregisters \p window on \p comm: no communicator reads it
+/// any more (each waits for its launches).
+void windowDeregistering(ncclComm_t comm, ncclWindow_t window) {
+  Shim &s = shim();
+  if (!s.library || insideCollc)
+    return;
+  std::shared_ptr<CommSide> side;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (auto it = s.comms.find(comm); it != s.comms.end())
+      side = it->second;
+  }
+  if (!side)
+    return;
+  std::lock_guard<std::mutex> lock(side->mu);
+  auto &w = side->windows;
+  w.erase(std::remove_if(w.begin(), w.end(),
+                         [&](const CommSide::Window &x) { return x.window == window; }),
+          w.end());
+  InsideCollc inside;
+  for (Runner &runner : side->runners)
+    if (runner.comm)
+      if (Status x = runner.comm->deregisterWindow(window); !x)
+        side->sayOnce("deregistering a window: " + x.message());
+}
+
 /// A failure of \p comm's Collc side, as ncclCommGetAsyncError() gives it:
 /// where NCCL's own \p asyncError is ncclSuccess, it becomes ncclRemoteError
 /// for a timeout, ncclSystemError for the rest. Nothing is read when the
@@ -882,6 +954,8 @@ std::optional<ncclResult_t> run(int, const void *, void *, size_t, ncclDataType_
 }
 void closeSide(ncclComm_t, bool) {}
 void checkSides(ncclComm_t, ncclResult_t *) {}
+void windowRegistered(ncclComm_t, void *, size_t, const ncclWindow_t *) {}
+void windowDeregistering(ncclComm_t, ncclWindow_t) {}
 bool holdP2p(const P2pOp &) {
   return false;
 }
@@ -917,6 +991,19 @@ ncclResult_t ncclCommAbort(bool twin, ncclComm_t comm) {
 ncclResult_t ncclCommRevoke(bool twin, ncclComm_t comm, int revokeFlags) {
   closeSide(comm, true);
   return FORWARD(ncclCommRevoke, comm, revokeFlags);
+}
+
+ncclResult_t ncclCommWindowRegister(bool twin, ncclComm_t comm, void *buff, size_t size,
+                                    ncclWindow_t *win, int winFlags) {
+  ncclResult_t r = FORWARD(ncclCommWindowRegister, comm, buff, size, win, winFlags);
+  if (r == ncclSuccess && win)
+    windowRegistered(comm, buff, size, win);
+  return r;
+}
+
+ncclResult_t ncclCommWindowDeregister(bool twin, ncclComm_t comm, ncclWindow_t win) {
+  windowDeregistering(comm, win);
+  return FORWARD(ncclCommWindowDeregister, comm, win);
 }
 
 ncclResult_t ncclCommGetAsyncError(bool twin, ncclComm_t comm, ncclResult_t *asyncError) {

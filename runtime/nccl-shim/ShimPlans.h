@@ -24,6 +24,11 @@
 // launch (NcclCommunicator keeps the slice base in device memory, and
 // each captured launch its own buffer table), and replays run on Collc.
 //
+// Registered windows (ncclCommWindowRegister): after NCCL registers one,
+// every Collc communicator over the NCCL communicator (and every one made
+// later) reads it in place (NcclCommunicator::registerWindow), collective
+// as the registration is; before NCCL deregisters it, they stop.
+//
 // Send/recv groups: with COLLC_NCCL_GROUPS naming patterns (alltoall,
 // gather, scatter: GroupPattern.h), a group's ncclSend/ncclRecv calls are
 // held back until its ncclGroupEnd; when they are one rank's part of a
@@ -47,6 +52,9 @@ ncclResult_t ncclCommDestroy(bool twin, ncclComm_t comm);
 ncclResult_t ncclCommAbort(bool twin, ncclComm_t comm);
 ncclResult_t ncclCommRevoke(bool twin, ncclComm_t comm, int revokeFlags);
 ncclResult_t ncclCommGetAsyncError(bool twin, ncclComm_t comm, ncclResult_t *asyncError);
+ncclResult_t ncclCommWindowRegister(bool twin, ncclComm_t comm, void *buff, size_t size,
+                                    ncclWindow_t *win, int winFlags);
+ncclResult_t ncclCommWindowDeregister(bool twin, ncclComm_t comm, ncclWindow_t win);
 ncclResult_t ncclReduce(bool twin, const void *sendbuff, void *recvbuff, size_t count,
                         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
                         cudaStream_t stream);

@@ -429,9 +429,13 @@ TEST(Setup, LayoutWithoutNetwork) {
   for (const ConnectionEntry &e : l.entries)
     EXPECT_EQ(e.network, 0u);
   EXPECT_EQ(l.signals, 0u);
-  EXPECT_EQ(l.bytes, 256u + 2 * 4096u); // Two slots of the receive FIFO.
+  // Two slots of the receive FIFO, then their marks (a word each, rounded).
+  EXPECT_EQ(l.entries[0].marks, 256u + 2 * 4096u);
+  EXPECT_EQ(l.bytes, 256u + 2 * 4096u + 256u);
   EXPECT_FALSE(l.fifos[t.remoteSends[0].fifo].ownsSlots) << "no staging without the network";
+  EXPECT_FALSE(l.fifos[t.remoteSends[0].fifo].ownsMarks) << "the receiver keeps the marks";
   EXPECT_TRUE(l.fifos[0].ownsTail);
+  EXPECT_TRUE(l.fifos[0].ownsMarks);
   EXPECT_FALSE(l.fifos[0].ownsHead) << "the sender keeps the head";
 
   // Local pointers follow the offsets.
@@ -441,7 +445,9 @@ TEST(Setup, LayoutWithoutNetwork) {
   EXPECT_EQ(reinterpret_cast<char *>(t.fifos[0].tail), base + 0);
   EXPECT_EQ(t.fifos[0].slots, base + 256);
   EXPECT_EQ(t.fifos[0].slotBytes, 4096u);
+  EXPECT_EQ(reinterpret_cast<char *>(t.fifos[0].marks), base + l.entries[0].marks);
   EXPECT_EQ(reinterpret_cast<char *>(t.fifos[t.remoteSends[0].fifo].head), base + 2 * line);
+  EXPECT_EQ(t.fifos[t.remoteSends[0].fifo].marks, nullptr) << "resolved from the receiver's";
 }
 
 TEST(Setup, LayoutStagesNetworkSendsAndNumbersSignals) {
@@ -453,8 +459,9 @@ TEST(Setup, LayoutStagesNetworkSendsAndNumbersSignals) {
   EXPECT_EQ(l1.entries[1].network, 1u);
   EXPECT_EQ(l1.entries[1].signal, 0u);
   EXPECT_EQ(l1.signals, 1u);
-  EXPECT_EQ(l1.entries[1].slots, 256u + 2 * 4096u) << "staging after the receive slots";
-  EXPECT_EQ(l1.bytes, 256u + 4 * 4096u);
+  EXPECT_EQ(l1.entries[0].marks, 256u + 2 * 4096u) << "marks after the receive slots";
+  EXPECT_EQ(l1.entries[1].slots, 256u + 2 * 4096u + 256u) << "staging after the marks";
+  EXPECT_EQ(l1.bytes, 256u + 4 * 4096u + 256u);
   const uint32_t sendFifo = ring.tables[1].remoteSends[0].fifo;
   EXPECT_TRUE(l1.fifos[sendFifo].ownsSlots);
   // Rank 2 receives from rank 1 over the network: its signal 0 counts the
@@ -462,6 +469,7 @@ TEST(Setup, LayoutStagesNetworkSendsAndNumbersSignals) {
   const ConnectionLayout &l2 = ring.layouts[2];
   EXPECT_EQ(l2.entries[0].network, 1u);
   EXPECT_EQ(l2.entries[0].signal, 0u);
+  EXPECT_FALSE(l2.fifos[0].ownsMarks) << "no direct message over the network";
   EXPECT_EQ(l2.entries[1].network, 0u);
   EXPECT_EQ(l2.signals, 1u);
   // A rank with both ends over the network: receives numbered first.
@@ -491,7 +499,7 @@ TEST(Setup, ResolveNetworkAndDirectEnds) {
     const FifoDesc &recv = t.fifos[0];
     const FifoDesc &send = t.fifos[t.remoteSends[0].fifo];
     const ConnectionLayout &lp = ring.layouts[prev], &ln = ring.layouts[next];
-    size_t expectRefs = (recvOverNetwork ? 0 : 1) + (sendOverNetwork ? 0 : 2);
+    size_t expectRefs = (recvOverNetwork ? 0 : 1) + (sendOverNetwork ? 0 : 3);
     ASSERT_EQ(refs.size(), expectRefs) << "rank " << r;
     if (recvOverNetwork) {
       EXPECT_EQ(recv.netPeer, prev);
@@ -513,12 +521,16 @@ TEST(Setup, ResolveNetworkAndDirectEnds) {
       EXPECT_EQ(send.slots, base + l.entries[1].slots) << "the staging slots";
     } else {
       EXPECT_EQ(send.netPeer, kNoNetPeer);
-      const PeerReference &slots = refs[expectRefs - 2], &tail = refs[expectRefs - 1];
+      const PeerReference &slots = refs[expectRefs - 3], &tail = refs[expectRefs - 2],
+                          &marks = refs[expectRefs - 1];
       EXPECT_EQ(slots.field, PeerReference::Slots);
       EXPECT_EQ(slots.offset, ln.entries[0].slots);
       EXPECT_EQ(tail.field, PeerReference::Tail);
       EXPECT_EQ(tail.offset, ln.entries[0].counter);
       EXPECT_EQ(tail.peer, next);
+      EXPECT_EQ(marks.field, PeerReference::Marks);
+      EXPECT_EQ(marks.offset, ln.entries[0].marks);
+      EXPECT_EQ(marks.peer, next);
       // The pointers land in the right fields.
       std::vector<char> peer(1 << 16);
       std::vector<char *> pointers;
@@ -527,6 +539,7 @@ TEST(Setup, ResolveNetworkAndDirectEnds) {
       applyPeerPointers(t, refs, pointers);
       EXPECT_EQ(send.slots, peer.data() + ln.entries[0].slots);
       EXPECT_EQ(reinterpret_cast<char *>(send.tail), peer.data() + ln.entries[0].counter);
+      EXPECT_EQ(reinterpret_cast<char *>(send.marks), peer.data() + ln.entries[0].marks);
     }
   }
 }
@@ -696,7 +709,8 @@ int gpuCount() {
 /// with the reference computed on the host from every rank's input.
 /// Returns "" or what went wrong.
 std::string checkAllReduce(NcclCommunicator &comm, uint64_t count, DataType type, RedOp op,
-                           bool inPlace, cudaStream_t stream) {
+                           bool inPlace, cudaStream_t stream, char *sendIn = nullptr,
+                           char *recvIn = nullptr) {
   const uint32_t n = comm.size(), rank = comm.rank();
   const uint64_t es = dataTypeSize(type), bytes = count * es;
   std::vector<std::vector<char>> inputs(n, std::vector<char>(bytes));
@@ -713,8 +727,10 @@ std::string checkAllReduce(NcclCommunicator &comm, uint64_t count, DataType type
       !st)
     return "reference: " + st.message();
 
-  char *send = nullptr, *recv = nullptr;
-  if (cudaMalloc(&send, bytes) || cudaMalloc(&recv, bytes))
+  // The caller's buffers (a registered window), else buffers of its own.
+  char *send = sendIn, *recv = recvIn;
+  const bool own = !sendIn;
+  if (own && (cudaMalloc(&send, bytes) || cudaMalloc(&recv, bytes)))
     return "cannot allocate the buffers";
   std::string out;
   // Pageable copies and memsets may still be in flight when they return,
@@ -738,8 +754,10 @@ std::string checkAllReduce(NcclCommunicator &comm, uint64_t count, DataType type
                   ": ", formatElement(type, got.data(), first), " instead of ",
                   formatElement(type, want[rank].data(), first));
   }
-  cudaFree(send);
-  cudaFree(recv);
+  if (own) {
+    cudaFree(send);
+    cudaFree(recv);
+  }
   return out;
 }
 
@@ -1248,6 +1266,149 @@ void ringAcrossGpus(int n, NcclTransport transport) {
     ncclCommDestroy(c);
   for (const std::string &e : errors)
     ADD_FAILURE() << e;
+}
+
+/// The ring across GPUs with its buffers in a registered window
+/// (ncclMemAlloc, ncclCommWindowRegister, then registerWindow()): the
+/// receivers read the `rrcs` and `rcs` results where the senders stored
+/// them, through NCCL's mapping of the window; every output is right, and
+/// each rank read in place exactly its sender's marked steps (n - 1 per
+/// slice) of every launch. Then the window is deregistered and the ring
+/// runs through the slots again.
+void ringReadsWindowsInPlace(int n, NcclTransport transport) {
+  std::vector<ncclComm_t> comms(n);
+  std::vector<int> devs(n);
+  for (int d = 0; d < n; ++d)
+    devs[d] = d;
+  ASSERT_EQ(ncclCommInitAll(comms.data(), n, devs.data()), ncclSuccess);
+  const Plan plan = ringAllReduce(uint32_t(n), 2);
+  std::mutex mu;
+  std::vector<std::string> errors;
+  auto rankMain = [&](int r) {
+    auto report = [&](const std::string &what) {
+      std::lock_guard<std::mutex> lock(mu);
+      errors.push_back(cat("rank ", r, ": ", what));
+    };
+    cudaSetDevice(r);
+    cudaStream_t stream = nullptr;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    const uint64_t most = 1000003, bytes = 2 * most * sizeof(float);
+    void *memory = nullptr;
+    ncclWindow_t window = nullptr;
+    if (ncclMemAlloc(&memory, bytes) != ncclSuccess) {
+      report("ncclMemAlloc failed");
+    } else if (ncclCommWindowRegister(comms[r], memory, bytes, &window, NCCL_WIN_COLL_SYMMETRIC) !=
+               ncclSuccess) {
+      report("ncclCommWindowRegister failed");
+    } else {
+      NcclOptions options;
+      options.sliceBytes = 16384;
+      options.timeoutSeconds = 20;
+      options.transport = transport;
+      Result<std::unique_ptr<NcclCommunicator>> comm =
+          NcclCommunicator::create(plan, comms[r], options);
+      if (!comm) {
+        report("create: " + comm.message());
+      } else if (Status st = (*comm)->registerWindow(memory, bytes, window); !st) {
+        report("registerWindow: " + st.message());
+      } else {
+        char *send = static_cast<char *>(memory), *recv = send + most * sizeof(float);
+        uint64_t expected = 0;
+        for (uint64_t count : {uint64_t(1), uint64_t(1000), most})
+          for (bool inPlace : {false, true}) {
+            std::string e = checkAllReduce(**comm, count, DataType::Float32, RedOp::Sum, inPlace,
+                                           stream, send, recv);
+            if (!e.empty())
+              report(cat("count ", count, inPlace ? " in place: " : ": ", e));
+            expected += uint64_t(n - 1) *
+                        sliceShape(count, uint32_t(n), options.sliceBytes, 4).layout.numSlices;
+          }
+        if ((*comm)->directMessages() != expected)
+          report(cat((*comm)->directMessages(), " messages read in place, not ", expected));
+        if (Status st = (*comm)->deregisterWindow(window); !st)
+          report("deregisterWindow: " + st.message());
+        std::string e =
+            checkAllReduce(**comm, 1000, DataType::Float32, RedOp::Sum, false, stream, send, recv);
+        if (!e.empty())
+          report("after deregistering: " + e);
+        if ((*comm)->directMessages() != expected)
+          report("messages read in place after the window was deregistered");
+      }
+      // The communicator is gone before the window (its destructor waits
+      // for every rank).
+      comm = Status::error("released");
+      ncclCommWindowDeregister(comms[r], window);
+    }
+    if (memory)
+      ncclMemFree(memory);
+    cudaStreamDestroy(stream);
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back(rankMain, r);
+  for (std::thread &t : threads)
+    t.join();
+  for (ncclComm_t c : comms)
+    ncclCommDestroy(c);
+  for (const std::string &e : errors)
+    ADD_FAILURE() << e;
+}
+
+TEST(NcclGpu, RingAcrossGpusReadsRegisteredWindowsInPlace) {
+  const int n = std::min(gpuCount(), 8);
+  if (n < 2)
+    GTEST_SKIP() << "needs two GPUs or more";
+  ringReadsWindowsInPlace(n, NcclTransport::Auto);
+  ringReadsWindowsInPlace(n, NcclTransport::Symmetric);
+}
+
+/// One rank: a window registered and deregistered, and runs with their
+/// buffers in it (a rank sends nothing to itself here: no message is read
+/// in place, and the results are right).
+TEST(NcclGpu, OneRankRegistersAWindow) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no usable CUDA device";
+  Plan plan = localPlan();
+  ncclComm_t nccl = nullptr;
+  int dev = 0;
+  ASSERT_EQ(ncclCommInitAll(&nccl, 1, &dev), ncclSuccess);
+  const uint64_t most = 1000003, bytes = 2 * most * sizeof(float);
+  void *memory = nullptr;
+  ncclWindow_t window = nullptr;
+  ASSERT_EQ(ncclMemAlloc(&memory, bytes), ncclSuccess);
+  if (ncclCommWindowRegister(nccl, memory, bytes, &window, NCCL_WIN_COLL_SYMMETRIC) !=
+      ncclSuccess) {
+    ncclMemFree(memory);
+    ncclCommDestroy(nccl);
+    GTEST_SKIP() << "NCCL registers no window on this communicator";
+  }
+  {
+    NcclOptions options;
+    options.sliceBytes = 4096;
+    options.timeoutSeconds = 10;
+    Result<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::create(plan, nccl, options);
+    ASSERT_TRUE(comm) << comm.message();
+    ASSERT_TRUE((*comm)->registerWindow(memory, bytes, window));
+    EXPECT_EQ((*comm)->windows(), 1u);
+    EXPECT_FALSE((*comm)->registerWindow(nullptr, 0, window)) << "an empty window";
+    EXPECT_EQ((*comm)->windows(), 1u);
+    char *send = static_cast<char *>(memory), *recv = send + most * sizeof(float);
+    for (uint64_t count : {uint64_t(1), uint64_t(1000), most})
+      for (bool inPlace : {false, true})
+        EXPECT_EQ(checkAllReduce(**comm, count, DataType::Float32, RedOp::Max, inPlace, nullptr,
+                                 send, recv),
+                  "")
+            << "count " << count << (inPlace ? " in place" : "");
+    EXPECT_EQ((*comm)->directMessages(), 0u);
+    EXPECT_TRUE((*comm)->deregisterWindow(window));
+    EXPECT_EQ((*comm)->windows(), 0u);
+    EXPECT_EQ(
+        checkAllReduce(**comm, 1000, DataType::Float32, RedOp::Max, false, nullptr, send, recv),
+        "");
+  }
+  ncclCommWindowDeregister(nccl, window);
+  ncclMemFree(memory);
+  ncclCommDestroy(nccl);
 }
 
 TEST(NcclGpu, RingAllReduceAcrossGpus) {

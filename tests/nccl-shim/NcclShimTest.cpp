@@ -318,6 +318,20 @@ TEST(NcclShim, RunsSelectedCallsOrSaysWhyNot) {
   EXPECT_EQ(count(r.log, "ncclReduceScatter "), 1u) << r.log;
   EXPECT_EQ(count(r.log, "ncclGroupStart"), 1u) << r.log;
   EXPECT_EQ(count(r.log, "ncclCommDestroy" + comm), 1u) << r.log;
+  // A window registered and deregistered with a selection in force: both
+  // reach NCCL with their arguments, and the library keeps the window for
+  // the communicators it makes (none here: no GPU).
+  r = runCalls(dir, env, "window-register 65536 allreduce 1024 window-deregister destroy");
+  for (const char *call :
+       {"window-register 65536: 0", "allreduce 1024: 0", "window-deregister: 0", "destroy: 0"})
+    EXPECT_NE(r.out.find(call), std::string::npos) << call << "\n" << r.out;
+  EXPECT_EQ(count(r.log, "ncclCommWindowRegister" + comm +
+                             " p:" + std::to_string(0x7f0000200000ull) + " i:65536 p:"),
+            1u)
+      << r.log;
+  EXPECT_EQ(count(r.log, "ncclCommWindowDeregister" + comm + " p:" + std::to_string(0xa11ce00u)),
+            1u)
+      << r.log;
   // The plans were compiled for 2 ranks, into the cache; the plan of the
   // call too large for its row was not.
   std::string cached = probeCommand("ls " + dir + "/cache");

@@ -8,6 +8,7 @@
 //   allreduce COUNT | allgather COUNT | reducescatter COUNT | alltoall COUNT
 //   broadcast COUNT ROOT | reduce COUNT ROOT | gather COUNT ROOT
 //   scatter COUNT ROOT | group-start | group-end | async-error | destroy
+//   window-register BYTES (the receive buffer) | window-deregister
 //   fp8-allreduce COUNT | avg-allreduce COUNT
 //   send COUNT PEER | recv COUNT PEER   (PEER's piece of the send or
 //                                        receive buffer: COUNT floats
@@ -55,6 +56,7 @@ int main(int argc, char **argv) {
   auto *send = reinterpret_cast<void *>(uintptr_t(0x7f0000100000));
   auto *recv = reinterpret_cast<void *>(uintptr_t(0x7f0000200000));
   auto lastError = fn<decltype(&ncclGetLastError)>("ncclGetLastError");
+  ncclWindow_t window = nullptr;
   for (int i = 2; i < argc; ++i) {
     const std::string call = argv[i];
     auto number = [&] {
@@ -119,6 +121,15 @@ int main(int argc, char **argv) {
       ncclResult_t async = ncclSuccess;
       r = fn<decltype(&ncclCommGetAsyncError)>("ncclCommGetAsyncError")(comm, &async);
       shown += " (" + std::to_string(int(async)) + ")";
+    } else if (call == "window-register") {
+      // The receive buffer, COUNT bytes; the fake leaves the handle as set.
+      size_t bytes = number();
+      shown += " " + std::to_string(bytes);
+      window = reinterpret_cast<ncclWindow_t>(uintptr_t(0xa11ce00));
+      r = fn<decltype(&ncclCommWindowRegister)>("ncclCommWindowRegister")(comm, recv, bytes,
+                                                                          &window, 0);
+    } else if (call == "window-deregister") {
+      r = fn<decltype(&ncclCommWindowDeregister)>("ncclCommWindowDeregister")(comm, window);
     } else if (call == "destroy") {
       r = fn<decltype(&ncclCommDestroy)>("ncclCommDestroy")(comm);
     } else {

@@ -99,7 +99,16 @@ public:
   __device__ const char *recvPiece(char *slot, uint32_t j, uint64_t) const {
     if (!recvDirect)
       return slotPiece(slot, j);
-    return *reinterpret_cast<const char *const volatile *>(slotPiece(slot, j));
+    const char *at = *reinterpret_cast<const char *const volatile *>(slotPiece(slot, j));
+    // In another address space: through the view of the sender's window
+    // that holds it (the sender sends direct only from its windows).
+    for (uint32_t v = 0; v < k.numDirectViews; ++v) {
+      const DirectView &w = k.directViews[v];
+      const uint64_t off = uint64_t(at) - w.senderBase;
+      if (w.rank == recv.peer && uint64_t(at) >= w.senderBase && off < w.bytes)
+        return w.view + off;
+    }
+    return at;
   }
   __device__ void recvCopy(char *dst, char *slot, uint32_t j, uint64_t n) {
     copy(dst, recvPiece(slot, j, n), n);
@@ -196,8 +205,9 @@ public:
       stagedBytes = 0;
     } else {
       // The mark, then the tail that publishes it: both thread 0's, in
-      // order through publish()'s fence.
-      if (k.directSteps && send.marks && threadIdx.x == 0)
+      // order through publish()'s fence. Written for every message where
+      // the FIFO has marks, so that a receiver never reads an old one.
+      if (send.marks && threadIdx.x == 0)
         reinterpret_cast<volatile uint32_t *>(send.marks)[sendSlot] = sendDirect ? 1u : 0u;
       publish(send.tail, sent + 1);
     }

@@ -86,6 +86,21 @@ struct FifoDesc {
   /// Null: the FIFO carries no direct message (line protocols and the
   /// network never do).
   uint32_t *marks = nullptr;
+  /// The rank on the other end (a receive FIFO's sender): whose memory a
+  /// direct message's addresses are in (KernelParams::directViews).
+  uint32_t peer = 0;
+  uint32_t reserved = 0;
+};
+
+/// Where a receiver reads a sender's registered memory (a window):
+/// [senderBase, senderBase + bytes) in rank `rank`'s address space is at
+/// `view` in the receiver's.
+struct DirectView {
+  uint64_t senderBase = 0;
+  uint64_t bytes = 0;
+  char *view = nullptr;
+  uint32_t rank = 0;
+  uint32_t reserved = 0;
 };
 
 /// The first failure of a launch, written by the CTA that timed out (device
@@ -177,7 +192,12 @@ struct KernelParams {
   /// The buffers (bits 1 << BufferKind) this launch's sends may leave
   /// their data in: those the receivers can read.
   uint32_t directBuffers;
-  uint32_t reserved;
+  /// Entries of directViews.
+  uint32_t numDirectViews;
+  /// Null: a direct message's addresses are the receiver's too (every rank
+  /// in one address space). Else each is translated through the view of
+  /// its sender that holds it.
+  const DirectView *directViews;
 };
 
 /// The kernel entry for one data type and operator (Avg runs as Sum).
@@ -194,7 +214,9 @@ static_assert(offsetof(TbDesc, stepsBegin) == 16 && offsetof(TbDesc, sendFifo) =
                   offsetof(TbDesc, progressSteps) == 48,
               "TbDesc layout changed");
 
-static_assert(sizeof(FifoDesc) == 80 && alignof(FifoDesc) == 8, "FifoDesc layout changed");
+static_assert(sizeof(FifoDesc) == 88 && alignof(FifoDesc) == 8, "FifoDesc layout changed");
+static_assert(sizeof(DirectView) == 32 && offsetof(DirectView, view) == 16,
+              "DirectView layout changed");
 static_assert(offsetof(FifoDesc, slotBytes) == 24 && offsetof(FifoDesc, netPeer) == 36 &&
                   offsetof(FifoDesc, localSlots) == 48 &&
                   offsetof(FifoDesc, remoteSlotBytes) == 64 && offsetof(FifoDesc, marks) == 72,
@@ -222,9 +244,10 @@ static_assert(offsetof(KernelParams, rankBuffers) == 32 && offsetof(KernelParams
 static_assert(offsetof(KernelParams, protocol) == 180 && offsetof(KernelParams, stages) == 184,
               "KernelParams layout changed");
 static_assert(offsetof(KernelParams, directSteps) == 208 &&
-                  offsetof(KernelParams, directBuffers) == 224,
+                  offsetof(KernelParams, directBuffers) == 224 &&
+                  offsetof(KernelParams, directViews) == 232,
               "KernelParams layout changed");
-static_assert(sizeof(KernelParams) == 232, "KernelParams layout changed");
+static_assert(sizeof(KernelParams) == 240, "KernelParams layout changed");
 
 } // namespace coll::kernels
 

@@ -54,6 +54,7 @@ LaunchTables buildLaunchTables(const PlanInfo &info, const std::vector<RankSecti
         recvFifo[{sections[s].rank, tb.recvPeer, tb.channel}] = d.recvFifo;
         FifoDesc f;
         f.depth = info.connectionDepth;
+        f.peer = uint32_t(tb.recvPeer);
         t.fifos.push_back(f);
         t.fifoMaxCount.push_back(std::max<uint32_t>(maxRecv, 1));
         t.fifoBlock.push_back(uint32_t(t.tbs.size()));
@@ -101,6 +102,7 @@ LaunchTables buildLaunchTables(const PlanInfo &info, const std::vector<RankSecti
         rs.maxCount = std::max(rs.maxCount, in.count);
     FifoDesc f;
     f.depth = info.connectionDepth;
+    f.peer = rs.peer;
     t.fifos.push_back(f);
     t.fifoMaxCount.push_back(rs.maxCount);
     d.sendFifo = int32_t(rs.fifo);

@@ -234,6 +234,8 @@ struct DirectLaunch {
   const uint8_t *steps = nullptr;         ///< Device copy of LaunchTables::directSteps.
   uint32_t buffers = 0;                   ///< Bits (1 << BufferKind) the receivers can read.
   unsigned long long *received = nullptr; ///< Device counter of messages read in place.
+  const DirectView *views = nullptr;      ///< KernelParams::directViews.
+  uint32_t numViews = 0;
 };
 
 /// Launches the interpreter kernel \p fn over \p w's tables: \p w is the
@@ -280,7 +282,8 @@ cudaError_t launchInterpreter(const State &w, KernelFn fn, const ChunkLayout &la
   k.directSteps = direct.steps;
   k.directReceived = direct.received;
   k.directBuffers = direct.buffers;
-  k.reserved = 0;
+  k.numDirectViews = direct.numViews;
+  k.directViews = direct.views;
   void *args[] = {&k};
   const size_t shared = w.tables.sharedSteps * sizeof(Instruction);
   if (w.numBlocks == 0)

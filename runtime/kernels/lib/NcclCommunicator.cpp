@@ -141,6 +141,25 @@ struct NcclCommunicatorState {
   std::vector<char *> retired;
   std::optional<Status> failure; ///< A device-side failure: unusable from then on.
 
+  /// Registered windows (registerWindow()): this rank's, and where the
+  /// receivers on this rank read each peer's (one view per LSA peer and
+  /// window, this rank's own included).
+  struct Window {
+    ncclWindow_t window = nullptr;
+    uint64_t base = 0, bytes = 0;
+  };
+  std::vector<Window> windows;
+  std::vector<DirectView> views;
+  std::vector<ncclWindow_t> viewWindow; ///< The window of each view.
+  /// Device copies: LaunchTables::directSteps, the views, the count of
+  /// messages read in place.
+  DeviceBuffer directTable, viewTable, directCount;
+  /// Uploads the views (after this rank's launches are done: they read
+  /// the table).
+  Status uploadViews();
+  /// Waits for this rank's launches, captured replays included.
+  Status quiesce();
+
   ~NcclCommunicatorState() {
     DeviceScope scope(device);
     symmetric.reset(); // On this rank's device; collective when registered.
@@ -291,7 +310,10 @@ Status NcclCommunicatorState::prepare(const Result<ValidatedPlan> &given, PeerHe
       (err = cudaMemsetAsync(launchState.ptr, 0, launchState.bytes, setupStream)) ||
       (err = cudaMemsetAsync(progress.ptr, 0, progress.bytes, setupStream)) ||
       (err = cudaMemsetAsync(abortFlag.ptr, 0, abortFlag.bytes, setupStream)) ||
-      (err = cudaMemsetAsync(error.ptr, 0, error.bytes, setupStream)))
+      (err = cudaMemsetAsync(error.ptr, 0, error.bytes, setupStream)) ||
+      (err = upload(directTable, tables.directSteps)) ||
+      (err = directCount.reserve(sizeof(unsigned long long))) ||
+      (err = cudaMemsetAsync(directCount.ptr, 0, directCount.bytes, setupStream)))
     return cudaFail("cannot allocate device memory for the plan", err);
   int perSm = 0, sms = 0, coop = 0;
   if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) ||
@@ -593,6 +615,115 @@ NcclCommunicator::~NcclCommunicator() {
   }
 }
 
+Status NcclCommunicatorState::quiesce() {
+  cudaError_t err = cudaSuccess;
+  if (captured)
+    err = cudaDeviceSynchronize();
+  else if (launched)
+    err = cudaEventSynchronize(lastLaunch);
+  if (err)
+    return cudaFail("a previous launch failed", err);
+  return Status::success();
+}
+
+Status NcclCommunicatorState::uploadViews() {
+  // A captured launch reads the table it was captured with: keep it.
+  if (captured && viewTable.ptr && views.size() * sizeof(DirectView) > viewTable.bytes) {
+    retired.push_back(viewTable.ptr);
+    viewTable.ptr = nullptr;
+    viewTable.bytes = 0;
+  }
+  if (cudaError_t err = upload(viewTable, views))
+    return cudaFail("cannot upload the registered windows' views", err);
+  return Status::success();
+}
+
+Status NcclCommunicator::registerWindow(void *buff, uint64_t bytes, ncclWindow_t window) {
+  NcclCommunicatorState &w = *s;
+  DeviceScope scope(w.device);
+  // Every rank's window: where it lies in its owner's address space.
+  struct Record {
+    uint64_t base = 0, bytes = 0;
+  } mine{reinterpret_cast<uintptr_t>(buff), bytes};
+  Status ok = w.failure ? *w.failure : w.quiesce();
+  if (ok && (!buff || !bytes || !window))
+    ok = Status::error("the window to read in place is null or empty");
+  if (ok && mine.base > ~uint64_t(0) - bytes)
+    ok = Status::error("the window to read in place wraps around the address space");
+  std::vector<uint8_t> gathered;
+  if (Status x = w.allGather(&mine, sizeof mine, gathered); !x)
+    return ok ? x : ok;
+  std::vector<Record> all(w.nranks);
+  std::memcpy(all.data(), gathered.data(), gathered.size());
+  // Where this rank's receivers read each peer's part: NCCL's mapping for
+  // the LSA peers, the buffer itself for this rank.
+  std::vector<DirectView> added;
+  if (ok) {
+    std::vector<uint32_t> peers;
+    std::vector<int32_t> lsaPeers;
+    for (uint32_t p = 0; p < w.nranks; ++p)
+      if (p != w.rank && p < w.lsaRanks.size() && w.lsaRanks[p] >= 0) {
+        peers.push_back(p);
+        lsaPeers.push_back(w.lsaRanks[p]);
+      }
+    Result<std::vector<char *>> bases = lsaWindowBases(window, lsaPeers, w.setupStream);
+    if (!bases) {
+      ok = bases.getStatus();
+    } else {
+      for (size_t i = 0; i < peers.size(); ++i)
+        if (all[peers[i]].bytes)
+          added.push_back({all[peers[i]].base, all[peers[i]].bytes, (*bases)[i], peers[i], 0});
+      added.push_back({mine.base, mine.bytes, static_cast<char *>(buff), w.rank, 0});
+    }
+  }
+  if (Status x = w.agree(ok, "read a registered window in place"); !x)
+    return x;
+  w.windows.push_back({window, mine.base, mine.bytes});
+  for (const DirectView &v : added) {
+    w.views.push_back(v);
+    w.viewWindow.push_back(window);
+  }
+  return w.uploadViews();
+}
+
+Status NcclCommunicator::deregisterWindow(ncclWindow_t window) {
+  NcclCommunicatorState &w = *s;
+  DeviceScope scope(w.device);
+  auto it =
+      std::find_if(w.windows.begin(), w.windows.end(),
+                   [&](const NcclCommunicatorState::Window &x) { return x.window == window; });
+  if (it == w.windows.end())
+    return Status::success();
+  // Launches that may read it (and its peers': deregistration is
+  // collective, so they stop too) finish first.
+  Status done = w.quiesce();
+  w.windows.erase(it);
+  for (size_t i = w.views.size(); i-- > 0;)
+    if (w.viewWindow[i] == window) {
+      w.views.erase(w.views.begin() + i);
+      w.viewWindow.erase(w.viewWindow.begin() + i);
+    }
+  if (Status x = w.uploadViews(); !x)
+    return x;
+  return done;
+}
+
+uint32_t NcclCommunicator::windows() const {
+  return uint32_t(s->windows.size());
+}
+
+uint64_t NcclCommunicator::directMessages() const {
+  const NcclCommunicatorState &w = *s;
+  unsigned long long n = 0;
+  DeviceScope scope(w.device);
+  if (!w.directCount.ptr ||
+      cudaMemcpy(&n, w.directCount.ptr, sizeof n, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
 uint32_t NcclCommunicator::rank() const {
   return s->rank;
 }
@@ -736,13 +867,35 @@ Status NcclCommunicator::launch(const void *sendbuf, void *recvbuf, uint64_t cou
     w.rankBuffers = table;
   }
 
+  // Direct sends from the Input and Output that lie in this rank's
+  // registered windows. Every rank has the same windows (registration is
+  // collective), so every rank's launch reads the slots' marks, or none.
+  DirectLaunch direct;
+  if (!w.windows.empty()) {
+    auto inWindow = [&](const char *p, uint64_t bytes) {
+      const uint64_t at = reinterpret_cast<uintptr_t>(p);
+      for (const NcclCommunicatorState::Window &win : w.windows)
+        if (at >= win.base && at - win.base <= win.bytes && bytes <= win.bytes - (at - win.base))
+          return true;
+      return false;
+    };
+    direct.steps = w.directTable.as<uint8_t>();
+    direct.received = w.directCount.as<unsigned long long>();
+    direct.views = w.viewTable.as<DirectView>();
+    direct.numViews = uint32_t(w.views.size());
+    if (inWindow(b.input, call.inputBytes))
+      direct.buffers |= 1u << unsigned(BufferKind::Input);
+    if (inWindow(b.output, call.outputBytes))
+      direct.buffers |= 1u << unsigned(BufferKind::Output);
+  }
+
   // Peers on other GPUs: .sys-scope fences and counters (DeviceSync.cuh).
   // The slice base lives in device memory: every rank advances by the same
   // slices, given the same count and type, replays included.
   if ((err = launchInterpreter(w, fn, layout, shape.pieceStride, /*systemScope=*/true, stream,
                                network, /*trace=*/nullptr, /*traceSteps=*/0, ProtocolKind::Simple,
                                /*stages=*/nullptr, /*stageBytes=*/0, w.launchState.as<uint64_t>(),
-                               bufferTable)))
+                               bufferTable, direct)))
     return cudaFail(capturing ? "cannot capture the interpreter kernel"
                               : "cannot launch the interpreter kernel",
                     err);

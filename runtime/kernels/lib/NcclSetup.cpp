@@ -171,6 +171,16 @@ Result<ConnectionLayout> layoutConnections(const LaunchTables &tables, const Ran
       return at.getStatus();
     f.slots = *at;
     const Threadblock &tb = plan.threadblocks[d.tb];
+    if (!isNetwork(uint32_t(tb.recvPeer))) {
+      // A word per slot, which a sender by loads and stores writes.
+      const std::string marks = cat("the slot marks of rank ", self, " threadblock ", d.tb);
+      Result<uint64_t> m =
+          reserve(marks, detail::checkedBytes(marks, tables.fifos[i].depth, sizeof(uint32_t), 1));
+      if (!m)
+        return m.getStatus();
+      f.marks = *m;
+      f.ownsMarks = true;
+    }
     if (uint32_t(tb.recvPeer) == self) {
       f.ownsHead = true; // The sender is this rank: a FIFO of its own.
       continue;
@@ -185,6 +195,7 @@ Result<ConnectionLayout> layoutConnections(const LaunchTables &tables, const Ran
     e.counter = f.tail;
     e.slots = f.slots;
     e.slotBytes = f.slotBytes;
+    e.marks = f.marks;
     if (isNetwork(e.peer)) {
       e.network = 1;
       e.signal = l.signals++;
@@ -257,6 +268,8 @@ void bindLocalConnections(LaunchTables &tables, const ConnectionLayout &layout, 
       f.slotBytes = o.slotBytes;
       f.localSlots = o.slots;
     }
+    if (o.ownsMarks)
+      f.marks = reinterpret_cast<uint32_t *>(base + o.marks);
   }
 }
 
@@ -292,6 +305,7 @@ std::vector<PeerReference> resolveConnections(LaunchTables &tables, const Connec
       f.slotBytes = other.slotBytes;
       refs.push_back({i, PeerReference::Slots, e.peer, other.slots});
       refs.push_back({i, PeerReference::Tail, e.peer, other.counter});
+      refs.push_back({i, PeerReference::Marks, e.peer, other.marks});
     }
   }
   return refs;
@@ -310,6 +324,9 @@ void applyPeerPointers(LaunchTables &tables, const std::vector<PeerReference> &r
       break;
     case PeerReference::Slots:
       f.slots = pointers[k];
+      break;
+    case PeerReference::Marks:
+      f.marks = reinterpret_cast<uint32_t *>(pointers[k]);
       break;
     }
   }

@@ -63,6 +63,8 @@ struct ConnectionEntry {
   uint64_t counter = 0;   ///< Offset of the tail (Receive) or head (Send) counter.
   uint64_t slots = 0;     ///< Receive: offset of the slots; network Send: of the staging.
   uint64_t slotBytes = 0; ///< Bytes of one slot (Send: of one staging slot).
+  /// Receive, not over the network: offset of the slots' marks (FifoDesc::marks).
+  uint64_t marks = 0;
 };
 
 /// Where one FIFO of LaunchTables::fifos sits in its rank's connection
@@ -71,7 +73,8 @@ struct FifoOffsets {
   uint64_t tail = 0, head = 0; ///< Counters this rank owns.
   uint64_t slots = 0;          ///< Receive: the slots; network Send: the staging.
   uint64_t slotBytes = 0;      ///< Of the slots this rank owns.
-  bool ownsTail = false, ownsHead = false, ownsSlots = false;
+  uint64_t marks = 0;          ///< Receive, loads and stores: the slots' marks.
+  bool ownsTail = false, ownsHead = false, ownsSlots = false, ownsMarks = false;
 };
 
 /// A rank's connection memory: counters, receive slots, staging slots for
@@ -98,7 +101,9 @@ Status checkConnectionMemory(const ConnectionLayout &layout, uint32_t self, uint
 ///    in the sender's memory, where the sender polls it);
 ///  - for remote send j, its head counter at line 2R+j (R receive FIFOs);
 ///  - the slots of each receive FIFO, sized for the largest slice, so that
-///    the layout does not depend on a launch's count;
+///    the layout does not depend on a launch's count, and, where the
+///    sender is reached by loads and stores, a mark per slot (FifoDesc::
+///    marks, for direct messages);
 ///  - for each send to a peer in \p network, staging slots of the same
 ///    shape: the kernel fills them, and a GIN put carries them over.
 /// GIN signals are numbered per rank: receives from network peers first (each
@@ -140,7 +145,7 @@ Result<ConnectionMatch> matchConnections(const std::vector<std::vector<Connectio
 /// A pointer into a peer's connection memory that one of this rank's FIFOs
 /// needs: where a peer reached by loads and stores keeps it.
 struct PeerReference {
-  enum Field : uint32_t { Tail = 0, Head = 1, Slots = 2 };
+  enum Field : uint32_t { Tail = 0, Head = 1, Slots = 2, Marks = 3 };
   uint32_t fifo = 0; ///< In LaunchTables::fifos.
   Field field = Tail;
   uint32_t peer = 0;

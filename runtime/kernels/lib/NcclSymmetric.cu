@@ -285,6 +285,46 @@ Status SymmetricMemory::drainSignals(const std::vector<std::pair<uint32_t, uint6
 #endif
 }
 
+namespace {
+
+/// resolveLsaPointers() of \p refs in \p window.
+Result<std::vector<char *>>
+resolveInWindow(ncclWindow_t window, const std::vector<LsaReference> &host, cudaStream_t stream) {
+  std::vector<char *> out(host.size(), nullptr);
+  if (host.empty())
+    return out;
+  DeviceBuffer in, result;
+  cudaError_t err;
+  const uint32_t n = uint32_t(host.size());
+  if ((err = in.reserve(n * sizeof(LsaReference))) || (err = result.reserve(n * sizeof(char *))) ||
+      (err = cudaMemcpyAsync(in.ptr, host.data(), n * sizeof(LsaReference), cudaMemcpyHostToDevice,
+                             stream))) {
+    cudaGetLastError();
+    return Status::error("cannot stage the LSA references: " + cudaText(err));
+  }
+  resolveLsaPointers<<<1, 256, 0, stream>>>(window, in.as<LsaReference>(), n, result.as<char *>());
+  if ((err = cudaGetLastError()) ||
+      (err = cudaMemcpyAsync(out.data(), result.ptr, n * sizeof(char *), cudaMemcpyDeviceToHost,
+                             stream)) ||
+      (err = cudaStreamSynchronize(stream))) {
+    cudaGetLastError();
+    return Status::error("cannot resolve the LSA peers' pointers: " + cudaText(err));
+  }
+  return out;
+}
+
+} // namespace
+
+Result<std::vector<char *>>
+lsaWindowBases(ncclWindow_t window, const std::vector<int32_t> &lsaPeers, cudaStream_t stream) {
+  if (!window)
+    return Status::error("the window is null");
+  std::vector<LsaReference> host(lsaPeers.size());
+  for (size_t i = 0; i < lsaPeers.size(); ++i)
+    host[i] = {0, lsaPeers[i]};
+  return resolveInWindow(window, host, stream);
+}
+
 Result<std::vector<char *>> SymmetricMemory::resolve(const std::vector<PeerReference> &refs,
                                                      const std::vector<int32_t> &lsaRanks,
                                                      cudaStream_t stream) {
@@ -305,25 +345,7 @@ Result<std::vector<char *>> SymmetricMemory::resolve(const std::vector<PeerRefer
                                "'s window of ", bytes_, " bytes"));
     host[i] = {r.offset, lsaRanks[r.peer]};
   }
-  DeviceBuffer in, result;
-  cudaError_t err;
-  const uint32_t n = uint32_t(refs.size());
-  if ((err = in.reserve(n * sizeof(LsaReference))) || (err = result.reserve(n * sizeof(char *))) ||
-      (err = cudaMemcpyAsync(in.ptr, host.data(), n * sizeof(LsaReference), cudaMemcpyHostToDevice,
-                             stream))) {
-    cudaGetLastError();
-    return Status::error("cannot stage the LSA references: " + cudaText(err));
-  }
-  resolveLsaPointers<<<1, 256, 0, stream>>>(impl_->window, in.as<LsaReference>(), n,
-                                            result.as<char *>());
-  if ((err = cudaGetLastError()) ||
-      (err = cudaMemcpyAsync(out.data(), result.ptr, n * sizeof(char *), cudaMemcpyDeviceToHost,
-                             stream)) ||
-      (err = cudaStreamSynchronize(stream))) {
-    cudaGetLastError();
-    return Status::error("cannot resolve the LSA peers' pointers: " + cudaText(err));
-  }
-  return out;
+  return resolveInWindow(impl_->window, host, stream);
 }
 
 } // namespace coll::kernels

@@ -41,6 +41,11 @@ Result<std::vector<int32_t>> queryLsaRanks(ncclComm_t comm);
 /// when invalid or without GIN.
 KernelFn selectGinKernel(DataType type, RedOp op);
 
+/// Where offset 0 of \p window lies in each of \p lsaPeers (ranks in this
+/// rank's LSA team, queryLsaRanks()), in this rank's address space.
+Result<std::vector<char *>>
+lsaWindowBases(ncclWindow_t window, const std::vector<int32_t> &lsaPeers, cudaStream_t stream);
+
 /// Symmetric memory of one rank: an ncclMemAlloc allocation registered as
 /// a window over the communicator, and a device communicator (with GIN
 /// signals when asked for). Creating the device communicator and

@@ -123,6 +123,28 @@ public:
   Status run(const void *sendbuf, void *recvbuf, uint64_t count, DataType type, RedOp op,
              cudaStream_t stream);
 
+  /// Registered buffers read in place. Collective (every rank calls it in
+  /// the same order as its other collective calls, as NCCL's
+  /// ncclCommWindowRegister): \p buff, \p bytes long, which every rank
+  /// has registered with NCCL as \p window, becomes memory its peers in
+  /// the LSA team read where it lies. A launch whose Input or Output lies in
+  /// one of this rank's windows sends from it direct (the steps
+  /// DirectSends.h allows): its receivers read the data through NCCL's
+  /// mapping of the window, one copy where the slots take two. Waits for
+  /// this communicator's launches first. An error (a rank that could not
+  /// resolve its peers' mappings) is every rank's, and the window is then
+  /// not used; the communicator stays usable.
+  Status registerWindow(void *buff, uint64_t bytes, ncclWindow_t window);
+  /// Collective, before ncclCommWindowDeregister: stops reading \p window
+  /// in place (waits for this communicator's launches; a captured launch
+  /// that uses it must not replay after). Unknown windows are ignored.
+  Status deregisterWindow(ncclWindow_t window);
+  /// The windows registerWindow() added and deregisterWindow() has not removed.
+  uint32_t windows() const;
+  /// Messages this rank's finished launches read in place (registered
+  /// windows of its peers).
+  uint64_t directMessages() const;
+
   /// This rank.
   uint32_t rank() const;
   /// The ranks of the communicator and the plan.
