@@ -57,6 +57,16 @@ thread_local int groupDepth = 0;
 /// they run on Collc as the collective they are, or go to NCCL.
 thread_local std::vector<P2pOp> heldP2p;
 
+/// A window registered inside the caller's group: NCCL fills its handle
+/// only at the group's end.
+struct PendingWindow {
+  ncclComm_t comm;
+  void *buff;
+  size_t bytes;
+  const ncclWindow_t *made;
+};
+thread_local std::vector<PendingWindow> pendingWindows;
+
 /// Hands a held send or receive to NCCL as it came in.
 ncclResult_t forwardP2p(const P2pOp &op) {
   const bool twin = op.twin;
@@ -858,24 +868,23 @@ void closeSide(ncclComm_t comm, bool abandon) {
 /// (collective, as the registration is), and those made later too.
 void windowRegistered(ncclComm_t comm, void *buff, size_t bytes, const ncclWindow_t *made) {
   Shim &s = shim();
-  if (!s.library || insideCollc || !*made)
+  if (!s.library || insideCollc)
     return; // Collc's own windows (its connection memory) are not the job's.
+  // Inside a group NCCL registers the window at the group's end (and
+  // Collc's own collective would wait for it): both wait for that end.
+  if (groupDepth > 0) {
+    pendingWindows.push_back({comm, buff, bytes, made});
+    return;
+  }
+  if (!*made)
+    return;
   const ncclWindow_t window = *made;
+  RelaxedCapture relaxed; // Another thread may be capturing in the global mode.
   std::shared_ptr<CommSide> side = sideOf(s, comm);
   if (!side)
     return;
   std::lock_guard<std::mutex> lock(side->mu);
   side->windows.push_back({buff, bytes, window});
-  // Registering is a collective of Collc's own (an ncclAllGather): inside
-  // the job's group it would wait for the group's end. Every rank
-  // registers in the same group, so every one leaves the window to the
-  // communicators made later.
-  if (groupDepth > 0) {
-    if (!side->runners.empty())
-      side->sayOnce("a window registered inside a group is read in place only by Collc "
-                    "communicators made after it");
-    return;
-  }
   InsideCollc inside;
   for (Runner &runner : side->runners)
     if (runner.comm)
@@ -889,6 +898,7 @@ void windowDeregistering(ncclComm_t comm, ncclWindow_t window) {
   Shim &s = shim();
   if (!s.library || insideCollc)
     return;
+  RelaxedCapture relaxed; // Another thread may be capturing in the global mode.
   std::shared_ptr<CommSide> side;
   {
     std::lock_guard<std::mutex> lock(s.mu);
@@ -1108,6 +1118,15 @@ ncclResult_t ncclGroupEnd(bool twin) {
     if (r == ncclSuccess)
       r = held;
   }
+  // Windows registered in the group: NCCL has filled their handles (null
+  // where the registration failed).
+  if (groupDepth == 0 && !pendingWindows.empty()) {
+    std::vector<PendingWindow> windows;
+    windows.swap(pendingWindows);
+    if (r == ncclSuccess)
+      for (const PendingWindow &w : windows)
+        windowRegistered(w.comm, w.buff, w.bytes, w.made);
+  }
   return r;
 }
 
@@ -1116,6 +1135,8 @@ ncclResult_t ncclGroupEnd(bool twin) {
 ncclResult_t ncclGroupSimulateEnd(bool twin, ncclSimInfo_t *simInfo) {
   if (groupDepth > 0)
     --groupDepth;
+  if (groupDepth == 0)
+    pendingWindows.clear();
   if (groupDepth == 0 && !heldP2p.empty()) {
     std::vector<P2pOp> ops;
     ops.swap(heldP2p);

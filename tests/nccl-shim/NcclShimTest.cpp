@@ -332,6 +332,14 @@ TEST(NcclShim, RunsSelectedCallsOrSaysWhyNot) {
   EXPECT_EQ(count(r.log, "ncclCommWindowDeregister" + comm + " p:" + std::to_string(0xa11ce00u)),
             1u)
       << r.log;
+  // Inside a group: taken up at the group's end, when NCCL has filled the
+  // handle.
+  r = runCalls(dir, env, "group-start window-register 4096 group-end window-deregister destroy");
+  for (const char *call :
+       {"window-register 4096: 0", "group-end: 0", "window-deregister: 0", "destroy: 0"})
+    EXPECT_NE(r.out.find(call), std::string::npos) << call << "\n" << r.out;
+  EXPECT_EQ(count(r.log, "ncclCommWindowRegister" + comm), 1u) << r.log;
+  EXPECT_EQ(count(r.log, "ncclGroupEnd"), 1u) << r.log;
   // The plans were compiled for 2 ranks, into the cache; the plan of the
   // call too large for its row was not.
   std::string cached = probeCommand("ls " + dir + "/cache");

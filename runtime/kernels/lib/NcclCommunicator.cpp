@@ -154,9 +154,9 @@ struct NcclCommunicatorState {
   /// Device copies: LaunchTables::directSteps, the views, the count of
   /// messages read in place.
   DeviceBuffer directTable, viewTable, directCount;
-  /// Uploads the views (after this rank's launches are done: they read
-  /// the table).
-  Status uploadViews();
+  /// Makes \p table (the views, uploaded) the launches' table; the old one
+  /// goes to \p table, or is kept while captured graphs may read it.
+  void swapViews(DeviceBuffer &table);
   /// Waits for this rank's launches, captured replays included.
   Status quiesce();
 
@@ -626,16 +626,15 @@ Status NcclCommunicatorState::quiesce() {
   return Status::success();
 }
 
-Status NcclCommunicatorState::uploadViews() {
+void NcclCommunicatorState::swapViews(DeviceBuffer &table) {
   // A captured launch reads the table it was captured with: keep it.
-  if (captured && viewTable.ptr && views.size() * sizeof(DirectView) > viewTable.bytes) {
+  if (captured && viewTable.ptr) {
     retired.push_back(viewTable.ptr);
     viewTable.ptr = nullptr;
     viewTable.bytes = 0;
   }
-  if (cudaError_t err = upload(viewTable, views))
-    return cudaFail("cannot upload the registered windows' views", err);
-  return Status::success();
+  std::swap(viewTable.ptr, table.ptr);
+  std::swap(viewTable.bytes, table.bytes);
 }
 
 Status NcclCommunicator::registerWindow(void *buff, uint64_t bytes, ncclWindow_t window) {
@@ -645,6 +644,7 @@ Status NcclCommunicator::registerWindow(void *buff, uint64_t bytes, ncclWindow_t
   struct Record {
     uint64_t base = 0, bytes = 0;
   } mine{reinterpret_cast<uintptr_t>(buff), bytes};
+  RelaxedCapture relaxed; // Another thread may be capturing in the global mode.
   Status ok = w.failure ? *w.failure : w.quiesce();
   if (ok && (!buff || !bytes || !window))
     ok = Status::error("the window to read in place is null or empty");
@@ -670,20 +670,35 @@ Status NcclCommunicator::registerWindow(void *buff, uint64_t bytes, ncclWindow_t
     if (!bases) {
       ok = bases.getStatus();
     } else {
-      for (size_t i = 0; i < peers.size(); ++i)
-        if (all[peers[i]].bytes)
-          added.push_back({all[peers[i]].base, all[peers[i]].bytes, (*bases)[i], peers[i], 0});
+      for (size_t i = 0; i < peers.size() && ok; ++i) {
+        if (!all[peers[i]].bytes)
+          continue;
+        if (!(*bases)[i])
+          ok = Status::error(cat("NCCL maps no part of rank ", peers[i], "'s window here"));
+        added.push_back({all[peers[i]].base, all[peers[i]].bytes, (*bases)[i], peers[i], 0});
+      }
       added.push_back({mine.base, mine.bytes, static_cast<char *>(buff), w.rank, 0});
     }
   }
+  // The new table, uploaded before the ranks agree: a rank that cannot
+  // upload it fails the registration everywhere, and nothing changes.
+  std::vector<DirectView> views = w.views;
+  std::vector<ncclWindow_t> viewWindow = w.viewWindow;
+  for (const DirectView &v : added) {
+    views.push_back(v);
+    viewWindow.push_back(window);
+  }
+  DeviceBuffer table;
+  if (ok)
+    if (cudaError_t err = upload(table, views))
+      ok = cudaFail("cannot upload the registered windows' views", err);
   if (Status x = w.agree(ok, "read a registered window in place"); !x)
     return x;
   w.windows.push_back({window, mine.base, mine.bytes});
-  for (const DirectView &v : added) {
-    w.views.push_back(v);
-    w.viewWindow.push_back(window);
-  }
-  return w.uploadViews();
+  w.views = std::move(views);
+  w.viewWindow = std::move(viewWindow);
+  w.swapViews(table);
+  return Status::success();
 }
 
 Status NcclCommunicator::deregisterWindow(ncclWindow_t window) {
@@ -694,8 +709,9 @@ Status NcclCommunicator::deregisterWindow(ncclWindow_t window) {
                    [&](const NcclCommunicatorState::Window &x) { return x.window == window; });
   if (it == w.windows.end())
     return Status::success();
-  // Launches that may read it (and its peers': deregistration is
+  // Launches that may read it (and its peers': NCCL's deregistration is
   // collective, so they stop too) finish first.
+  RelaxedCapture relaxed;
   Status done = w.quiesce();
   w.windows.erase(it);
   for (size_t i = w.views.size(); i-- > 0;)
@@ -703,8 +719,16 @@ Status NcclCommunicator::deregisterWindow(ncclWindow_t window) {
       w.views.erase(w.views.begin() + i);
       w.viewWindow.erase(w.viewWindow.begin() + i);
     }
-  if (Status x = w.uploadViews(); !x)
-    return x;
+  // The new table, whole, replaces the old one.
+  DeviceBuffer table;
+  if (cudaError_t err = upload(table, w.views)) {
+    // The old table holds views that are gone, and the ranks must agree
+    // on whether their launches read marks: this rank runs no more (its
+    // peers' next launches time out, naming it).
+    w.failure = cudaFail("cannot upload the registered windows' views", err);
+    return *w.failure;
+  }
+  w.swapViews(table);
   return done;
 }
 

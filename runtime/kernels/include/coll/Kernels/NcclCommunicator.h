@@ -135,9 +135,11 @@ public:
   /// resolve its peers' mappings) is every rank's, and the window is then
   /// not used; the communicator stays usable.
   Status registerWindow(void *buff, uint64_t bytes, ncclWindow_t window);
-  /// Collective, before ncclCommWindowDeregister: stops reading \p window
-  /// in place (waits for this communicator's launches; a captured launch
-  /// that uses it must not replay after). Unknown windows are ignored.
+  /// Before ncclCommWindowDeregister, on every rank where that is called
+  /// (no exchange; the ranks stay in step because NCCL's deregistration is
+  /// collective): stops reading \p window in place (waits for this
+  /// communicator's launches; a captured launch that uses it must not
+  /// replay after). Unknown windows are ignored.
   Status deregisterWindow(ncclWindow_t window);
   /// The windows registerWindow() added and deregisterWindow() has not removed.
   uint32_t windows() const;
