@@ -346,6 +346,16 @@ TEST(DirectReads, LaunchTablesMarkTheSendsWhoseDataStays) {
             << (inPlace ? "in place" : "out of place") << ", rank " << d.rank << " step " << i
             << " (" << opcodeInfo(op).mnemonic << ")";
       }
+    // A receive FIFO names its sender, whose addresses a direct message
+    // carries; a FIFO to a rank outside the launch names the receiver.
+    for (const kernels::TbDesc &d : t.tbs) {
+      ASSERT_GE(d.recvFifo, 0);
+      EXPECT_EQ(t.fifos[d.recvFifo].peer, uint32_t(plan.ranks[d.rank].threadblocks[d.tb].recvPeer));
+    }
+    kernels::LaunchTables one = kernels::buildLaunchTables(plan.info, {{2, &plan.ranks[2]}});
+    ASSERT_EQ(one.remoteSends.size(), 1u);
+    EXPECT_EQ(one.fifos[one.remoteSends[0].fifo].peer, 3u);
+    EXPECT_EQ(one.fifos[0].peer, 1u);
   }
 }
 

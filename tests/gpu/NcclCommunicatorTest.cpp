@@ -600,6 +600,15 @@ TEST(DeviceFailure, NamesTheRankAndWhatItWaitedFor) {
   Status st = describeDeviceFailure(e, t, sections, 2, 1.5);
   EXPECT_EQ(st.message(), "rank 2 threadblock 0 step 2 (rrs, slice 0): timed out after 1.5 s on "
                           "the GPU waiting for message 2 from rank 1 on channel 0");
+  // After its last step, waiting for its receiver to read what it sent
+  // direct: counts are this launch's (6 sends a slice, 3 slices before).
+  e.waitKind = uint32_t(WaitKind::DirectRead);
+  e.step = t.tbs[0].numSteps;
+  e.expected = 3 * 6 + 5;
+  e.observed = 3 * 6 + 3;
+  EXPECT_EQ(describeDeviceFailure(e, t, sections, 2, 1.5).message(),
+            "rank 2 threadblock 0 (after its last step): timed out after 1.5 s on the GPU waiting "
+            "for rank 3 to read the messages sent to it direct on channel 0 (5 sent, 3 read)");
   e.block = 5;
   EXPECT_EQ(describeDeviceFailure(e, t, sections, 2, 1.5).message(),
             "the device reported a failure of an unknown threadblock");
