@@ -235,6 +235,7 @@ struct SimTb {
   double enablerAt = 0;             ///< ... and when it happened.
   PathSum stepBase;                 ///< The chain its running step started from ...
   double stepStart = 0;             ///< ... at this time.
+  double stepFixed = 0;             ///< Its fixed cost (stepLatency() of its chunks).
   std::vector<uint32_t> depWaiters; ///< Threadblocks waiting on a step of it.
   bool finished = false;
   double finishTime = 0;
@@ -285,7 +286,8 @@ public:
       t.enabler = path;
     }
   }
-  void startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems, bool publishes);
+  void startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems, bool publishes,
+                 uint32_t chunks);
   /// A flow of \p bytes over \p path for \p tb's step, from \p start;
   /// its index. A detached flow is not waited for by the step.
   uint32_t addFlow(uint32_t tb, const Path &path, double bytes, double start, bool detached = false,
@@ -293,9 +295,13 @@ public:
   /// Message \p m of connection \p c is there for the receiver as \p e;
   /// messages arrive in order.
   void deliver(uint32_t c, uint64_t m, TimedPath e);
-  double stepLatency() const {
-    return protocol != ProtocolKind::Simple && topo.lineStepLatency >= 0 ? topo.lineStepLatency
-                                                                         : topo.stepLatency;
+  /// The fixed cost of a step that moves \p chunks chunks: the step's,
+  /// and piece-latency for each chunk beyond the first.
+  double stepLatency(uint32_t chunks = 1) const {
+    const double step = protocol != ProtocolKind::Simple && topo.lineStepLatency >= 0
+                            ? topo.lineStepLatency
+                            : topo.stepLatency;
+    return chunks > 1 ? step + double(chunks - 1) * topo.pieceLatency : step;
   }
 
 private:
@@ -441,10 +447,12 @@ WaitResult SimPlatform::waitSend(char *&slot, uint32_t, uint64_t) {
   return waitFor(sim.conns[sim.tbs[tb].sendConn].freed, posted - depth);
 }
 
-void SimPlatform::stepEnd(uint64_t slice, uint32_t step, const Instruction &) {
+void SimPlatform::stepEnd(uint64_t slice, uint32_t step, const Instruction &in) {
   sim.tbs[tb].runSlice = slice;
   sim.tbs[tb].runStep = step;
-  sim.startStep(tb, sent, local, publishes);
+  // Each chunk a step moves is a copy of its own on a GPU (piece-latency);
+  // a send that leaves its chunks where they lie moves none.
+  sim.startStep(tb, sent, local, publishes, local + sent > 0 ? in.count : 1);
 }
 
 // Simulation.
@@ -628,7 +636,8 @@ void Simulation::stagingEnded(uint32_t r, bool after, const PathSum &chain, doub
   }
 }
 
-void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems, bool publishes) {
+void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems, bool publishes,
+                           uint32_t chunks) {
   SimTb &t = tbs[tb];
   ++stepCount;
   t.busy = true;
@@ -637,8 +646,9 @@ void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
   t.stepBase = t.enabler;
   t.stepBase.waiting += now - t.enablerAt;
   t.stepStart = now;
-  const double start = now + stepLatency();
-  nodeCpu[topo.nodeOf(t.rank)] += stepLatency();
+  t.stepFixed = stepLatency(chunks);
+  const double start = now + t.stepFixed;
+  nodeCpu[topo.nodeOf(t.rank)] += t.stepFixed;
   t.flowsLeft = 0;
   t.computeEnd = start;
   // Local copies: a flow over the threadblock's and the node's caps, or a
@@ -674,7 +684,7 @@ void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
         // The chain to the message: to its step's start, the step's fixed
         // cost (the step itself), then the flow's moving time (endFlow()).
         f.chain = t.stepBase;
-        f.chain.fixed += stepLatency();
+        f.chain.fixed += t.stepFixed;
         ++f.chain.steps;
         f.chainAt = start;
       }
@@ -901,7 +911,7 @@ void Simulation::reshare(const uint32_t *seeds, size_t n) {
 void Simulation::completeStep(uint32_t tb) {
   SimTb &t = tbs[tb];
   SimPlatform &p = *t.platform;
-  const double fixed = std::min(stepLatency(), now - t.stepStart);
+  const double fixed = std::min(t.stepFixed, now - t.stepStart);
   t.path = t.stepBase;
   t.path.fixed += fixed;
   t.path.moving += now - t.stepStart - fixed;

@@ -267,7 +267,8 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
         t.threadblockBandwidth = v;
       }
     } else if (key == "intra-latency" || key == "inter-latency" || key == "step-latency" ||
-               key == "line-step-latency" || key == "call-latency" || key == "switch-latency") {
+               key == "line-step-latency" || key == "call-latency" || key == "switch-latency" ||
+               key == "piece-latency") {
       double v = 0;
       ok = parseLatency(value, v);
       expects = "a latency such as 5us or 1ms, at most 3600s";
@@ -276,6 +277,7 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
        : key == "step-latency"   ? t.stepLatency
        : key == "call-latency"   ? t.callLatency
        : key == "switch-latency" ? t.switchLatency
+       : key == "piece-latency"  ? t.pieceLatency
                                  : t.lineStepLatency) = v;
     } else if (key == "direct-sends") {
       ok = value == "0" || value == "1";
@@ -336,6 +338,8 @@ std::string formatTopology(const Topology &t) {
   o << "step-latency " << formatLatency(t.stepLatency) << "\n";
   if (t.lineStepLatency >= 0)
     o << "line-step-latency " << formatLatency(t.lineStepLatency) << "\n";
+  if (t.pieceLatency > 0)
+    o << "piece-latency " << formatLatency(t.pieceLatency) << "\n";
   if (t.cpusPerNode)
     o << "cpus-per-node " << t.cpusPerNode << "\n";
   if (t.cpusPerNode || t.switchLatency > 0)

@@ -305,6 +305,32 @@ TEST(Predict, LineProtocolsCarryLessPerByte) {
   EXPECT_NEAR(simple->seconds, 10e-6 + 4 / 1e9, 1e-12);
 }
 
+/// A step of several chunks pays piece-latency for each beyond its first
+/// (the GPU kernel moves each chunk as a copy of its own), on both ends.
+TEST(Predict, PieceLatencyPerChunkBeyondTheFirst) {
+  Plan p = makePlan("transfer4", CollectiveKind::Broadcast, 2, 4, 4, 2);
+  Threadblock a, b;
+  a.sendPeer = 1;
+  add(a, step(Opcode::Send, I, 0, O, 0, 4));
+  b.recvPeer = 0;
+  add(b, step(Opcode::Recv, I, 0, O, 0, 4));
+  p.ranks[0].threadblocks.push_back(a);
+  p.ranks[1].threadblocks.push_back(b);
+  Topology t = oneNode(1e9, 0, 5e-6);
+  Result<Prediction> plain = predictPlan(p, t, 4, DataType::Float32, oneSlice(4));
+  ASSERT_TRUE(plain.ok()) << plain.message();
+  EXPECT_NEAR(plain->seconds, 2 * 5e-6 + 16 / 1e9, 1e-12);
+  t.pieceLatency = 1e-6;
+  Result<Prediction> pieces = predictPlan(p, t, 4, DataType::Float32, oneSlice(4));
+  ASSERT_TRUE(pieces.ok()) << pieces.message();
+  EXPECT_NEAR(pieces->seconds, 2 * (5e-6 + 3 * 1e-6) + 16 / 1e9, 1e-12);
+  EXPECT_NEAR(pieces->critical.fixed, 2 * (5e-6 + 3 * 1e-6), 1e-12);
+  // A step of one chunk pays none.
+  Result<Prediction> one = predictPlan(transfer(), t, 1, DataType::Float32, oneSlice(1));
+  ASSERT_TRUE(one.ok()) << one.message();
+  EXPECT_NEAR(one->seconds, 2 * 5e-6 + 4 / 1e9, 1e-12);
+}
+
 TEST(Predict, AcrossNodesUsesTheNics) {
   Topology t = oneNode(100e9, 1e-6);
   t.ranksPerNode = 1;
@@ -496,7 +522,8 @@ TEST(Topology, ParsesUnitsAndRoundTrips) {
                            "copy-bandwidth 1.5TB/s\n"
                            "step-latency 1.5us\n"
                            "cpus-per-node 16\n"
-                           "switch-latency 4us\n",
+                           "switch-latency 4us\n"
+                           "piece-latency 2us\n",
                            "box.topo", t);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(t.name, "box");
@@ -509,6 +536,7 @@ TEST(Topology, ParsesUnitsAndRoundTrips) {
   EXPECT_DOUBLE_EQ(t.oversubscription, 2);
   EXPECT_EQ(t.cpusPerNode, 16u);
   EXPECT_DOUBLE_EQ(t.switchLatency, 4e-6);
+  EXPECT_DOUBLE_EQ(t.pieceLatency, 2e-6);
   EXPECT_EQ(t.nodeOf(5), 1u);
   EXPECT_EQ(t.nicOf(7), 1u);
   Topology back;

@@ -60,6 +60,12 @@ struct Topology {
   bool directSends = false;
   double stepLatency = 0;      ///< Seconds per step (Simple).
   double lineStepLatency = -1; ///< Seconds per step under LL and LL128; < 0: stepLatency.
+  /// Seconds a step costs for each chunk it moves beyond its first: the
+  /// GPU kernel moves each chunk of a step as a copy of its own, with a
+  /// barrier of the CTA (a send that leaves its chunks where they lie, for
+  /// direct sends, moves none); 0: a step costs the same whatever its
+  /// chunks.
+  double pieceLatency = 0;
   /// The CPUs that run a node's ranks (the CPU executors: each rank's
   /// threads do its steps and copies); 0: as many as they need. With fewer
   /// CPUs than ranks, a call takes at least the node's CPU work (its steps'
