@@ -1214,32 +1214,50 @@ TEST(NcclGpu, OneRankRejectsAPlanOfTwo) {
   ncclCommDestroy(nccl);
 }
 
-/// The hand-written ring across \p n GPUs, a thread per rank, over
-/// \p transport.
-void ringAcrossGpus(int n, NcclTransport transport) {
+/// Runs \p rankMain(r, comm, stream, report) on \p n GPUs of one
+/// communicator (ncclCommInitAll), a thread per rank on its own device and
+/// stream; each failure \p report gets fails the test, naming its rank.
+template <class RankMain> void onEveryGpu(int n, RankMain rankMain) {
   std::vector<ncclComm_t> comms(n);
   std::vector<int> devs(n);
   for (int d = 0; d < n; ++d)
     devs[d] = d;
   ASSERT_EQ(ncclCommInitAll(comms.data(), n, devs.data()), ncclSuccess);
-  const Plan plan = ringAllReduce(uint32_t(n), 2);
   std::mutex mu;
   std::vector<std::string> errors;
-  auto rankMain = [&](int r) {
-    auto report = [&](const std::string &what) {
-      std::lock_guard<std::mutex> lock(mu);
-      errors.push_back(cat("rank ", r, ": ", what));
-    };
-    cudaSetDevice(r);
-    cudaStream_t stream = nullptr;
-    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      auto report = [&](const std::string &what) {
+        std::lock_guard<std::mutex> lock(mu);
+        errors.push_back(cat("rank ", r, ": ", what));
+      };
+      cudaSetDevice(r);
+      cudaStream_t stream = nullptr;
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      rankMain(r, comms[r], stream, report);
+      cudaStreamDestroy(stream);
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (ncclComm_t c : comms)
+    ncclCommDestroy(c);
+  for (const std::string &e : errors)
+    ADD_FAILURE() << e;
+}
+
+/// The hand-written ring across \p n GPUs, a thread per rank, over
+/// \p transport.
+void ringAcrossGpus(int n, NcclTransport transport) {
+  const Plan plan = ringAllReduce(uint32_t(n), 2);
+  onEveryGpu(n, [&](int, ncclComm_t nccl, cudaStream_t stream, auto &report) {
     {
       NcclOptions options;
       options.sliceBytes = 16384;
       options.timeoutSeconds = 20;
       options.transport = transport;
       Result<std::unique_ptr<NcclCommunicator>> comm =
-          NcclCommunicator::create(plan, comms[r], options);
+          NcclCommunicator::create(plan, nccl, options);
       if (!comm) {
         // Every rank fails together; nothing else to run.
         report("create: " + comm.message());
@@ -1264,17 +1282,7 @@ void ringAcrossGpus(int n, NcclTransport transport) {
       }
       // The destructor waits for every rank here.
     }
-    cudaStreamDestroy(stream);
-  };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back(rankMain, r);
-  for (std::thread &t : threads)
-    t.join();
-  for (ncclComm_t c : comms)
-    ncclCommDestroy(c);
-  for (const std::string &e : errors)
-    ADD_FAILURE() << e;
+  });
 }
 
 /// The ring across GPUs with its buffers in a registered window
@@ -1285,28 +1293,14 @@ void ringAcrossGpus(int n, NcclTransport transport) {
 /// slice) of every launch. Then the window is deregistered and the ring
 /// runs through the slots again.
 void ringReadsWindowsInPlace(int n, NcclTransport transport) {
-  std::vector<ncclComm_t> comms(n);
-  std::vector<int> devs(n);
-  for (int d = 0; d < n; ++d)
-    devs[d] = d;
-  ASSERT_EQ(ncclCommInitAll(comms.data(), n, devs.data()), ncclSuccess);
   const Plan plan = ringAllReduce(uint32_t(n), 2);
-  std::mutex mu;
-  std::vector<std::string> errors;
-  auto rankMain = [&](int r) {
-    auto report = [&](const std::string &what) {
-      std::lock_guard<std::mutex> lock(mu);
-      errors.push_back(cat("rank ", r, ": ", what));
-    };
-    cudaSetDevice(r);
-    cudaStream_t stream = nullptr;
-    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  onEveryGpu(n, [&](int, ncclComm_t nccl, cudaStream_t stream, auto &report) {
     const uint64_t most = 1000003, bytes = 2 * most * sizeof(float);
     void *memory = nullptr;
     ncclWindow_t window = nullptr;
     if (ncclMemAlloc(&memory, bytes) != ncclSuccess) {
       report("ncclMemAlloc failed");
-    } else if (ncclCommWindowRegister(comms[r], memory, bytes, &window, NCCL_WIN_COLL_SYMMETRIC) !=
+    } else if (ncclCommWindowRegister(nccl, memory, bytes, &window, NCCL_WIN_COLL_SYMMETRIC) !=
                ncclSuccess) {
       report("ncclCommWindowRegister failed");
     } else {
@@ -1315,7 +1309,7 @@ void ringReadsWindowsInPlace(int n, NcclTransport transport) {
       options.timeoutSeconds = 20;
       options.transport = transport;
       Result<std::unique_ptr<NcclCommunicator>> comm =
-          NcclCommunicator::create(plan, comms[r], options);
+          NcclCommunicator::create(plan, nccl, options);
       if (!comm) {
         report("create: " + comm.message());
       } else if (Status st = (*comm)->registerWindow(memory, bytes, window); !st) {
@@ -1346,21 +1340,11 @@ void ringReadsWindowsInPlace(int n, NcclTransport transport) {
       // The communicator is gone before the window (its destructor waits
       // for every rank).
       comm = Status::error("released");
-      ncclCommWindowDeregister(comms[r], window);
+      ncclCommWindowDeregister(nccl, window);
     }
     if (memory)
       ncclMemFree(memory);
-    cudaStreamDestroy(stream);
-  };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back(rankMain, r);
-  for (std::thread &t : threads)
-    t.join();
-  for (ncclComm_t c : comms)
-    ncclCommDestroy(c);
-  for (const std::string &e : errors)
-    ADD_FAILURE() << e;
+  });
 }
 
 TEST(NcclGpu, RingAcrossGpusReadsRegisteredWindowsInPlace) {

@@ -27,14 +27,15 @@ Topology oneNode(double bw, double lat, double step = 0) {
   return t;
 }
 
-/// Rank 0 sends its input to rank 1, which receives it into its output.
-Plan transfer() {
-  Plan p = makePlan("transfer", CollectiveKind::Broadcast, 2, 1, 1, 2);
+/// Rank 0 sends its input to rank 1, which receives it into its output,
+/// in one message of \p chunks chunks.
+Plan transfer(uint32_t chunks = 1) {
+  Plan p = makePlan("transfer", CollectiveKind::Broadcast, 2, chunks, chunks, 2);
   Threadblock a, b;
   a.sendPeer = 1;
-  add(a, step(Opcode::Send, I, 0, O, 0, 1));
+  add(a, step(Opcode::Send, I, 0, O, 0, chunks));
   b.recvPeer = 0;
-  add(b, step(Opcode::Recv, I, 0, O, 0, 1));
+  add(b, step(Opcode::Recv, I, 0, O, 0, chunks));
   p.ranks[0].threadblocks.push_back(a);
   p.ranks[1].threadblocks.push_back(b);
   return p;
@@ -308,14 +309,7 @@ TEST(Predict, LineProtocolsCarryLessPerByte) {
 /// A step of several chunks pays piece-latency for each beyond its first
 /// (the GPU kernel moves each chunk as a copy of its own), on both ends.
 TEST(Predict, PieceLatencyPerChunkBeyondTheFirst) {
-  Plan p = makePlan("transfer4", CollectiveKind::Broadcast, 2, 4, 4, 2);
-  Threadblock a, b;
-  a.sendPeer = 1;
-  add(a, step(Opcode::Send, I, 0, O, 0, 4));
-  b.recvPeer = 0;
-  add(b, step(Opcode::Recv, I, 0, O, 0, 4));
-  p.ranks[0].threadblocks.push_back(a);
-  p.ranks[1].threadblocks.push_back(b);
+  const Plan p = transfer(4);
   Topology t = oneNode(1e9, 0, 5e-6);
   Result<Prediction> plain = predictPlan(p, t, 4, DataType::Float32, oneSlice(4));
   ASSERT_TRUE(plain.ok()) << plain.message();
