@@ -337,6 +337,20 @@ std::shared_ptr<CommSide> sideOf(Shim &s, ncclComm_t comm) {
   return side;
 }
 
+/// The Collc side \p comm has already (null if none).
+std::shared_ptr<CommSide> existingSide(Shim &s, ncclComm_t comm) {
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.comms.find(comm);
+  return it == s.comms.end() ? nullptr : it->second;
+}
+
+/// Makes \p comm (one of \p side's communicators) read \p win in place,
+/// or says once why it cannot. Collective, as NCCL's registration is.
+void readInPlace(CommSide &side, NcclCommunicator &comm, const CommSide::Window &win) {
+  if (Status x = comm.registerWindow(win.buff, win.bytes, win.window); !x)
+    side.sayOnce("a registered window is not read in place: " + x.message());
+}
+
 /// Removes \p comm's side from the table and returns it (null if none).
 std::shared_ptr<CommSide> takeSide(ncclComm_t comm) {
   Shim &s = shim();
@@ -632,8 +646,7 @@ std::optional<ncclResult_t> runOnCollc(const Call &c) {
     if (r.comm) {
       InsideCollc inside;
       for (const CommSide::Window &win : side.windows)
-        if (Status x = r.comm->registerWindow(win.buff, win.bytes, win.window); !x)
-          side.sayOnce("a registered window is not read in place: " + x.message());
+        readInPlace(side, *r.comm, win);
     }
     side.runners.push_back(std::move(r));
     runner = side.runners.end() - 1;
@@ -888,8 +901,7 @@ void windowRegistered(ncclComm_t comm, void *buff, size_t bytes, const ncclWindo
   InsideCollc inside;
   for (Runner &runner : side->runners)
     if (runner.comm)
-      if (Status x = runner.comm->registerWindow(buff, bytes, window); !x)
-        side->sayOnce("a registered window is not read in place: " + x.message());
+      readInPlace(*side, *runner.comm, side->windows.back());
 }
 
 /// Before NCCL deregisters \p window on \p comm: no communicator reads it
@@ -899,12 +911,7 @@ void windowDeregistering(ncclComm_t comm, ncclWindow_t window) {
   if (!s.library || insideCollc)
     return;
   RelaxedCapture relaxed; // Another thread may be capturing in the global mode.
-  std::shared_ptr<CommSide> side;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (auto it = s.comms.find(comm); it != s.comms.end())
-      side = it->second;
-  }
+  std::shared_ptr<CommSide> side = existingSide(s, comm);
   if (!side)
     return;
   std::lock_guard<std::mutex> lock(side->mu);
@@ -927,12 +934,7 @@ void checkSides(ncclComm_t comm, ncclResult_t *asyncError) {
   Shim &s = shim();
   if (!s.library || insideCollc)
     return;
-  std::shared_ptr<CommSide> side;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (auto it = s.comms.find(comm); it != s.comms.end())
-      side = it->second;
-  }
+  std::shared_ptr<CommSide> side = existingSide(s, comm);
   // A side being set up (a collective that may wait for a dead peer) is
   // not waited for: the next poll looks again.
   if (!side || *asyncError != ncclSuccess || !side->mu.try_lock())

@@ -395,13 +395,7 @@ Status DeviceWorld::wait(cudaStream_t stream) {
 }
 
 uint64_t DeviceWorld::directMessages() const {
-  unsigned long long n = 0;
-  if (!s->directCount.ptr ||
-      cudaMemcpy(&n, s->directCount.ptr, sizeof n, cudaMemcpyDeviceToHost) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
+  return readDeviceCounter(s->directCount);
 }
 
 Status DeviceWorld::trace(DeviceTrace &out) const {

@@ -222,6 +222,17 @@ struct DeviceBuffer {
   template <class T> T *as() const { return reinterpret_cast<T *>(ptr); }
 };
 
+/// The 64-bit counter at the start of \p buf (device memory of the
+/// current device); 0 when there is none or it cannot be read.
+inline uint64_t readDeviceCounter(const DeviceBuffer &buf) {
+  unsigned long long n = 0;
+  if (!buf.ptr || cudaMemcpy(&n, buf.ptr, sizeof n, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
 template <class T> cudaError_t upload(DeviceBuffer &buf, const std::vector<T> &v) {
   if (cudaError_t err = buf.reserve(v.size() * sizeof(T)))
     return err;

@@ -737,15 +737,8 @@ uint32_t NcclCommunicator::windows() const {
 }
 
 uint64_t NcclCommunicator::directMessages() const {
-  const NcclCommunicatorState &w = *s;
-  unsigned long long n = 0;
-  DeviceScope scope(w.device);
-  if (!w.directCount.ptr ||
-      cudaMemcpy(&n, w.directCount.ptr, sizeof n, cudaMemcpyDeviceToHost) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
+  DeviceScope scope(s->device);
+  return readDeviceCounter(s->directCount);
 }
 
 uint32_t NcclCommunicator::rank() const {
