@@ -6,9 +6,11 @@
     import collc_torch
     dist.init_process_group(backend="collc")
 
-Every operation runs a Collc plan: the standard library's program for the
-operation, the group's size and the message size (stdlib/default.select), or
-the user's own (``COLLC_PLANS=DIR`` with ``DIR/collc.select``,
+Every operation runs a Collc plan: the program ``collc select`` predicted
+fastest on this host for the operation, the group's size and the message size
+(the host table: ``calibrate_host()`` makes one for the host at hand, else
+stdlib/host.select), then the standard library's (stdlib/default.select), or
+the user's own before both (``COLLC_PLANS=DIR`` with ``DIR/collc.select``,
 ``use_selection_table()`` or ``use_program()``). Programs are compiled by
 ``collc`` for the group's size on first use and cached on disk
 (``COLLC_CACHE_DIR``, default ``~/.cache/collc/plans``). See docs/pytorch.md.
@@ -19,8 +21,8 @@ import torch.distributed as dist
 
 from . import _C
 
-__all__ = ["use_selection_table", "use_program", "plan_for", "paths", "empty",
-           "last_direct_messages", "host_identity"]
+__all__ = ["use_selection_table", "use_program", "use_host_table", "calibrate_host",
+           "plan_for", "paths", "empty", "last_direct_messages", "host_identity"]
 
 _ANY = (1 << 64) - 1
 
@@ -52,6 +54,65 @@ def use_selection_table(path):
     must select alike.
     """
     _C.use_selection_table(path or "")
+
+
+def use_host_table(path):
+    """Selects plans from the host table at ``path`` (a ``collc select``
+    table) after the user's rows and before the standard library's, for
+    groups within one host. ``"none"``: no host table; ``""``: the standard
+    library's (stdlib/host.select). By default the table is
+    ``COLLC_HOST_SELECT``, else the one ``calibrate_host()`` made for this
+    host, else the standard library's. Every rank of a group must select
+    alike."""
+    _C.use_host_table(path)
+
+
+def calibrate_host(path=None, ranks=(2, 3, 4, 8), use=True):
+    """Measures this host (``coll-calibrate --ranks-as processes``) and has
+    ``collc select`` write the host table from it at ``path`` (default:
+    ``paths()["host_table_file"]``, which later processes take by default),
+    with the description beside it (``.topo``). Run it once per host,
+    before the jobs (``python3 -m collc_torch.calibrate``), not in each
+    rank: ranks that measured apart could select apart. ``use``: take the
+    table in this process too. Returns the table's path."""
+    import os
+    import shutil
+    import subprocess
+    where = paths()
+    path = path or where["host_table_file"]
+    if not path:
+        raise RuntimeError("no place for the host table: set XDG_CACHE_HOME or HOME, or pass path")
+    collc = where["collc"]
+    calibrate = os.environ.get("COLLC_CALIBRATE")
+    for c in ([calibrate] if calibrate else []) + [
+            os.path.join(os.path.dirname(collc), "coll-calibrate"),
+            os.path.join(os.path.dirname(os.path.dirname(collc)), "coll-calibrate",
+                         "coll-calibrate"),
+            shutil.which("coll-calibrate") or ""]:
+        if c and os.access(c, os.X_OK):
+            calibrate = c
+            break
+    else:
+        raise RuntimeError("coll-calibrate not found beside %s nor on PATH "
+                           "(set COLLC_CALIBRATE)" % collc)
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    base = path[:-len(".select")] if path.endswith(".select") else path
+    topo, partial = base + ".topo", path + ".partial"
+
+    def run(argv):
+        out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             universal_newlines=True)
+        if out.returncode != 0:
+            raise RuntimeError("%s failed:\n%s" % (" ".join(argv), out.stdout))
+
+    run([calibrate, "--ranks-as", "processes", "--name", "host", "-o", topo])
+    run([collc, "select", "--topology", topo, "--stdlib", where["stdlib"],
+         "--select-ranks", ",".join(str(int(r)) for r in ranks), "-o", partial])
+    os.replace(partial, path)
+    if use:
+        use_host_table(path)
+    return path
 
 
 def use_program(collective, program, ranks=None, max_bytes=None, **params):
@@ -86,7 +147,9 @@ def plan_for(collective, nranks, nbytes, root=0, across_hosts=False):
 
 
 def paths():
-    """The compiler, standard library and plan cache this process uses."""
+    """The compiler, standard library, plan cache and host table this process
+    uses (``host_table``: "" for none), and where ``calibrate_host()`` puts a
+    host's table (``host_table_file``)."""
     return _C.paths()
 
 

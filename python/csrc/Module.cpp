@@ -43,6 +43,9 @@ PYBIND11_MODULE(_C, m) {
       "use_selection_table",
       [](const std::string &path) { check(planLibrary().setUserTable(path)); }, py::arg("path"));
   m.def(
+      "use_host_table", [](const std::string &path) { check(planLibrary().setHostTable(path)); },
+      py::arg("path"));
+  m.def(
       "use_program",
       [](const std::string &collective, const std::string &program, uint32_t minRanks,
          uint32_t maxRanks, uint64_t maxBytes, const std::vector<std::string> &defines) {
@@ -88,6 +91,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("paths", [] {
     const auto &p = planLibrary().paths();
     return py::dict(py::arg("collc") = p.collc, py::arg("stdlib") = p.stdlib,
-                    py::arg("cache_dir") = p.cacheDir);
+                    py::arg("cache_dir") = p.cacheDir,
+                    py::arg("host_table") = planLibrary().hostTable(),
+                    py::arg("host_table_file") = coll::PlanLibraryPaths::hostTableFile());
   });
 }

@@ -177,7 +177,17 @@ PlanLibraryPaths::fromEnvironment(const std::vector<std::string> &collcCandidate
     p.cacheDir = env("HOME") + "/.cache/collc/plans";
   if (p.cacheDir.empty())
     p.cacheDir = "/tmp/collc-plans-" + std::to_string(::getuid());
+  p.hostTable = env("COLLC_HOST_SELECT");
+  if (p.hostTable.empty() && exists(hostTableFile()))
+    p.hostTable = hostTableFile();
   return p;
+}
+
+std::string PlanLibraryPaths::hostTableFile() {
+  std::string root = env("XDG_CACHE_HOME");
+  if (root.empty() && !env("HOME").empty())
+    root = env("HOME") + "/.cache";
+  return root.empty() ? "" : root + "/collc/host.select";
 }
 
 std::unique_ptr<PlanLibrary> PlanLibrary::fromEnvironment(PlanLibraryPaths paths,
@@ -210,6 +220,35 @@ Status PlanLibrary::setUserTable(const std::string &path) {
   merged[1].reset();
   gen.fetch_add(1, std::memory_order_acq_rel);
   return Status::success();
+}
+
+Status PlanLibrary::setHostTable(const std::string &path) {
+  if (path != "none" && !path.empty()) {
+    // Read now, so that a bad table is this call's error.
+    Result<SelectionTable> t = SelectionTable::load(path);
+    if (!t)
+      return t.getStatus();
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  thePaths.hostTable = path;
+  merged[0].reset();
+  merged[1].reset();
+  gen.fetch_add(1, std::memory_order_acq_rel);
+  return Status::success();
+}
+
+std::string PlanLibrary::hostTablePath() {
+  if (thePaths.hostTable == "none")
+    return "";
+  if (!thePaths.hostTable.empty())
+    return thePaths.hostTable;
+  std::string shipped = thePaths.stdlib + "/host.select";
+  return !thePaths.stdlib.empty() && exists(shipped) ? shipped : "";
+}
+
+std::string PlanLibrary::hostTable() {
+  std::lock_guard<std::mutex> lock(mu);
+  return standardTables ? hostTablePath() : "";
 }
 
 Status PlanLibrary::addUserRow(const std::string &collective, const std::string &program,
@@ -246,6 +285,15 @@ Result<const SelectionTable *> PlanLibrary::table(bool acrossHosts) {
       if (!stdlib)
         return Status::error(stdlib.message() + " (set COLLC_STDLIB to the standard library)");
       *t = std::move(*stdlib);
+      // Within one host, the host's table comes first; its rank counts
+      // and sizes fall through to default.select's where it has none.
+      if (std::string host = hostTablePath(); !acrossHosts && !host.empty()) {
+        Result<SelectionTable> hostRows = SelectionTable::load(host);
+        if (!hostRows)
+          return Status::error("the host's selection table: " + hostRows.message() +
+                               " (COLLC_HOST_SELECT=none goes without it)");
+        t->prepend(*hostRows);
+      }
     }
     t->prepend(userTable);
     t->prepend(userRows);

@@ -1,16 +1,21 @@
 """Which plan the collc backend selects: the standard library's table by
-ranks and size, the user's rows before it (use_program, a table through
-use_selection_table or COLLC_PLANS), compiled plans, and the errors for a
-plan that does not fit. One process; no group needed.
+ranks and size, the host table before it (collc select's, by default the
+standard library's host.select), the user's rows before both (use_program,
+a table through use_selection_table or COLLC_PLANS), compiled plans, and
+the errors for a plan that does not fit. No group needed.
 
     python3 tests/torch/selection.py
 """
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
 
+# The standard library's table alone first; the host table below, in
+# processes of their own (the variable is read at the first selection).
+os.environ["COLLC_HOST_SELECT"] = "none"
 sys.path.insert(0, os.environ.get("COLLC_TORCH_PATH", ""))
 import collc_torch  # noqa: E402
 
@@ -127,6 +132,129 @@ with tempfile.TemporaryDirectory() as d:
         failures.append("no compiler: allgather: %r" % lines[2:])
     if out.returncode:
         failures.append("no-compiler run: " + out.stderr)
+
+
+# The host table: by default the standard library's host.select (no table
+# made for this host in the cache); a table made for this host in the cache
+# (calibrate_host()'s place) or COLLC_HOST_SELECT instead. Its rank counts
+# and sizes fall through to default.select; the user's rows come first;
+# groups across hosts do not read it.
+SIZES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def table_choice(path, collective, nranks, nbytes):
+    """The program a table picks, as Selection.h says (the last row of a
+    collective for N takes every size): None when no row admits N."""
+    rows = []
+    for line in open(path):
+        words = line.split("#")[0].split()
+        if len(words) < 4 or words[0] != collective:
+            continue
+        r, b = words[1], words[2]
+        lo, hi = (1, 1 << 32) if r == "any" else (
+            (int(r.split("-")[0]), int(r.split("-")[1]) if r.split("-")[1] else 1 << 32)
+            if "-" in r else (int(r), int(r)))
+        if lo <= nranks <= hi:
+            most = 1 << 64 if b == "any" else int(b[:-1]) * SIZES[b[-1]] if b[-1] in SIZES \
+                else int(b)
+            rows.append((most, os.path.basename(words[3]).rsplit(".", 1)[0]))
+    for i, (most, prog) in enumerate(rows):
+        if nbytes <= most or i + 1 == len(rows):
+            return prog
+    return None
+
+
+HOST = os.path.join(STDLIB, "host.select")
+DEFAULT = os.path.join(STDLIB, "default.select")
+POINTS = [(c, n, b) for c in ("allreduce", "allgather", "alltoall", "broadcast", "reduce",
+                              "reducescatter")
+          for n in (2, 3, 4, 5, 8) for b in (4096, 1 << 20, 64 << 20)]
+
+
+def host_choice(collective, nranks, nbytes):
+    return table_choice(HOST, collective, nranks, nbytes) or \
+        table_choice(DEFAULT, collective, nranks, nbytes)
+
+
+# The check can fail: the shipped host table differs from default.select
+# somewhere among the points, and leaves some rank count to it.
+expect("host.select differs from default.select",
+       any(host_choice(*p) != table_choice(DEFAULT, *p) for p in POINTS), True)
+expect("host.select leaves 5 ranks to default.select",
+       table_choice(HOST, "allreduce", 5, 4096), None)
+
+PROBE = ("import sys, json; sys.path.insert(0, %r); import collc_torch as c\n"
+         "points = json.loads(sys.argv[1])\n"
+         "try:\n"
+         "    print(json.dumps([c.paths()['host_table']] + "
+         "[c.plan_for(x, n, b, across_hosts=a)['name'] for x, n, b, a in points]))\n"
+         "except RuntimeError as e:\n"
+         "    print(json.dumps(['error', str(e)]))\n" % os.environ.get("COLLC_TORCH_PATH", ""))
+
+
+def probe(env, points):
+    """paths()['host_table'] and the names chosen for ``points``
+    (collective, ranks, bytes, across_hosts) in a process with ``env``."""
+    full = dict(os.environ)
+    full.pop("COLLC_HOST_SELECT")
+    full.update(env)
+    out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(points)],
+                         capture_output=True, text=True, env=full)
+    if out.returncode:
+        failures.append("probe %r: %s" % (env, out.stderr))
+        return ["error", out.stderr]
+    return json.loads(out.stdout)
+
+
+with tempfile.TemporaryDirectory() as d:
+    empty_cache = os.path.join(d, "empty")
+    os.makedirs(empty_cache)
+    got = probe({"XDG_CACHE_HOME": empty_cache}, [p + (False,) for p in POINTS])
+    expect("default host table", got[0], HOST)
+    for p, name_got in zip(POINTS, got[1:]):
+        expect("host table: %s on %d, %d bytes" % p, name_got, host_choice(*p))
+    # Across hosts: network.select alone.
+    got = probe({"XDG_CACHE_HOME": empty_cache}, [("allreduce", 2, 1 << 20, True)])
+    expect("host table across hosts", got[1:], ["ring_allreduce"])
+
+    # A table made for this host, where calibrate_host() puts it.
+    os.makedirs(os.path.join(d, "cache", "collc"))
+    made = os.path.join(d, "cache", "collc", "host.select")
+    with open(made, "w") as f:
+        f.write("allreduce 2 any %s/ring_allreduce.coll\n"
+                "broadcast 4 64K %s/tree_broadcast.coll\n" % (STDLIB, STDLIB))
+    points = [("allreduce", 2, 4096, False), ("allreduce", 4, 4096, False),
+              ("broadcast", 4, 4096, False), ("broadcast", 4, 1 << 20, False)]
+    got = probe({"XDG_CACHE_HOME": os.path.join(d, "cache")}, points)
+    expect("host table in the cache", got, [made, "ring_allreduce",
+                                            table_choice(DEFAULT, "allreduce", 4, 4096),
+                                            "tree_broadcast",
+                                            table_choice(DEFAULT, "broadcast", 4, 1 << 20)])
+    # COLLC_HOST_SELECT before it; "none" for the standard library's alone.
+    got = probe({"XDG_CACHE_HOME": os.path.join(d, "cache"), "COLLC_HOST_SELECT": HOST},
+                points[:1])
+    expect("COLLC_HOST_SELECT", got, [HOST, host_choice("allreduce", 2, 4096)])
+    got = probe({"XDG_CACHE_HOME": os.path.join(d, "cache"), "COLLC_HOST_SELECT": "none"},
+                points[:1])
+    expect("COLLC_HOST_SELECT=none", got, ["", table_choice(DEFAULT, "allreduce", 2, 4096)])
+    # A host table that cannot be read is every selection's error.
+    got = probe({"COLLC_HOST_SELECT": os.path.join(d, "missing.select")}, points[:1])
+    if got[0] != "error" or "host's selection table" not in got[1] \
+            or "missing.select" not in got[1]:
+        failures.append("unreadable host table: %r" % got)
+
+    # In this process: use_host_table(), and the user's rows before it.
+    collc_torch.use_selection_table(None)
+    collc_torch.use_host_table(made)
+    # (The user's rows above name allreduce and allgather.)
+    expect("use_host_table", (collc_torch.paths()["host_table"], name("broadcast", 4, 4096)),
+           (made, "tree_broadcast"))
+    collc_torch.use_program("broadcast", os.path.join(STDLIB, "chain_broadcast.coll"), ranks=4)
+    expect("user row before the host table", name("broadcast", 4, 4096), "chain_broadcast")
+    expect_error("use_host_table of a missing file", lambda: collc_torch.use_host_table(
+        os.path.join(d, "missing.select")), "missing.select")
+    collc_torch.use_host_table("none")
+    expect("use_host_table('none')", collc_torch.paths()["host_table"], "")
 
 for f in failures:
     print(f)

@@ -4,8 +4,11 @@
 /// NCCL library alike: a selection table (coll/Runtime/Selection.h) says
 /// which program runs a collective on N ranks at a size; the user's table
 /// (COLLC_PLANS=DIR holds DIR/collc.select, or setUserTable()) comes before
-/// the standard library's (stdlib/default.select), unless the library was
-/// made without the standard tables (then only the user's rows select). A
+/// the host's table (`collc select`'s choices from a calibration of the
+/// host: COLLC_HOST_SELECT, else one made for this host in the cache, else
+/// stdlib/host.select), and that before the standard library's
+/// (stdlib/default.select), unless the library was made without the
+/// standard tables (then only the user's rows select). A
 /// `.coll` program is compiled by `collc` for the call's N (and root) the
 /// first time it is needed and cached on disk under a name made of a hash
 /// of the compiler's version, the program's text, N and its parameters, so
@@ -39,13 +42,23 @@ struct PlanLibraryPaths {
   std::string collc;    ///< The compiler.
   std::string stdlib;   ///< The standard library (default.select and its programs).
   std::string cacheDir; ///< Compiled plans.
+  /// The host's selection table, between the user's rows and
+  /// default.select for groups within one host: a path, "none" for no
+  /// host table, or "" for the standard library's host.select where it
+  /// has one.
+  std::string hostTable;
 
   /// COLLC, COLLC_STDLIB and COLLC_CACHE_DIR from the environment; else the
   /// first of \p collcCandidates that exists (else `collc` on PATH), the
   /// first of \p stdlibCandidates that holds default.select, and a cache
-  /// under $XDG_CACHE_HOME, $HOME/.cache or /tmp.
+  /// under $XDG_CACHE_HOME, $HOME/.cache or /tmp. The host table is
+  /// COLLC_HOST_SELECT (a path or "none"), else hostTableFile() where it
+  /// exists, else "".
   static PlanLibraryPaths fromEnvironment(const std::vector<std::string> &collcCandidates,
                                           const std::vector<std::string> &stdlibCandidates);
+  /// Where a table made for this host is kept ($XDG_CACHE_HOME or
+  /// $HOME/.cache, then collc/host.select; "" without either).
+  static std::string hostTableFile();
 };
 
 /// The process's plans. Thread-safe.
@@ -77,6 +90,11 @@ public:
   /// Puts the table at \p path before the standard library's, replacing
   /// an earlier user table; "" removes it.
   Status setUserTable(const std::string &path);
+  /// Takes the host table at \p path ("none": no host table, "": the
+  /// standard library's host.select) for later selections.
+  Status setHostTable(const std::string &path);
+  /// The host table in use ("" when there is none).
+  std::string hostTable();
   /// Adds one row before every other: \p program runs \p collective on
   /// \p minRanks to \p maxRanks ranks up to \p maxBytes.
   Status addUserRow(const std::string &collective, const std::string &program, uint32_t minRanks,
@@ -95,8 +113,8 @@ public:
   uint64_t generation() const { return gen.load(std::memory_order_acquire); }
 
 private:
-  /// The table to select from: the user's rows, then the standard
-  /// library's (network.select's \p acrossHosts).
+  /// The table to select from: the user's rows, then the host table and
+  /// default.select, or network.select when \p acrossHosts.
   Result<const SelectionTable *> table(bool acrossHosts);
   /// The plan of \p row for N and root, compiled or loaded once.
   Result<std::shared_ptr<const ValidatedPlan>> planOf(const SelectionRow &row, uint32_t nranks,
@@ -112,7 +130,10 @@ private:
   PlanLibraryPaths thePaths;
   SelectionTable userRows;  ///< addUserRow()'s, newest first.
   SelectionTable userTable; ///< setUserTable()'s or COLLC_PLANS's.
-  /// User rows, then stdlib's default.select [0] or network.select [1];
+  /// The host table's path, resolved ("" for none).
+  std::string hostTablePath();
+  /// User rows, then the host table and default.select [0], or
+  /// network.select [1];
   /// null: to build.
   std::unique_ptr<SelectionTable> merged[2];
   std::string version;
