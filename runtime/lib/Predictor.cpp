@@ -544,13 +544,32 @@ Status Simulation::setUp() {
       const std::string b = "node " + std::to_string(topo.nodeOf(to)) + " nic " +
                             std::to_string(topo.nicOf(to)) + " in";
       c.links.push_back(linkOf(a, topo.inter.bandwidth));
-      if (topo.oversubscription > 1) {
-        const uint32_t nodes =
-            topo.ranksPerNode ? (n + topo.ranksPerNode - 1) / topo.ranksPerNode : 1;
+      const uint32_t nodes =
+          topo.ranksPerNode ? (n + topo.ranksPerNode - 1) / topo.ranksPerNode : 1;
+      if (topo.oversubscription > 1 && !topo.nodesPerLeaf) {
         const uint32_t core = linkOf("core", double(nodes) * topo.nicsPerNode *
                                                  topo.inter.bandwidth / topo.oversubscription);
         links[core].flowBound = topo.inter.bandwidth; // Each flow crosses a NIC.
         c.links.push_back(core);
+      } else if (topo.oversubscription > 1) {
+        // Between leaf switches: the sender's leaf's uplink and the
+        // receiver's leaf's downlink, each of its ports' bandwidth over the
+        // oversubscription (a last leaf that is not full has fewer ports).
+        const uint32_t leafFrom = topo.leafOf(topo.nodeOf(from), topo.nicOf(from));
+        const uint32_t leafTo = topo.leafOf(topo.nodeOf(to), topo.nicOf(to));
+        if (leafFrom != leafTo) {
+          auto leafLink = [&](uint32_t leaf, uint32_t node, const char *way) {
+            const uint32_t first = node / topo.nodesPerLeaf * topo.nodesPerLeaf;
+            const uint32_t ports = std::min(topo.nodesPerLeaf, nodes - first) *
+                                   (topo.railOptimised ? 1 : topo.nicsPerNode);
+            const uint32_t l = linkOf("leaf " + std::to_string(leaf) + " " + way,
+                                      double(ports) * topo.inter.bandwidth / topo.oversubscription);
+            links[l].flowBound = topo.inter.bandwidth; // Each flow crosses a NIC.
+            return l;
+          };
+          c.links.push_back(leafLink(leafFrom, topo.nodeOf(from), "up"));
+          c.links.push_back(leafLink(leafTo, topo.nodeOf(to), "down"));
+        }
       }
       c.links.push_back(linkOf(b, topo.inter.bandwidth));
     }

@@ -242,6 +242,13 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
     } else if (key == "cpus-per-node") {
       ok = parseCount(value, t.cpusPerNode);
       expects = "a number of CPUs, or 0 for no limit";
+    } else if (key == "nodes-per-leaf") {
+      ok = parseCount(value, t.nodesPerLeaf);
+      expects = "a number of nodes, or 0 for one core";
+    } else if (key == "rail-optimised") {
+      ok = value == "0" || value == "1";
+      t.railOptimised = value == "1";
+      expects = "0 or 1";
     } else if (key == "nics-per-node") {
       ok = parseCount(value, t.nicsPerNode) && t.nicsPerNode > 0;
       expects = "a number of NICs, at least 1";
@@ -300,6 +307,8 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
   if (t.ranksPerNode && !haveInter)
     return Status::error(source + ": ranks-per-node " + std::to_string(t.ranksPerNode) +
                          " needs an inter-bandwidth (each NIC's)");
+  if (t.railOptimised && !t.nodesPerLeaf)
+    return Status::error(source + ": rail-optimised needs nodes-per-leaf (the nodes under a leaf)");
   if (t.name.empty())
     t.name = source;
   out = std::move(t);
@@ -329,6 +338,10 @@ std::string formatTopology(const Topology &t) {
     o << "inter-bandwidth " << formatBandwidth(t.inter.bandwidth) << "\n";
     o << "inter-latency " << formatLatency(t.inter.latency) << "\n";
     o << "oversubscription " << t.oversubscription << "\n";
+    if (t.nodesPerLeaf) {
+      o << "nodes-per-leaf " << t.nodesPerLeaf << "\n";
+      o << "rail-optimised " << (t.railOptimised ? 1 : 0) << "\n";
+    }
   }
   o << "copy-bandwidth " << formatBandwidth(t.copyBandwidth) << "\n";
   o << "threadblock-bandwidth " << formatBandwidth(t.threadblockBandwidth) << "\n";

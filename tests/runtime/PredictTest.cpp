@@ -11,6 +11,7 @@
 #include "coll/Runtime/Topology.h"
 
 #include <gtest/gtest.h>
+#include <set>
 
 using namespace coll;
 using namespace coll::test;
@@ -38,6 +39,19 @@ Plan transfer(uint32_t chunks = 1) {
   add(b, step(Opcode::Recv, I, 0, O, 0, chunks));
   p.ranks[0].threadblocks.push_back(a);
   p.ranks[1].threadblocks.push_back(b);
+  return p;
+}
+
+/// One chunk from rank \p from to rank \p to of \p nranks (the others idle).
+Plan transferBetween(uint32_t nranks, uint32_t from, uint32_t to) {
+  Plan p = makePlan("transfer", CollectiveKind::Broadcast, nranks, 1, 1, 2);
+  Threadblock a, b;
+  a.sendPeer = int32_t(to);
+  add(a, step(Opcode::Send, I, 0, O, 0, 1));
+  b.recvPeer = int32_t(from);
+  add(b, step(Opcode::Recv, I, 0, O, 0, 1));
+  p.ranks[from].threadblocks.push_back(a);
+  p.ranks[to].threadblocks.push_back(b);
   return p;
 }
 
@@ -350,6 +364,44 @@ TEST(Predict, AcrossNodesUsesTheNics) {
   EXPECT_NEAR(slack->seconds, 1e-3 + 50e-6, 1e-12);
 }
 
+/// With leaf switches, the taper is between leaves only: a message under
+/// one leaf crosses its NICs alone, one between leaves its leaves' uplink
+/// and downlink (the leaf's ports times a NIC's bandwidth, over the
+/// oversubscription); rail-optimised, a leaf's switch i serves NIC i.
+TEST(Predict, LeavesTaperBetweenLeavesOnly) {
+  Topology t = oneNode(100e9, 1e-6);
+  t.ranksPerNode = 1;
+  t.inter = {1e9, 50e-6};
+  t.oversubscription = 4;
+  t.nodesPerLeaf = 2;
+  const uint64_t count = 250000; // 1 MB
+  EXPECT_NEAR(whole(transferBetween(4, 0, 1), t, count).seconds, 1e-3 + 50e-6, 1e-12);
+  // Leaf 0's uplink and leaf 1's downlink: 2 ports x 1 GB/s / 4 each.
+  Prediction across = whole(transferBetween(4, 0, 2), t, count);
+  EXPECT_NEAR(across.seconds, 2e-3 + 50e-6, 1e-12);
+  std::set<std::string> names;
+  for (const LinkUsage &l : across.links)
+    names.insert(l.name);
+  EXPECT_EQ(names, (std::set<std::string>{"node 0 nic 0 out", "leaf 0 up", "leaf 1 down",
+                                          "node 2 nic 0 in"}));
+  // A last leaf that is not full has fewer ports: node 2 alone, 1 GB/s / 4.
+  EXPECT_NEAR(whole(transferBetween(3, 0, 2), t, count).seconds, 4e-3 + 50e-6, 1e-12);
+  // Two NICs per node: one leaf switch holds both, its ports the nodes' NICs.
+  t.ranksPerNode = 2;
+  t.nicsPerNode = 2;
+  EXPECT_NEAR(whole(transferBetween(8, 0, 3), t, count).seconds, 1e-3 + 50e-6, 1e-12);
+  EXPECT_NEAR(whole(transferBetween(8, 0, 5), t, count).seconds, 1e-3 + 50e-6, 1e-12);
+  // Rail-optimised: rank 0 (node 0, NIC 0) and rank 2 (node 1, NIC 0) share
+  // switch 0 of leaf 0; rank 3 is on its switch 1, which a message reaches
+  // through the spine: 2 ports x 1 GB/s / 4.
+  t.railOptimised = true;
+  EXPECT_NEAR(whole(transferBetween(8, 0, 2), t, count).seconds, 1e-3 + 50e-6, 1e-12);
+  EXPECT_NEAR(whole(transferBetween(8, 0, 3), t, count).seconds, 2e-3 + 50e-6, 1e-12);
+  // Full bisection: no taper anywhere.
+  t.oversubscription = 1;
+  EXPECT_NEAR(whole(transferBetween(8, 0, 7), t, count).seconds, 1e-3 + 50e-6, 1e-12);
+}
+
 TEST(Predict, BetweenNodesTheSenderHandsTheMessageOn) {
   // Across nodes a sending step hands its message to the network and ends
   // (the network engine, or a GIN put, moves it): rank 0's step ends after
@@ -513,6 +565,8 @@ TEST(Topology, ParsesUnitsAndRoundTrips) {
                            "inter-bandwidth 400Gbit/s\n"
                            "inter-latency 5us\n"
                            "oversubscription 2\n"
+                           "nodes-per-leaf 16\n"
+                           "rail-optimised 1\n"
                            "copy-bandwidth 1.5TB/s\n"
                            "step-latency 1.5us\n"
                            "cpus-per-node 16\n"
@@ -528,6 +582,9 @@ TEST(Topology, ParsesUnitsAndRoundTrips) {
   EXPECT_DOUBLE_EQ(t.inter.latency, 5e-6);
   EXPECT_DOUBLE_EQ(t.copyBandwidth, 1.5e12);
   EXPECT_DOUBLE_EQ(t.oversubscription, 2);
+  EXPECT_EQ(t.nodesPerLeaf, 16u);
+  EXPECT_TRUE(t.railOptimised);
+  EXPECT_EQ(t.leafOf(33, 1), 2u * 2 + 1);
   EXPECT_EQ(t.cpusPerNode, 16u);
   EXPECT_DOUBLE_EQ(t.switchLatency, 4e-6);
   EXPECT_DOUBLE_EQ(t.pieceLatency, 2e-6);
@@ -572,6 +629,10 @@ TEST(Topology, ErrorsNameTheLine) {
   EXPECT_EQ(error("name x\n"), "t.topo: no intra-bandwidth (each rank's port into its node)");
   EXPECT_EQ(error("intra-bandwidth 1GB/s\nranks-per-node 8\n"),
             "t.topo: ranks-per-node 8 needs an inter-bandwidth (each NIC's)");
+  EXPECT_EQ(error("intra-bandwidth 1GB/s\nrail-optimised 1\n"),
+            "t.topo: rail-optimised needs nodes-per-leaf (the nodes under a leaf)");
+  EXPECT_EQ(error("intra-bandwidth 1GB/s\nrail-optimised yes\n"),
+            "t.topo:2: 'rail-optimised' expects 0 or 1, not 'yes'");
   EXPECT_EQ(error("intra-bandwidth 1GB/s\noversubscription 0.5\n"),
             "t.topo:2: 'oversubscription' expects a ratio of at least 1, not '0.5'");
   EXPECT_EQ(error("intra-bandwidth 1GB/s\nnics-per-node 0\n"),

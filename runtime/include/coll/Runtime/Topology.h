@@ -13,6 +13,8 @@
 ///     inter-bandwidth   400Gbit/s  # each NIC, each direction
 ///     inter-latency     5us
 ///     oversubscription  1          # the network core: NIC bandwidth / core bandwidth
+///     nodes-per-leaf    0          # nodes under one leaf switch; 0: one core for all
+///     rail-optimised    0          # 1: NIC i of a leaf's nodes on that leaf's switch i
 ///     copy-bandwidth    1500GB/s   # a threadblock's local copy or reduction; 0: free
 ///     threadblock-bandwidth 50GB/s # the most one threadblock moves; 0: no limit
 ///     node-bandwidth    0          # what all threadblocks of a node move together
@@ -49,8 +51,19 @@ struct Topology {
   uint32_t ranksPerNode = 0; ///< 0: every rank on one node.
   LinkSpec intra;            ///< A rank's port into its node's fabric.
   uint32_t nicsPerNode = 1;
-  LinkSpec inter;                  ///< One NIC.
-  double oversubscription = 1;     ///< Above 1: a shared core of that much less bandwidth.
+  LinkSpec inter;              ///< One NIC.
+  double oversubscription = 1; ///< Above 1: a shared core of that much less bandwidth.
+  /// Nodes under one leaf switch (a scalable unit). With oversubscription
+  /// above 1, a message between leaves crosses the sender's leaf's uplink
+  /// and the receiver's leaf's downlink, each its leaf's ports' bandwidth
+  /// divided by the oversubscription; a message within a leaf crosses
+  /// neither. 0: every message between nodes crosses one core of all the
+  /// NICs' bandwidth divided by the oversubscription.
+  uint32_t nodesPerLeaf = 0;
+  /// With nodesPerLeaf: the fabric is rail-optimised, NIC i of each node of
+  /// a leaf on that leaf's switch i (its ports: the leaf's nodes), so a
+  /// message stays under its leaf only between NICs of one index.
+  bool railOptimised = false;
   double copyBandwidth = 0;        ///< Bytes per second of a local copy or reduction; 0: free.
   double threadblockBandwidth = 0; ///< The most one threadblock moves per second; 0: no limit.
   double nodeBandwidth = 0; ///< The most all threadblocks of a node move per second; 0: no limit.
@@ -82,6 +95,11 @@ struct Topology {
 
   /// The node of \p rank.
   uint32_t nodeOf(uint32_t rank) const { return ranksPerNode ? rank / ranksPerNode : 0; }
+  /// The leaf switch of NIC \p nic of node \p node (nodesPerLeaf above 0).
+  uint32_t leafOf(uint32_t node, uint32_t nic) const {
+    const uint32_t leaf = node / nodesPerLeaf;
+    return railOptimised ? leaf * nicsPerNode + nic : leaf;
+  }
   /// The NIC of \p rank within its node.
   uint32_t nicOf(uint32_t rank) const {
     const uint32_t local = ranksPerNode ? rank % ranksPerNode : rank;
