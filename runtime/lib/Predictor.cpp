@@ -555,10 +555,10 @@ Status Simulation::setUp() {
         // Between leaf switches: the sender's leaf's uplink and the
         // receiver's leaf's downlink, each of its ports' bandwidth over the
         // oversubscription (a last leaf that is not full has fewer ports).
-        const uint32_t leafFrom = topo.leafOf(topo.nodeOf(from), topo.nicOf(from));
-        const uint32_t leafTo = topo.leafOf(topo.nodeOf(to), topo.nicOf(to));
+        const uint64_t leafFrom = topo.leafOf(topo.nodeOf(from), topo.nicOf(from));
+        const uint64_t leafTo = topo.leafOf(topo.nodeOf(to), topo.nicOf(to));
         if (leafFrom != leafTo) {
-          auto leafLink = [&](uint32_t leaf, uint32_t node, const char *way) {
+          auto leafLink = [&](uint64_t leaf, uint32_t node, const char *way) {
             const uint32_t first = node / topo.nodesPerLeaf * topo.nodesPerLeaf;
             const uint32_t ports = std::min(topo.nodesPerLeaf, nodes - first) *
                                    (topo.railOptimised ? 1 : topo.nicsPerNode);

@@ -96,8 +96,8 @@ struct Topology {
   /// The node of \p rank.
   uint32_t nodeOf(uint32_t rank) const { return ranksPerNode ? rank / ranksPerNode : 0; }
   /// The leaf switch of NIC \p nic of node \p node (nodesPerLeaf above 0).
-  uint32_t leafOf(uint32_t node, uint32_t nic) const {
-    const uint32_t leaf = node / nodesPerLeaf;
+  uint64_t leafOf(uint32_t node, uint32_t nic) const {
+    const uint64_t leaf = node / nodesPerLeaf;
     return railOptimised ? leaf * nicsPerNode + nic : leaf;
   }
   /// The NIC of \p rank within its node.
