@@ -188,22 +188,23 @@ Result<std::string> renderPlanPage(const Plan &plan, const PlanPageOptions &opti
     j += "null";
   } else {
     j += "[";
-    bool any = false;
-    for (uint64_t bytes = options.minBytes; bytes <= options.maxBytes;) {
-      const uint64_t c = countFor(plan, bytes, options.type);
-      if (c > 0) {
-        PredictOptions sweep;
-        sweep.sliceElements = options.sliceElements;
-        Result<Prediction> p = predictPlan(plan, topo, c, options.type, sweep);
-        if (!p)
-          return p.getStatus();
-        j += std::string(any ? "," : "") + "[" + std::to_string(p->sizeBytes) + "," +
-             num(p->seconds * 1e6) + "," + num(p->algbw / 1e9) + "," + num(p->busbw / 1e9) + "]";
-        any = true;
-      }
+    std::vector<PredictCall> calls;
+    for (uint64_t bytes = options.minBytes; bytes <= options.maxBytes; bytes *= options.factor) {
+      if (const uint64_t c = countFor(plan, bytes, options.type); c > 0)
+        calls.push_back(PredictCall{&plan, c});
       if (options.factor < 2 || bytes > options.maxBytes / options.factor)
         break;
-      bytes *= options.factor;
+    }
+    PredictOptions sweep;
+    sweep.sliceElements = options.sliceElements;
+    std::vector<Result<Prediction>> results =
+        predictPlans(calls, topo, options.type, sweep, options.threads);
+    for (size_t i = 0; i < results.size(); ++i) {
+      Result<Prediction> &p = results[i];
+      if (!p)
+        return p.getStatus();
+      j += std::string(i ? "," : "") + "[" + std::to_string(p->sizeBytes) + "," +
+           num(p->seconds * 1e6) + "," + num(p->algbw / 1e9) + "," + num(p->busbw / 1e9) + "]";
     }
     j += "]";
   }

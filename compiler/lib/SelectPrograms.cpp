@@ -102,16 +102,29 @@ Result<std::string> selectPrograms(const Topology &topo, const SelectOptions &op
   const uint64_t es = dataTypeSize(options.type);
   for (const auto &[collective, byRanks] : byCollective)
     for (const auto &[n, candidates] : byRanks) {
+      // Every candidate at every size, simulated side by side.
+      std::vector<uint64_t> sizes;
+      for (uint64_t bytes = options.minBytes; bytes <= options.maxBytes; bytes *= options.factor) {
+        sizes.push_back(bytes);
+        if (bytes > options.maxBytes / options.factor)
+          break;
+      }
+      std::vector<PredictCall> calls;
+      for (uint64_t bytes : sizes)
+        for (const Candidate &c : candidates) {
+          const BufferElements unit = planBufferElements(c.plan.info, 1);
+          const uint64_t perCount = std::max<uint64_t>(1, std::max(unit.input, unit.output));
+          calls.push_back(PredictCall{&c.plan, bytes / es / perCount});
+        }
+      std::vector<Result<Prediction>> results =
+          predictPlans(calls, topo, options.type, PredictOptions(), options.threads);
       // The winner at each size; runs of one winner become one row.
       std::vector<std::pair<uint64_t, size_t>> winners;
-      for (uint64_t bytes = options.minBytes; bytes <= options.maxBytes;) {
+      for (size_t s = 0; s < sizes.size(); ++s) {
         size_t best = 0;
         double bestTime = -1;
         for (size_t i = 0; i < candidates.size(); ++i) {
-          const Plan &plan = candidates[i].plan;
-          const BufferElements unit = planBufferElements(plan.info, 1);
-          const uint64_t perCount = std::max<uint64_t>(1, std::max(unit.input, unit.output));
-          Result<Prediction> p = predictPlan(plan, topo, bytes / es / perCount, options.type);
+          Result<Prediction> &p = results[s * candidates.size() + i];
           if (!p)
             return Status::error("select: " + candidates[i].program +
                                  " at N = " + std::to_string(n) + ": " + p.message());
@@ -121,12 +134,9 @@ Result<std::string> selectPrograms(const Topology &topo, const SelectOptions &op
           }
         }
         if (!winners.empty() && winners.back().second == best)
-          winners.back().first = bytes;
+          winners.back().first = sizes[s];
         else
-          winners.emplace_back(bytes, best);
-        if (bytes > options.maxBytes / options.factor)
-          break;
-        bytes *= options.factor;
+          winners.emplace_back(sizes[s], best);
       }
       for (size_t w = 0; w < winners.size(); ++w) {
         const bool last = w + 1 == winners.size();

@@ -545,6 +545,43 @@ TEST(Predict, Deterministic) {
     EXPECT_EQ(a->links[i].busy, b->links[i].busy);
 }
 
+/// predictPlans() on several threads gives each call's own predictPlan(),
+/// in the calls' order, errors included.
+TEST(Predict, ManyCallsSideBySideAsOneByOne) {
+  Topology t = oneNode(37e9, 3e-6, 1.3e-6);
+  t.copyBandwidth = 211e9;
+  PredictOptions o;
+  o.sliceElements = 1000;
+  const Plan ring = ringAllReduce(7, 3), two = transfer(2);
+  const Plan broken = transferBetween(3, 0, 2); // Rank 2's receive has no sender...
+  Plan deadlocked = broken;
+  deadlocked.ranks[0].threadblocks.clear(); // ... once rank 0 sends nothing.
+  std::vector<PredictCall> calls;
+  for (uint64_t count : {1ull, 999ull, 123457ull, 4000000ull}) {
+    calls.push_back(PredictCall{&ring, count});
+    calls.push_back(PredictCall{&two, count});
+  }
+  calls.insert(calls.begin() + 3, PredictCall{&deadlocked, 10});
+  for (unsigned threads : {1u, 3u, 0u}) {
+    std::vector<Result<Prediction>> many = predictPlans(calls, t, DataType::BFloat16, o, threads);
+    ASSERT_EQ(many.size(), calls.size());
+    for (size_t i = 0; i < calls.size(); ++i) {
+      Result<Prediction> one =
+          predictPlan(*calls[i].plan, t, calls[i].count, DataType::BFloat16, o);
+      ASSERT_EQ(one.ok(), many[i].ok()) << "call " << i << " on " << threads << " threads";
+      if (!one.ok()) {
+        EXPECT_EQ(one.message(), many[i].message());
+        continue;
+      }
+      EXPECT_EQ(one->seconds, many[i]->seconds) << "call " << i; // to the bit
+      EXPECT_EQ(one->events, many[i]->events);
+      EXPECT_EQ(one->lastRank, many[i]->lastRank);
+    }
+    EXPECT_FALSE(many[3].ok());
+  }
+  EXPECT_TRUE(predictPlans({}, t, DataType::Float32).empty());
+}
+
 TEST(Predict, ZeroCountAndErrors) {
   Result<Prediction> p = predictPlan(transfer(), oneNode(1e9, 0), 0, DataType::Float32);
   ASSERT_TRUE(p.ok());

@@ -169,6 +169,11 @@ cl::opt<std::string>
                     cl::desc("--emit=predict: Simple, LL or LL128 (default: the plan's)"),
                     cl::cat(collcCategory));
 
+cl::opt<unsigned> predictJobs(
+    "predict-jobs", cl::value_desc("n"),
+    cl::desc("--emit=predict and select: simulate up to n sizes (and programs) at once, each "
+             "with its own memory (default 0: the machine's CPUs, at most 8)"),
+    cl::init(0), cl::cat(collcCategory));
 cl::opt<bool> predictOutOfPlace(
     "out-of-place",
     cl::desc("--emit=predict: predict out-of-place calls, with the copies the executors make "
@@ -433,9 +438,17 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
   llvm::outs()
       << "#     size (B)          count    time (us)      algbw      busbw  last to finish\n"
       << "#                                              (GB/s)     (GB/s)\n";
-  for (uint64_t bytes = lo; bytes <= hi;) {
-    const uint64_t count = bytes / es / perCount;
-    Result<Prediction> p = predictPlan(plan, *topo, count, type, options);
+  // The sizes, simulated side by side; their rows in order.
+  std::vector<PredictCall> calls;
+  for (uint64_t bytes = lo; bytes <= hi; bytes *= sizeFactor) {
+    calls.push_back(PredictCall{&plan, bytes / es / perCount});
+    if (bytes > hi / sizeFactor || bytes * sizeFactor > hi)
+      break;
+  }
+  std::vector<Result<Prediction>> results = predictPlans(calls, *topo, type, options, predictJobs);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const uint64_t count = calls[i].count;
+    Result<Prediction> &p = results[i];
     if (!p) {
       diag.errorNoLoc(p.message());
       return 1;
@@ -449,15 +462,15 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
       llvm::outs() << "the CPUs of node " << p->cpuNode << "\n";
     else
       llvm::outs() << "rank " << p->lastRank << " tb " << p->lastTb << "\n";
-    if (bytes > hi / sizeFactor || bytes * sizeFactor > hi) {
+    if (i + 1 == calls.size()) {
       // The largest size: where its time went, by the busiest links.
       std::vector<LinkUsage> links = p->links;
       std::stable_sort(links.begin(), links.end(),
                        [](const LinkUsage &a, const LinkUsage &b) { return a.busy > b.busy; });
       llvm::outs() << "# busiest links at " << count * es * perCount
                    << " B (busy: share of the run; load: bytes / capacity / run):\n";
-      for (size_t i = 0; i < links.size() && i < 5; ++i) {
-        const LinkUsage &l = links[i];
+      for (size_t k = 0; k < links.size() && k < 5; ++k) {
+        const LinkUsage &l = links[k];
         const double run = p->seconds > 0 ? p->seconds : 1;
         llvm::outs() << llvm::format("#   %-24s busy %5.1f%%  load %5.1f%%  %.6g GB/s\n",
                                      l.name.c_str(), 100 * l.busy / run,
@@ -478,7 +491,6 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
             cpuBound ? ", longer than the steps' own chain: the call takes that" : "");
       break;
     }
-    bytes *= sizeFactor;
   }
   return 0;
 }
@@ -520,6 +532,7 @@ int runSelect(DiagnosticEngine &diag) {
   if (!parseSweep(diag, options.minBytes, options.maxBytes, options.type))
     return 1;
   options.factor = sizeFactor;
+  options.threads = predictJobs;
   if (!outputFile.empty()) {
     llvm::SmallString<256> dir(outputFile);
     llvm::sys::fs::make_absolute(dir);
@@ -563,6 +576,7 @@ int writePlanPage(const Plan &plan, DiagnosticEngine &diag) {
   options.minBytes = lo;
   options.maxBytes = hi;
   options.factor = sizeFactor;
+  options.threads = predictJobs;
   options.type = type;
   options.source = inputFile == "-" ? "" : llvm::sys::path::filename(inputFile).str();
   Result<std::string> page = compiler::renderPlanPage(plan, options);

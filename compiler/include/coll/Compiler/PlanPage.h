@@ -33,6 +33,8 @@ struct PlanPageOptions {
   uint64_t minBytes = 1024, maxBytes = 1ull << 30;
   unsigned factor = 4;
   DataType type = DataType::Float32;
+  /// Sizes simulated at once (predictPlans()); 0: the machine's CPUs, at most 8.
+  unsigned threads = 0;
   /// Elements of a chunk per slice (PredictOptions::sliceElements).
   uint64_t sliceElements = 16384;
   /// Where the plan came from, for the title.

@@ -27,6 +27,8 @@ struct SelectOptions {
   uint64_t maxBytes = 256ull << 20; ///< ... to maxBytes ...
   unsigned factor = 2;              ///< ... by this factor.
   DataType type = DataType::Float32;
+  /// Simulations at once (predictPlans()); 0: the machine's CPUs, at most 8.
+  unsigned threads = 0;
   /// Programs' paths in the table are relative to this directory (the
   /// table's); "" writes them as found.
   std::string tableDir;

@@ -121,6 +121,22 @@ struct Prediction {
 Result<Prediction> predictPlan(const Plan &plan, const Topology &topo, uint64_t count,
                                DataType type, const PredictOptions &options = {});
 
+/// One call of predictPlans(): \p plan (which must outlive the call) with
+/// \p count elements per rank.
+struct PredictCall {
+  const Plan *plan = nullptr;
+  uint64_t count = 0;
+};
+
+/// predictPlan() of each of \p calls on \p topo, on up to \p threads
+/// threads at once (0: the machine's CPUs, at most 8): the results in the
+/// order of \p calls, each the same as a predictPlan() of its own. Every
+/// simulation in flight holds its own memory.
+std::vector<Result<Prediction>> predictPlans(const std::vector<PredictCall> &calls,
+                                             const Topology &topo, DataType type,
+                                             const PredictOptions &options = {},
+                                             unsigned threads = 0);
+
 } // namespace coll
 
 #endif // COLL_RUNTIME_PREDICT_H
