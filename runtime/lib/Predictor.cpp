@@ -322,7 +322,17 @@ private:
     uint32_t id() const { return idKind & ((1u << 30) - 1); }
     bool operator>(const Event &o) const { return std::tie(time, seq) > std::tie(o.time, o.seq); }
   };
-  void push(double at, uint32_t tb) { events.push(Event{at, seq++, EventKind::Wake, tb}); }
+  void push(double at, uint32_t tb) { schedule(Event{at, seq++, EventKind::Wake, tb}); }
+  /// Queues \p e: an event of this very moment goes behind the others of
+  /// it without the heap. Those in the heap for now were queued before
+  /// now came (an event is never queued for the past), so the order is
+  /// the heap's own: by time, then by when queued.
+  void schedule(const Event &e) {
+    if (e.time == now)
+      current.push_back(e);
+    else
+      events.push(e);
+  }
   uint32_t linkOf(const std::string &name, double capacity);
   /// Starts flow \p id now and reshares its component.
   void startFlow(uint32_t id);
@@ -339,6 +349,7 @@ private:
   void runTb(uint32_t tb);
 
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+  std::deque<Event> current; ///< Events of now, queued at now (schedule()).
   uint64_t seq = 0, eventCount = 0;
   std::vector<Link> links;
   std::map<std::string, uint32_t> linkByName;
@@ -746,7 +757,7 @@ uint32_t Simulation::addFlow(uint32_t tb, const Path &path, double bytes, double
   if (!detached && gate < 0)
     ++tbs[tb].flowsLeft;
   if (start > now)
-    events.push(Event{start, seq++, EventKind::FlowStart, id});
+    schedule(Event{start, seq++, EventKind::FlowStart, id});
   else
     startFlow(id);
   return id;
@@ -925,7 +936,7 @@ void Simulation::reshare(const uint32_t *seeds, size_t n) {
     if (end < f.scheduledEnd) {
       ++f.version;
       f.scheduledEnd = end;
-      events.push(Event{end, seq++, EventKind::FlowEnd, id, f.version});
+      schedule(Event{end, seq++, EventKind::FlowEnd, id, f.version});
     }
   }
 }
@@ -998,9 +1009,19 @@ void Simulation::runTb(uint32_t tb) {
 }
 
 Status Simulation::run(Prediction &out) {
-  while (!events.empty()) {
-    const Event e = events.top();
-    events.pop();
+  for (;;) {
+    // Now's events in the heap first (queued before now came), then
+    // those queued at now.
+    Event e(0, 0, EventKind::Wake, 0);
+    if (!events.empty() && (current.empty() || events.top().time <= now)) {
+      e = events.top();
+      events.pop();
+    } else if (!current.empty()) {
+      e = current.front();
+      current.pop_front();
+    } else {
+      break;
+    }
     ++eventCount;
     now = e.time;
     if (e.kind() == EventKind::FlowStart) {
@@ -1016,7 +1037,7 @@ Status Simulation::run(Prediction &out) {
       if (end > now) {
         f.scheduledEnd = end;
         if (end < kNever)
-          events.push(Event{end, seq++, EventKind::FlowEnd, e.id(), f.version});
+          schedule(Event{end, seq++, EventKind::FlowEnd, e.id(), f.version});
         continue;
       }
       endFlow(e.id());
