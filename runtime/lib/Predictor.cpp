@@ -12,11 +12,11 @@
 #include "coll/Runtime/ChunkLayout.h"
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/Interpreter.h"
+#include "coll/Runtime/Parallel.h"
 #include "coll/Runtime/Predict.h"
 #include "coll/Runtime/PreparedCall.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cassert>
 #include <cmath>
 #include <deque>
@@ -25,7 +25,6 @@
 #include <memory>
 #include <optional>
 #include <queue>
-#include <thread>
 #include <tuple>
 #include <unordered_map>
 
@@ -1166,9 +1165,6 @@ Result<Prediction> predictPlan(const Plan &plan, const Topology &topo, uint64_t 
 std::vector<Result<Prediction>> predictPlans(const std::vector<PredictCall> &calls,
                                              const Topology &topo, DataType type,
                                              const PredictOptions &options, unsigned threads) {
-  if (threads == 0)
-    threads = std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
-  threads = unsigned(std::min<size_t>(threads, calls.size()));
   std::vector<std::optional<Result<Prediction>>> done(calls.size());
   // The largest calls first (they take longest), so that none is left to
   // run alone at the end.
@@ -1177,19 +1173,10 @@ std::vector<Result<Prediction>> predictPlans(const std::vector<PredictCall> &cal
     order[i] = i;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return calls[a].count > calls[b].count; });
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < order.size();) {
-      const PredictCall &c = calls[order[k]];
-      done[order[k]].emplace(predictPlan(*c.plan, topo, c.count, type, options));
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t)
-    pool.emplace_back(work);
-  work();
-  for (std::thread &t : pool)
-    t.join();
+  parallelFor(order.size(), threads, [&](size_t k) {
+    const PredictCall &c = calls[order[k]];
+    done[order[k]].emplace(predictPlan(*c.plan, topo, c.count, type, options));
+  });
   std::vector<Result<Prediction>> out;
   out.reserve(calls.size());
   for (std::optional<Result<Prediction>> &r : done)
