@@ -28,7 +28,9 @@ def main():
     ap.add_argument("--nranks", default="2,4")
     ap.add_argument("--ranks-as", default="processes", choices=["threads", "processes"])
     ap.add_argument("rest", nargs="*")
-    a = ap.parse_args()
+    # coll-perf's own options follow the tables (after "--" or as they are).
+    a, unknown = ap.parse_known_args()
+    a.rest = [w for w in a.rest + unknown if w != "--"]
     extra = a.rest or ["-b", "64K", "-e", "16M", "-f", "4", "-n", "10", "-w", "3",
                        "--placement", "out-of-place"]
     perf = a.build + "/tools/coll-perf/coll-perf"

@@ -221,6 +221,7 @@ struct SimTb {
   uint32_t numSteps = 0;
   int32_t sendConn = -1, recvConn = -1;
   bool busy = false;        ///< In a step.
+  bool blocked = false;     ///< Its next step waited for something (a switch, oversubscribed).
   uint32_t flowsLeft = 0;   ///< Its step's flows still draining.
   double computeEnd = 0;    ///< Its step's private copies end.
   Path local;               ///< The links its local copies cross (none: private).
@@ -424,6 +425,7 @@ WaitResult SimPlatform::waitDependency(uint32_t otherTb, uint32_t step, uint64_t
   const uint64_t target = slice * other.numSteps + step;
   if (other.linear <= target) {
     other.depWaiters.push_back(tb);
+    sim.tbs[tb].blocked = true;
     return WaitResult::WouldBlock;
   }
   return reached(other.done[target]);
@@ -432,6 +434,7 @@ WaitResult SimPlatform::waitDependency(uint32_t otherTb, uint32_t step, uint64_t
 WaitResult SimPlatform::reached(const TimedPath &e) {
   if (e.at > sim.now) {
     sim.wake(tb, e.at);
+    sim.tbs[tb].blocked = true;
     return WaitResult::WouldBlock;
   }
   sim.enabledBy(tb, e.at, e.path);
@@ -442,6 +445,7 @@ WaitResult SimPlatform::waitFor(EventWindow &w, uint64_t m) {
   const TimedPath *e = w.find(m);
   if (!e) {
     w.waiting = true;
+    sim.tbs[tb].blocked = true;
     return WaitResult::WouldBlock;
   }
   return reached(*e);
@@ -681,6 +685,12 @@ void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
   t.stepFixed = stepLatency(chunks);
   const double start = now + t.stepFixed;
   nodeCpu[topo.nodeOf(t.rank)] += t.stepFixed;
+  // A step that waited, on a node whose ranks outnumber its CPUs: its rank
+  // gave up its CPU while it waited (the executors yield, then sleep) and
+  // takes one back, a switch of the node's CPU time.
+  if (t.blocked && topo.cpusPerNode && nodeRanks[topo.nodeOf(t.rank)] > topo.cpusPerNode)
+    nodeCpu[topo.nodeOf(t.rank)] += topo.switchLatency;
+  t.blocked = false;
   t.flowsLeft = 0;
   t.computeEnd = start;
   // Local copies: a flow over the threadblock's and the node's caps, or a

@@ -506,6 +506,16 @@ TEST(Predict, NodeCpusBoundTheCall) {
   const Prediction three = whole(twoIntoOne(), t, count);
   EXPECT_NEAR(three.cpuSeconds, work / 3, 1e-12);
   EXPECT_EQ(three.seconds, free.seconds);
+  // With more ranks than CPUs, a step that waited (rank 2's two receives;
+  // the sends find their slots free) takes its CPU back with a switch.
+  t.switchLatency = 50e-6;
+  t.cpusPerNode = 1;
+  EXPECT_NEAR(whole(twoIntoOne(), t, count).cpuSeconds, work + 2 * 50e-6, 1e-12);
+  t.cpusPerNode = 2;
+  EXPECT_NEAR(whole(twoIntoOne(), t, count).cpuSeconds, (work + 2 * 50e-6) / 2, 1e-12);
+  // A CPU per rank: nothing to switch.
+  t.cpusPerNode = 3;
+  EXPECT_NEAR(whole(twoIntoOne(), t, count).cpuSeconds, work / 3, 1e-12);
 }
 
 TEST(Predict, ReceiversWithoutACpuWaitForASwitch) {
