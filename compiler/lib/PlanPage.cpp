@@ -189,12 +189,9 @@ Result<std::string> renderPlanPage(const Plan &plan, const PlanPageOptions &opti
   } else {
     j += "[";
     std::vector<PredictCall> calls;
-    for (uint64_t bytes = options.minBytes; bytes <= options.maxBytes; bytes *= options.factor) {
+    for (uint64_t bytes : sweepSizes(options.minBytes, options.maxBytes, options.factor))
       if (const uint64_t c = countFor(plan, bytes, options.type); c > 0)
         calls.push_back(PredictCall{&plan, c});
-      if (options.factor < 2 || bytes > options.maxBytes / options.factor)
-        break;
-    }
     PredictOptions sweep;
     sweep.sliceElements = options.sliceElements;
     std::vector<Result<Prediction>> results =

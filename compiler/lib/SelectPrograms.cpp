@@ -103,12 +103,8 @@ Result<std::string> selectPrograms(const Topology &topo, const SelectOptions &op
   for (const auto &[collective, byRanks] : byCollective)
     for (const auto &[n, candidates] : byRanks) {
       // Every candidate at every size, simulated side by side.
-      std::vector<uint64_t> sizes;
-      for (uint64_t bytes = options.minBytes; bytes <= options.maxBytes; bytes *= options.factor) {
-        sizes.push_back(bytes);
-        if (bytes > options.maxBytes / options.factor)
-          break;
-      }
+      const std::vector<uint64_t> sizes =
+          sweepSizes(options.minBytes, options.maxBytes, options.factor);
       std::vector<PredictCall> calls;
       for (uint64_t bytes : sizes)
         for (const Candidate &c : candidates) {

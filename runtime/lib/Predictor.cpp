@@ -1172,6 +1172,16 @@ Result<Prediction> predictPlan(const Plan &plan, const Topology &topo, uint64_t 
   return out;
 }
 
+std::vector<uint64_t> sweepSizes(uint64_t minBytes, uint64_t maxBytes, unsigned factor) {
+  std::vector<uint64_t> sizes;
+  for (uint64_t bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
+    sizes.push_back(bytes);
+    if (factor < 2 || bytes > maxBytes / factor)
+      break;
+  }
+  return sizes;
+}
+
 std::vector<Result<Prediction>> predictPlans(const std::vector<PredictCall> &calls,
                                              const Topology &topo, DataType type,
                                              const PredictOptions &options, unsigned threads) {

@@ -592,6 +592,18 @@ TEST(Predict, ManyCallsSideBySideAsOneByOne) {
   EXPECT_TRUE(predictPlans({}, t, DataType::Float32).empty());
 }
 
+TEST(Predict, SweepSizes) {
+  using V = std::vector<uint64_t>;
+  EXPECT_EQ(sweepSizes(1024, 1 << 20, 4), (V{1024, 4096, 16384, 65536, 262144, 1 << 20}));
+  EXPECT_EQ(sweepSizes(1024, 5000, 2), (V{1024, 2048, 4096}));
+  EXPECT_EQ(sweepSizes(7, 7, 2), (V{7}));
+  EXPECT_EQ(sweepSizes(1024, 1 << 20, 1), (V{1024}));
+  EXPECT_TRUE(sweepSizes(2048, 1024, 2).empty());
+  // No size past the largest a 64-bit count holds.
+  const uint64_t top = ~uint64_t(0);
+  EXPECT_EQ(sweepSizes(uint64_t(1) << 62, top, 2), (V{uint64_t(1) << 62, uint64_t(1) << 63}));
+}
+
 TEST(Predict, ZeroCountAndErrors) {
   Result<Prediction> p = predictPlan(transfer(), oneNode(1e9, 0), 0, DataType::Float32);
   ASSERT_TRUE(p.ok());

@@ -440,11 +440,8 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
       << "#                                              (GB/s)     (GB/s)\n";
   // The sizes, simulated side by side; their rows in order.
   std::vector<PredictCall> calls;
-  for (uint64_t bytes = lo; bytes <= hi; bytes *= sizeFactor) {
+  for (uint64_t bytes : sweepSizes(lo, hi, sizeFactor))
     calls.push_back(PredictCall{&plan, bytes / es / perCount});
-    if (bytes > hi / sizeFactor || bytes * sizeFactor > hi)
-      break;
-  }
   std::vector<Result<Prediction>> results = predictPlans(calls, *topo, type, options, predictJobs);
   for (size_t i = 0; i < calls.size(); ++i) {
     const uint64_t count = calls[i].count;
@@ -489,7 +486,6 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
             "# the CPUs of node %u: %.2f us of steps, copies and calls per CPU (%u CPUs)%s\n",
             p->cpuNode, p->cpuSeconds * 1e6, topo->cpusPerNode,
             cpuBound ? ", longer than the steps' own chain: the call takes that" : "");
-      break;
     }
   }
   return 0;

@@ -116,6 +116,8 @@ private:
   /// The table to select from: the user's rows, then the host table and
   /// default.select, or network.select when \p acrossHosts.
   Result<const SelectionTable *> table(bool acrossHosts);
+  /// The host table's path, resolved ("" for none). Call with mu held.
+  std::string hostTablePath();
   /// The plan of \p row for N and root, compiled or loaded once.
   Result<std::shared_ptr<const ValidatedPlan>> planOf(const SelectionRow &row, uint32_t nranks,
                                                       uint32_t root, bool rooted);
@@ -130,8 +132,6 @@ private:
   PlanLibraryPaths thePaths;
   SelectionTable userRows;  ///< addUserRow()'s, newest first.
   SelectionTable userTable; ///< setUserTable()'s or COLLC_PLANS's.
-  /// The host table's path, resolved ("" for none).
-  std::string hostTablePath();
   /// User rows, then the host table and default.select [0], or
   /// network.select [1];
   /// null: to build.

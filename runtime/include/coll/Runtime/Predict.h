@@ -121,6 +121,11 @@ struct Prediction {
 Result<Prediction> predictPlan(const Plan &plan, const Topology &topo, uint64_t count,
                                DataType type, const PredictOptions &options = {});
 
+/// The sizes of a sweep: \p minBytes, then each \p factor times the last,
+/// up to \p maxBytes (none past it, and none that would overflow); only
+/// \p minBytes when \p factor is below 2, none when it exceeds maxBytes.
+std::vector<uint64_t> sweepSizes(uint64_t minBytes, uint64_t maxBytes, unsigned factor);
+
 /// One call of predictPlans(): \p plan (which must outlive the call) with
 /// \p count elements per rank.
 struct PredictCall {
