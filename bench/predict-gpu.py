@@ -11,7 +11,8 @@ BENCH_LOG is coll-gpu-bench's output (tests/gpu/run-on-device.sh keeps it
 as bench.log). Prints a Markdown table of predicted, synchronised and back
 to back microseconds and the ratio synchronised / predicted (the
 prediction includes the description's call-latency, a launch and its
-wait), and how many points lie within 0.75 to 1.25.
+wait), each plan's range of ratios, and how many points lie within 0.75 to
+1.25.
 """
 import re
 import subprocess
@@ -47,6 +48,7 @@ def main():
     print("| plan | size (B) | predicted us | synchronised us | back to back us | ratio |")
     print("|---|---:|---:|---:|---:|---:|")
     within = total = 0
+    ranges = []
     for name, measured in rows:
         in_place = name.endswith(" in place")
         plan = name.replace(" in place", "")
@@ -59,12 +61,18 @@ def main():
         out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
         predicted = {int(m.group(1)): float(m.group(2))
                      for m in re.finditer(r"^\s+(\d+)\s+\d+\s+([\d.]+)", out, re.M)}
+        ratios = []
         for size, (sync, b2b) in zip(sizes, measured):
             p = predicted[size]
             ratio = sync / p
+            ratios.append(ratio)
             total += 1
             within += 0.75 <= ratio <= 1.25
             print("| %s | %d | %.1f | %.1f | %.1f | %.2f |" % (name, size, p, sync, b2b, ratio))
+        ranges.append((name, min(ratios), max(ratios)))
+    print("\n| plan | measured / predicted |\n|---|---|")
+    for name, low, high in ranges:
+        print("| %s | %.2f to %.2f |" % (name, low, high))
     print("\n%d of %d points within 0.75 to 1.25" % (within, total))
 
 

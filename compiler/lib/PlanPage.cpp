@@ -146,7 +146,7 @@ Result<std::string> renderPlanPage(const Plan &plan, const PlanPageOptions &opti
   // The timeline's call and its spans (microseconds), five numbers each:
   // rank, threadblock, step, start, end; slices past the first dropped
   // when there are too many.
-  const double total = run->seconds - topo.callLatency;
+  const double total = run->seconds - callSeconds(topo, info.nranks);
   j += ",\"system\":{\"name\":" + jsonQuoted(options.topology ? topo.name : "") +
        ",\"nominal\":" + (options.topology ? "false" : "true") +
        ",\"ranksPerNode\":" + std::to_string(topo.ranksPerNode) + "}";

@@ -1164,7 +1164,7 @@ Result<Prediction> predictPlan(const Plan &plan, const Topology &topo, uint64_t 
     return s;
   if (Status s = sim.run(out); !s)
     return s;
-  out.seconds = std::max(out.seconds + topo.callLatency, out.cpuSeconds);
+  out.seconds = std::max(out.seconds + callSeconds(topo, plan.info.nranks), out.cpuSeconds);
   if (out.seconds > 0) {
     out.algbw = double(out.sizeBytes) / out.seconds;
     out.busbw = out.algbw * busBandwidthFactor(plan.info.collective, plan.info.nranks);

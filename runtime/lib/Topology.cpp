@@ -4,6 +4,7 @@
 
 #include "coll/Runtime/XmlReader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -275,17 +276,18 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
       }
     } else if (key == "intra-latency" || key == "inter-latency" || key == "step-latency" ||
                key == "line-step-latency" || key == "call-latency" || key == "switch-latency" ||
-               key == "piece-latency") {
+               key == "piece-latency" || key == "call-rank-latency") {
       double v = 0;
       ok = parseLatency(value, v);
       expects = "a latency such as 5us or 1ms, at most 3600s";
-      (key == "intra-latency"    ? t.intra.latency
-       : key == "inter-latency"  ? t.inter.latency
-       : key == "step-latency"   ? t.stepLatency
-       : key == "call-latency"   ? t.callLatency
-       : key == "switch-latency" ? t.switchLatency
-       : key == "piece-latency"  ? t.pieceLatency
-                                 : t.lineStepLatency) = v;
+      (key == "intra-latency"       ? t.intra.latency
+       : key == "inter-latency"     ? t.inter.latency
+       : key == "step-latency"      ? t.stepLatency
+       : key == "call-latency"      ? t.callLatency
+       : key == "call-rank-latency" ? t.callRankLatency
+       : key == "switch-latency"    ? t.switchLatency
+       : key == "piece-latency"     ? t.pieceLatency
+                                    : t.lineStepLatency) = v;
     } else if (key == "direct-sends") {
       ok = value == "0" || value == "1";
       t.directSends = value == "1";
@@ -347,6 +349,8 @@ std::string formatTopology(const Topology &t) {
   o << "threadblock-bandwidth " << formatBandwidth(t.threadblockBandwidth) << "\n";
   o << "node-bandwidth " << formatBandwidth(t.nodeBandwidth) << "\n";
   o << "call-latency " << formatLatency(t.callLatency) << "\n";
+  if (t.callRankLatency > 0)
+    o << "call-rank-latency " << formatLatency(t.callRankLatency) << "\n";
   o << "direct-sends " << (t.directSends ? 1 : 0) << "\n";
   o << "step-latency " << formatLatency(t.stepLatency) << "\n";
   if (t.lineStepLatency >= 0)
@@ -358,6 +362,11 @@ std::string formatTopology(const Topology &t) {
   if (t.cpusPerNode || t.switchLatency > 0)
     o << "switch-latency " << formatLatency(t.switchLatency) << "\n";
   return o.str();
+}
+
+double callSeconds(const Topology &topo, uint32_t nranks) {
+  const uint32_t onNode = topo.ranksPerNode ? std::min(topo.ranksPerNode, nranks) : nranks;
+  return topo.callLatency + topo.callRankLatency * double(onNode > 1 ? onNode - 1 : 0);
 }
 
 } // namespace coll

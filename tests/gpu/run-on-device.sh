@@ -86,7 +86,7 @@ step configure cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release 
 # side: the NCCL communicator's tests and library, and the PyTorch backend,
 # too where NCCL and torch are found (optional_targets). ninja -k 0
 # goes on past a failure; only the optional targets may fail to build.
-targets=(gpu_tests runtime_gpu_tests gpu_probe_tests coll-gpu-bench coll-run)
+targets=(gpu_tests runtime_gpu_tests gpu_probe_tests coll-gpu-bench coll-run coll-calibrate)
 optional_targets=()
 # (Not `| grep -q`: under pipefail, grep's early exit fails the pipeline.)
 all_targets=$(ninja -C "$build" -t targets all 2>/dev/null)
@@ -103,6 +103,9 @@ export COLL_GPU_PLAN_DIR=$prepared/plans
 step probe_tests "$build/tests/unit/gpu_probe_tests"
 step core_tests "$build/tests/runtime/runtime_gpu_tests"
 step gpu_tests "$build/tests/gpu/gpu_tests" --gtest_filter=-Plans/*
+# The one-device mode's description for the predictor, measured through
+# the runtime (docs/prediction.md, "The GPU's one-device mode").
+step calibrate "$build/tools/coll-calibrate/coll-calibrate" --ranks-as gpu -o "$report/gpu.topo"
 step bench "$build/bench/gpu/coll-gpu-bench" "$prepared/plans"
 # The NCCL communicator's tests (one GPU: a one-rank communicator, and the
 # kernel's network path over a loopback on every plan), where NCCL is found.
@@ -177,6 +180,11 @@ fi
   cat "${sweeps[@]}" 2>/dev/null | grep -E '^\[  (PASSED|FAILED) |^\[==========\]' | tail -5
   cat "${sweeps[@]}" 2>/dev/null | grep -E -A1 'Failure' | grep -v -E 'Failure|^--' | head -30
   cat "${sweeps[@]}" 2>/dev/null | grep -E '^\[ sweep    \]' | grep -v ' 0 wrong' | head -30
+  echo '```'
+  echo
+  echo "## Calibration"
+  echo '```'
+  cat "$report/calibrate.log" "$report/gpu.topo" 2>/dev/null
   echo '```'
   echo
   echo "## Benchmark"

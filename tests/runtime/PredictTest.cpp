@@ -339,6 +339,30 @@ TEST(Predict, PieceLatencyPerChunkBeyondTheFirst) {
   EXPECT_NEAR(one->seconds, 2 * 5e-6 + 4 / 1e9, 1e-12);
 }
 
+/// A call pays call-latency, and call-rank-latency for each rank beyond
+/// the first on its fullest node (one host thread prepares them all).
+TEST(Predict, CallRankLatencyPerRankOfTheFullestNode) {
+  Topology t = oneNode(1e9, 0, 5e-6);
+  t.callLatency = 10e-6;
+  t.callRankLatency = 1e-6;
+  Result<Prediction> two = predictPlan(transfer(), t, 1, DataType::Float32, oneSlice(1));
+  ASSERT_TRUE(two.ok()) << two.message();
+  EXPECT_NEAR(two->seconds, 10e-6 + 1e-6 + 2 * 5e-6 + 4 / 1e9, 1e-12);
+  // On nodes of one rank each, no rank shares its node's host thread.
+  t.ranksPerNode = 1;
+  t.inter = {1e9, 0};
+  t.nicsPerNode = 1;
+  Result<Prediction> apart = predictPlan(transfer(), t, 1, DataType::Float32, oneSlice(1));
+  ASSERT_TRUE(apart.ok()) << apart.message();
+  EXPECT_NEAR(apart->seconds, 10e-6 + 2 * 5e-6 + 4 / 1e9, 1e-12);
+  EXPECT_DOUBLE_EQ(callSeconds(t, 8), 10e-6);
+  t.ranksPerNode = 4;
+  EXPECT_DOUBLE_EQ(callSeconds(t, 8), 13e-6);
+  EXPECT_DOUBLE_EQ(callSeconds(t, 2), 11e-6);
+  t.ranksPerNode = 0;
+  EXPECT_DOUBLE_EQ(callSeconds(t, 1), 10e-6);
+}
+
 TEST(Predict, AcrossNodesUsesTheNics) {
   Topology t = oneNode(100e9, 1e-6);
   t.ranksPerNode = 1;
@@ -630,7 +654,8 @@ TEST(Topology, ParsesUnitsAndRoundTrips) {
                            "step-latency 1.5us\n"
                            "cpus-per-node 16\n"
                            "switch-latency 4us\n"
-                           "piece-latency 2us\n",
+                           "piece-latency 2us\n"
+                           "call-rank-latency 1.5us\n",
                            "box.topo", t);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(t.name, "box");
@@ -647,6 +672,7 @@ TEST(Topology, ParsesUnitsAndRoundTrips) {
   EXPECT_EQ(t.cpusPerNode, 16u);
   EXPECT_DOUBLE_EQ(t.switchLatency, 4e-6);
   EXPECT_DOUBLE_EQ(t.pieceLatency, 2e-6);
+  EXPECT_DOUBLE_EQ(t.callRankLatency, 1.5e-6);
   EXPECT_EQ(t.nodeOf(5), 1u);
   EXPECT_EQ(t.nicOf(7), 1u);
   Topology back;

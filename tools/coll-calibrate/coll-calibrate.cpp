@@ -3,6 +3,7 @@
 // coll-calibrate [-o host.topo] [--name NAME] [--threads N]
 // coll-calibrate --network --bootstrap tcp://HOST:PORT --rank 0|1
 //                [--ranks-per-node K] [-o cluster.topo] [--name NAME]
+// coll-calibrate --ranks-as gpu [--gpu INDEX] [-o gpu.topo] [--name NAME]
 //
 // Measures what the predictor's model (coll/Runtime/Predict.h) needs of
 // this host for plans run with ranks as threads (LocalWorld), and writes a
@@ -34,6 +35,10 @@
 // pipelined), and a chunk sent as it lies travels through the slots like
 // any other (direct-sends 0).
 //
+// --ranks-as gpu (when built with CUDA) measures one GPU that runs every
+// rank of a plan (DeviceWorld), through the runtime's own calls
+// (DeviceCalibration.cpp).
+//
 // --network measures the link between two hosts as the process executor
 // crosses it (UCX): one process on each host, meeting in the store at
 // HOST:PORT (rank 0 serves it). Besides this host's figures as above (for
@@ -47,6 +52,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "ToolSupport.h"
+#ifdef COLL_CALIBRATE_WITH_GPU
+#include "DeviceCalibration.h"
+#endif
+#include "coll/Runtime/CalibrationPlans.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/Plan.h"
 #include "coll/Runtime/PreparedCall.h"
@@ -118,56 +127,6 @@ double copyRate(unsigned threads, size_t bytes) {
   return median(rates);
 }
 
-/// A one-chunk step of \p op.
-Instruction step(Opcode op, BufferKind src, BufferKind dst) {
-  return makeInstruction(op, src, 0, dst, 0, 1);
-}
-
-constexpr BufferKind I = BufferKind::Input, O = BufferKind::Output;
-
-/// A plan of \p n ranks without threadblocks yet: one chunk in and out per
-/// rank, two slots per connection.
-Plan emptyPlan(const char *name, CollectiveKind kind, uint32_t n) {
-  Plan p;
-  p.info.name = name;
-  p.info.collective = kind;
-  p.info.nranks = n;
-  p.info.inputChunks = p.info.outputChunks = 1;
-  p.info.connectionDepth = 2;
-  p.ranks.resize(n);
-  return p;
-}
-
-/// One rank whose threadblock copies its input to its output \p k times.
-Plan localSteps(uint32_t k) {
-  Plan p = emptyPlan("calibrate_local", CollectiveKind::AllReduce, 1);
-  Threadblock tb;
-  for (uint32_t i = 0; i < k; ++i)
-    tb.steps.push_back(step(Opcode::Copy, I, O));
-  p.ranks[0].threadblocks.push_back(tb);
-  return p;
-}
-
-/// Two ranks that pass one message back and forth \p k times.
-Plan pingPong(uint32_t k) {
-  Plan p = emptyPlan("calibrate_pingpong", CollectiveKind::Broadcast, 2);
-  for (uint32_t r = 0; r < 2; ++r) {
-    Threadblock tb;
-    tb.sendPeer = tb.recvPeer = int32_t(1 - r);
-    for (uint32_t i = 0; i < k; ++i) {
-      if (r == 0) {
-        tb.steps.push_back(step(Opcode::Send, I, O));
-        tb.steps.push_back(step(Opcode::Recv, I, O));
-      } else {
-        tb.steps.push_back(step(Opcode::Recv, I, O));
-        tb.steps.push_back(step(Opcode::Send, O, O));
-      }
-    }
-    p.ranks[r].threadblocks.push_back(tb);
-  }
-  return p;
-}
-
 /// The median seconds of a call of \p plan with one element per rank.
 Result<double> callTime(const Plan &plan) {
   Result<ValidatedPlan> vp = ValidatedPlan::make(plan);
@@ -186,24 +145,6 @@ Result<double> callTime(const Plan &plan) {
   return medianTime(5, 200, [&] {
     return world.run(*vp, sends, recvs, 1, DataType::Float32, RedOp::Sum, options);
   });
-}
-
-/// Rank 0 sends \p k messages of its input to rank 1 (a broadcast of one
-/// chunk in \p k pieces).
-Plan oneWay(uint32_t k) {
-  Plan p = emptyPlan("calibrate_one_way", CollectiveKind::Broadcast, 2);
-  p.info.inputChunks = p.info.outputChunks = k;
-  p.info.connectionDepth = 4; // As compiled plans have it: slots in flight.
-  Threadblock a, b;
-  a.sendPeer = 1;
-  b.recvPeer = 0;
-  for (uint32_t i = 0; i < k; ++i) {
-    a.steps.push_back(makeInstruction(Opcode::Send, I, i, O, i, 1));
-    b.steps.push_back(makeInstruction(Opcode::Recv, I, i, O, i, 1));
-  }
-  p.ranks[0].threadblocks.push_back(a);
-  p.ranks[1].threadblocks.push_back(b);
-  return p;
 }
 
 /// The median seconds of \p reps calls of \p plan of \p count floats on
@@ -238,10 +179,10 @@ Result<LinkFigures> measureLink(ProcessGroup &group, uint32_t roundTrips, int ro
   const uint64_t big = 16u << 20; // Floats: 64 MiB.
   double best[4] = {1e9, 1e9, 1e9, 1e9};
   for (int round = 0; round < rounds; ++round) {
-    Result<double> one = groupCallTime(group, pingPong(1), 1, 41);
-    Result<double> many = groupCallTime(group, pingPong(roundTrips), 1, 41);
-    Result<double> small = groupCallTime(group, oneWay(64), 64, 9);
-    Result<double> large = groupCallTime(group, oneWay(64), big, 5);
+    Result<double> one = groupCallTime(group, pingPongPlan(1), 1, 41);
+    Result<double> many = groupCallTime(group, pingPongPlan(roundTrips), 1, 41);
+    Result<double> small = groupCallTime(group, oneWayPlan(64), 64, 9);
+    Result<double> large = groupCallTime(group, oneWayPlan(64), big, 5);
     Result<double> *all[4] = {&one, &many, &small, &large};
     for (int k = 0; k < 4; ++k) {
       if (!*all[k])
@@ -262,10 +203,10 @@ Result<LinkFigures> measureLink(ProcessGroup &group, uint32_t roundTrips, int ro
 Result<double> hopOf(ProcessGroup &group, uint32_t roundTrips, int rounds) {
   double best[2] = {1e9, 1e9};
   for (int round = 0; round < rounds; ++round) {
-    Result<double> a = groupCallTime(group, pingPong(1), 1, 41);
+    Result<double> a = groupCallTime(group, pingPongPlan(1), 1, 41);
     if (!a)
       return a;
-    Result<double> b = groupCallTime(group, pingPong(roundTrips), 1, 41);
+    Result<double> b = groupCallTime(group, pingPongPlan(roundTrips), 1, 41);
     if (!b)
       return b;
     best[0] = std::min(best[0], *a);
@@ -293,12 +234,26 @@ int fail(const std::string &msg) {
   return 2;
 }
 
+/// Writes \p text to \p out, or to standard output when it is empty.
+int writeDescription(const std::string &text, const std::string &out) {
+  if (out.empty()) {
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  std::ofstream f(out);
+  f << text;
+  if (!f)
+    return fail("cannot write '" + out + "'");
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   std::string out, name;
   unsigned threads = 0, ranksPerNode = 1;
-  bool network = false, processes = false;
+  bool network = false, processes = false, gpu = false;
+  int gpuIndex = -1;
   tools::Bootstrap boot;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -306,9 +261,12 @@ int main(int argc, char **argv) {
       network = true;
     } else if (a == "--ranks-as" && i + 1 < argc) {
       const std::string v = argv[++i];
-      if (v != "threads" && v != "processes")
-        return fail("--ranks-as takes threads or processes, not '" + v + "'");
+      if (v != "threads" && v != "processes" && v != "gpu")
+        return fail("--ranks-as takes threads, processes or gpu, not '" + v + "'");
       processes = v == "processes";
+      gpu = v == "gpu";
+    } else if (a == "--gpu" && i + 1 < argc) {
+      gpuIndex = int(std::strtol(argv[++i], nullptr, 10));
     } else if ((a == "-o" || a == "--name" || a == "--threads" || a == "--bootstrap" ||
                 a == "--rank" || a == "--ranks-per-node") &&
                i + 1 < argc) {
@@ -327,16 +285,17 @@ int main(int argc, char **argv) {
       else
         threads = unsigned(std::strtoul(v.c_str(), nullptr, 10));
     } else if (a == "-h" || a == "--help") {
-      std::printf(
-          "usage: coll-calibrate [-o host.topo] [--name NAME] [--threads N]\n"
-          "                      [--ranks-as threads|processes]\n"
-          "       coll-calibrate --network --bootstrap tcp://HOST:PORT --rank 0|1\n"
-          "                      [--ranks-per-node K] [-o cluster.topo] [--name NAME]\n"
-          "Measures this host for the predictor (ranks as threads) and writes a\n"
-          "topology description (docs/prediction.md); --ranks-as processes measures\n"
-          "messages between two processes of this host instead; --network also measures the\n"
-          "link to a second host as the process executor crosses it (one process\n"
-          "on each host, rank 0 serving the store and writing the description).\n");
+      std::printf("usage: coll-calibrate [-o host.topo] [--name NAME] [--threads N]\n"
+                  "                      [--ranks-as threads|processes|gpu] [--gpu INDEX]\n"
+                  "       coll-calibrate --network --bootstrap tcp://HOST:PORT --rank 0|1\n"
+                  "                      [--ranks-per-node K] [-o cluster.topo] [--name NAME]\n"
+                  "Measures this host for the predictor (ranks as threads) and writes a\n"
+                  "topology description (docs/prediction.md); --ranks-as processes measures\n"
+                  "messages between two processes of this host instead, --ranks-as gpu every rank\n"
+                  "of a plan on one GPU (the one-device mode; --gpu picks it); --network also "
+                  "measures the\n"
+                  "link to a second host as the process executor crosses it (one process\n"
+                  "on each host, rank 0 serving the store and writing the description).\n");
       return 0;
     } else {
       return fail("unknown argument '" + a + "' (see --help)");
@@ -348,10 +307,25 @@ int main(int argc, char **argv) {
     return fail("--bootstrap and --rank go with --network");
   if (network && processes)
     return fail("--network measures ranks as processes already; leave out --ranks-as");
+  if (gpu && (network || threads))
+    return fail("--ranks-as gpu measures one GPU: no --network or --threads");
+  if (gpuIndex >= 0 && !gpu)
+    return fail("--gpu goes with --ranks-as gpu");
   if (ranksPerNode == 0)
     return fail("--ranks-per-node takes a number of at least 1");
   if (name.empty())
     name = network ? "this-cluster" : "this-host";
+  if (gpu) {
+#ifdef COLL_CALIBRATE_WITH_GPU
+    Result<std::string> text =
+        tools::calibrateDevice(name == "this-host" ? "this-gpu" : name, gpuIndex);
+    if (!text)
+      return fail(text.message());
+    return writeDescription(*text, out);
+#else
+    return fail("--ranks-as gpu: this coll-calibrate was built without CUDA");
+#endif
+  }
   if (threads == 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -417,8 +391,8 @@ int main(int argc, char **argv) {
 
   const double one = copyRate(1, 8 << 20);
   const double all = copyRate(threads, 8 << 20);
-  Result<double> local1 = callTime(localSteps(1)), local257 = callTime(localSteps(257));
-  Result<double> pp1 = callTime(pingPong(1)), pp65 = callTime(pingPong(65));
+  Result<double> local1 = callTime(localStepsPlan(1)), local257 = callTime(localStepsPlan(257));
+  Result<double> pp1 = callTime(pingPongPlan(1)), pp65 = callTime(pingPongPlan(65));
   for (const Result<double> *r : {&local1, &local257, &pp1, &pp65})
     if (!*r)
       return fail(r->message());
@@ -504,14 +478,5 @@ int main(int argc, char **argv) {
               std::to_string(netHop * 1e6) + " us, 64 MiB one way at " +
               std::to_string(bandwidth / 1e9) + " GB/s\n";
   }
-  std::string text = header + formatTopology(t);
-  if (out.empty()) {
-    std::fputs(text.c_str(), stdout);
-    return 0;
-  }
-  std::ofstream f(out);
-  f << text;
-  if (!f)
-    return fail("cannot write '" + out + "'");
-  return 0;
+  return writeDescription(header + formatTopology(t), out);
 }

@@ -68,6 +68,11 @@ struct Topology {
   double threadblockBandwidth = 0; ///< The most one threadblock moves per second; 0: no limit.
   double nodeBandwidth = 0; ///< The most all threadblocks of a node move per second; 0: no limit.
   double callLatency = 0;   ///< Seconds every call costs besides its steps.
+  /// Seconds a call costs for each rank beyond the first that one host
+  /// thread of a node prepares: the one-device mode's (DeviceWorld prepares
+  /// every rank's call on the host before its launch); 0 where each rank
+  /// prepares its own (threads, processes, a GPU each).
+  double callRankLatency = 0;
   /// A chunk sent as it lies is read there by its receiver (LocalWorld's
   /// direct sends): the send moves no bytes, the receiver's copy does.
   bool directSends = false;
@@ -118,6 +123,11 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
 /// parseTopology() of the file at \p path.
 Result<Topology> loadTopology(const std::string &path);
 /// The text format of \p topo (parseTopology() reads it back).
+/// What a call of \p nranks ranks costs on \p topo besides its steps:
+/// call-latency, and call-rank-latency for each rank beyond the first on
+/// the fullest node.
+double callSeconds(const Topology &topo, uint32_t nranks);
+
 std::string formatTopology(const Topology &topo);
 
 } // namespace coll

@@ -1,0 +1,47 @@
+//===- CalibrationPlans.h - Small plans that measure a platform -*- C++ -*-===//
+///
+/// \file
+/// The hand-built plans that coll-calibrate runs to measure what the
+/// predictor's model (Predict.h) needs of a platform: local steps, steps of
+/// many chunks, ping-pongs and one-way streams. Each is a valid plan of
+/// float chunks that any executor runs (LocalWorld, ProcessGroup,
+/// DeviceWorld), so the figures are the runtime's own, not a
+/// microbenchmark's.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_RUNTIME_CALIBRATIONPLANS_H
+#define COLL_RUNTIME_CALIBRATIONPLANS_H
+
+#include "coll/Runtime/Plan.h"
+
+#include <cstdint>
+
+namespace coll {
+
+/// A plan of \p nranks ranks without threadblocks yet: one chunk in and out
+/// per rank, two slots per connection.
+Plan calibrationPlan(const char *name, CollectiveKind kind, uint32_t nranks);
+
+/// \p ranks ranks (default one), each of whose one threadblock runs
+/// \p steps steps, each copying \p chunks chunks of its input to its output
+/// (the plan's buffers hold \p chunks chunks). Of more than one rank, a
+/// plan of no collective: every rank on its own, for the fixed cost of a
+/// call of that many ranks.
+Plan localStepsPlan(uint32_t steps, uint32_t chunks = 1, uint32_t ranks = 1);
+
+/// One rank whose \p threadblocks threadblocks each copy a chunk of their
+/// own, in one step, from its input to its output: the copy bandwidth of
+/// that many threadblocks.
+Plan localCopyPlan(uint32_t threadblocks);
+
+/// Two ranks that pass one message back and forth \p roundTrips times.
+Plan pingPongPlan(uint32_t roundTrips);
+
+/// Rank 0 sends \p messages messages of its input to rank 1, a chunk each
+/// (a broadcast of \p messages chunks), four slots in flight.
+Plan oneWayPlan(uint32_t messages);
+
+} // namespace coll
+
+#endif // COLL_RUNTIME_CALIBRATIONPLANS_H
