@@ -42,7 +42,8 @@
 // --network measures the link between two hosts as the process executor
 // crosses it (UCX): one process on each host, meeting in the store at
 // HOST:PORT (rank 0 serves it). Besides this host's figures as above (for
-// the ranks that share a node), it measures
+// the ranks that share a node; with --ranks-per-node above 1, those of
+// processes, as --ranks-as processes measures them), it measures
 //  - inter-latency: a message's trip between the hosts beyond its steps,
 //    from ping-pongs of one-element messages;
 //  - inter-bandwidth: 64 MiB sent one way, less the one-element time;
@@ -313,6 +314,11 @@ int main(int argc, char **argv) {
     return fail("--gpu goes with --ranks-as gpu");
   if (ranksPerNode == 0)
     return fail("--ranks-per-node takes a number of at least 1");
+  // The ranks that share a node are processes (the process executor), so
+  // the description that rank 0 writes takes their figures from two
+  // processes of this host, as --ranks-as processes does.
+  if (network && boot.rank == 0 && ranksPerNode > 1)
+    processes = true;
   if (name.empty())
     name = network ? "this-cluster" : "this-host";
   if (gpu) {
