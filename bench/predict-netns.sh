@@ -38,8 +38,12 @@ in_ns() {
   ip netns exec "$name-$side" env UCX_NET_DEVICES="$name-v$side" "$@"
 }
 topo=$tmp/link.topo
+# The two namespaces stand for two hosts but share this machine's CPUs:
+# each host of the description gets half of them.
+cpus=$(nproc)
+half=$((cpus > 1 ? cpus / 2 : 1))
 in_ns a "$build/tools/coll-calibrate/coll-calibrate" --network --bootstrap "tcp://$a:$port" \
-  --rank 0 --ranks-per-node "$nproc" --name "veth-$rate" -o "$topo" &
+  --rank 0 --ranks-per-node "$nproc" --threads "$half" --name "veth-$rate" -o "$topo" &
 cal=$!
 in_ns b "$build/tools/coll-calibrate/coll-calibrate" --network --bootstrap "tcp://$a:$port" \
   --rank 1 >/dev/null || { echo "calibration failed"; exit 1; }
