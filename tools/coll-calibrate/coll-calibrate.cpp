@@ -267,7 +267,12 @@ int main(int argc, char **argv) {
       processes = v == "processes";
       gpu = v == "gpu";
     } else if (a == "--gpu" && i + 1 < argc) {
-      gpuIndex = int(std::strtol(argv[++i], nullptr, 10));
+      const std::string v = argv[++i];
+      char *end = nullptr;
+      const long index = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || index < 0 || index > 1023)
+        return fail("--gpu takes a GPU's index (0, 1, ...), not '" + v + "'");
+      gpuIndex = int(index);
     } else if ((a == "-o" || a == "--name" || a == "--threads" || a == "--bootstrap" ||
                 a == "--rank" || a == "--ranks-per-node") &&
                i + 1 < argc) {
