@@ -5,17 +5,24 @@ program at each size) at 2, 4 and 8 ranks, repeated, and the median of the
 ratios measured / predicted per point.
 
     bench/predict-host.py BUILD TOPOLOGY [--ranks-as threads|processes]
-                          [--sweeps 3] [--compare TOPOLOGY2] [-- coll-perf arguments]
+                          [--sweeps 3] [--compare TOPOLOGY2] [--programs]
+                          [-- coll-perf arguments]
 
 The coll-perf arguments default to -b 64K -e 32M -f 8 -n 10 -w 3
 --placement out-of-place. Prints a Markdown table and how many points lie
 within 0.75 to 1.25. --compare prints the same table for a second
 description's predictions (another model or calibration) against the same
-measurements: the median measured time over its prediction.
+measurements: the median measured time over its prediction. --programs
+measures every stdlib program of each collective (a row per program and
+rank count, those whose require refuses the rank count left out) instead
+of the selection table's pick.
 """
 import argparse
 import csv
+import glob
 import io
+import os
+import re
 import statistics
 import subprocess
 import sys
@@ -30,8 +37,13 @@ def main():
     ap.add_argument("--colls", default="allreduce,allgather,alltoall")
     ap.add_argument("--nranks", default="2,4,8")
     ap.add_argument("--compare", help="a second description, tabulated against the same runs")
-    ap.add_argument("rest", nargs="*")
-    a = ap.parse_args()
+    ap.add_argument("--programs", action="store_true",
+                    help="every stdlib program of each collective, not the table's pick")
+    argv = sys.argv[1:]
+    rest = argv[argv.index("--") + 1:] if "--" in argv else []
+    a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    a.rest = rest
+    a.subjects = subjects(a)
     extra = a.rest or ["-b", "64K", "-e", "32M", "-f", "8", "-n", "10", "-w", "3",
                        "--placement", "out-of-place"]
     perf = a.build + "/tools/coll-perf/coll-perf"
@@ -39,13 +51,13 @@ def main():
     measured = {}  # (coll, n, size) -> [measured us]
     programs = {}
     for sweep in range(a.sweeps):
-        for coll in a.colls.split(","):
+        for label, what in a.subjects:
             for n in a.nranks.split(","):
-                cmd = [perf, "--coll", coll, "--nranks", n, "--ranks-as", a.ranks_as,
-                       "--predict", a.topology, "--csv"] + extra
-                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+                out = run(perf, what, n, a, a.topology, extra)
+                if out is None:
+                    continue
                 for row in csv.DictReader(io.StringIO(out)):
-                    key = (coll, int(n), int(row["size_bytes"]))
+                    key = (label, int(n), int(row["size_bytes"]))
                     ratios.setdefault(key, []).append(
                         float(row["time_us"]) / float(row["predicted_us"]))
                     measured.setdefault(key, []).append(float(row["time_us"]))
@@ -56,22 +68,51 @@ def main():
         # The second description's predictions (a run of one call each:
         # only its predicted column is read).
         other = {}
-        for coll in a.colls.split(","):
+        quick = [x for x in extra]
+        for flag in ("-n", "-w"):
+            if flag in quick:
+                quick[quick.index(flag) + 1] = "1" if flag == "-n" else "0"
+        for label, what in a.subjects:
             for n in a.nranks.split(","):
-                quick = [x for x in extra]
-                for flag in ("-n", "-w"):
-                    if flag in quick:
-                        quick[quick.index(flag) + 1] = "1" if flag == "-n" else "0"
-                cmd = [perf, "--coll", coll, "--nranks", n, "--ranks-as", a.ranks_as,
-                       "--predict", a.compare, "--csv"] + quick
-                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+                out = run(perf, what, n, a, a.compare, quick)
+                if out is None:
+                    continue
                 for row in csv.DictReader(io.StringIO(out)):
-                    key = (coll, int(n), int(row["size_bytes"]))
+                    key = (label, int(n), int(row["size_bytes"]))
                     if key in measured:
                         other[key] = [statistics.median(measured[key]) /
                                       float(row["predicted_us"])]
         print("\nThe same runs against %s:\n" % a.compare)
         table(a, other)
+
+
+def subjects(a):
+    """(row label, what coll-perf runs): each collective's table pick, or
+    with --programs each stdlib program that implements it."""
+    out = []
+    stdlib = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "stdlib")
+    for coll in a.colls.split(","):
+        if not a.programs:
+            out.append((coll, ["--coll", coll]))
+            continue
+        for path in sorted(glob.glob(os.path.join(stdlib, "*.coll"))):
+            text = open(path).read()
+            if re.search(r"^algorithm\s+\w+\s+implements\s+%s\b" % coll, text, re.M):
+                name = os.path.basename(path)[:-5]
+                out.append((name, [path]))
+    return out
+
+
+def run(perf, what, n, a, topology, extra):
+    """coll-perf's CSV, or None where the program refuses the rank count."""
+    cmd = [perf] + what + ["--nranks", n, "--ranks-as", a.ranks_as, "--predict", topology,
+                           "--csv"] + extra
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        if a.programs and "require" in p.stderr:
+            return None
+        sys.exit("%s failed:\n%s" % (" ".join(cmd), p.stderr))
+    return p.stdout
 
 
 def table(a, ratios):
@@ -80,11 +121,14 @@ def table(a, ratios):
     def label(b):
         return "%d MiB" % (b >> 20) if b >= 1 << 20 else "%d KiB" % (b >> 10)
 
-    print("| collective | N | " + " | ".join(label(s) for s in sizes) + " |")
+    print("| %s | N | " % ("program" if a.programs else "collective") +
+          " | ".join(label(s) for s in sizes) + " |")
     print("|---|---|" + "---|" * len(sizes))
     met = total = 0
-    for coll in a.colls.split(","):
+    for coll, _ in a.subjects:
         for n in a.nranks.split(","):
+            if not any((coll, int(n), s) in ratios for s in sizes):
+                continue
             cells = []
             for s in sizes:
                 r = ratios.get((coll, int(n), s))

@@ -568,11 +568,11 @@ public:
   void copy(char *dst, const char *src, uint64_t n) {
     // memmove: `cpy` may name the same chunk as source and destination.
     if (n && dst != src)
-      std::memmove(dst, src, n * kernels->elementSize);
+      moveBytes(dst, src, n * kernels->elementSize);
   }
   void copy2(char *dst0, char *dst1, const char *src, uint64_t n) {
-    std::memcpy(dst0, src, n * kernels->elementSize);
-    std::memcpy(dst1, src, n * kernels->elementSize);
+    moveBytes(dst0, src, n * kernels->elementSize);
+    moveBytes(dst1, src, n * kernels->elementSize);
     noteSlotWrite(dst1, n * kernels->elementSize);
   }
   void reduce(char *dst, const char *in, const char *local, uint64_t n) {

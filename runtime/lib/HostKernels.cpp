@@ -4,6 +4,11 @@
 
 #include "coll/Runtime/Elementwise.h"
 
+#include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace coll {
 namespace detail {
 
@@ -52,6 +57,36 @@ bool selectHostKernels(DataType type, RedOp op, HostKernels &out) {
                          });
                        }) &&
          out.reduce != nullptr;
+}
+
+void moveBytes(void *dst, const void *src, size_t n) {
+#if defined(__SSE2__)
+  // Below 2 KiB the library's copy is a short vector loop, which pays
+  // little for the aliasing.
+  constexpr size_t kBackwardMin = 2048;
+  const uintptr_t d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
+  const uintptr_t apart = (d - s) & 4095;
+  // Backwards is right for any dst past src, and for disjoint ranges.
+  if (n >= kBackwardMin && apart >= 1 && apart <= 63 && (d > s || d + n <= s)) {
+    char *to = static_cast<char *>(dst);
+    const char *from = static_cast<const char *>(src);
+    size_t i = n - n % 64;
+    std::memmove(to + i, from + i, n - i); // The tail first: it lies highest.
+    while (i >= 64) {
+      i -= 64;
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i *>(from + i + 48));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(from + i + 32));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i *>(from + i + 16));
+      const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i *>(from + i));
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(to + i + 48), a);
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(to + i + 32), b);
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(to + i + 16), c);
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(to + i), e);
+    }
+    return;
+  }
+#endif
+  std::memmove(dst, src, n);
 }
 
 } // namespace detail

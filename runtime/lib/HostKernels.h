@@ -34,6 +34,15 @@ struct HostKernels {
 /// The kernels of \p type and \p op; false when either is invalid.
 bool selectHostKernels(DataType type, RedOp op, HostKernels &out);
 
+/// memmove(\p dst, \p src, \p n), without the stall that a forward copy
+/// meets when \p dst lies a little past \p src within a page (their
+/// addresses 1 to 63 bytes apart modulo 4096): each load then seems to
+/// depend on a store just made to the same low address bits, and the
+/// string copy of large memcpys ran at a quarter of its speed on an AMD
+/// EPYC (docs/performance.md, "Copies a few bytes apart"). Those copies
+/// run backwards, where no load follows a store of its low bits.
+void moveBytes(void *dst, const void *src, size_t n);
+
 } // namespace detail
 } // namespace coll
 

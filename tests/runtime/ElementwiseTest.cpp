@@ -2,11 +2,13 @@
 
 #include "coll/Runtime/Elementwise.h"
 
+#include "HostKernels.h"
 #include "coll/Runtime/ChunkLayout.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/Reference.h"
 
 #include <cmath>
+#include <cstring>
 #include <gtest/gtest.h>
 #include <limits>
 #include <set>
@@ -282,3 +284,26 @@ TEST(Collectives, BufferSizesAndUnits) {
 }
 
 } // namespace
+
+/// moveBytes is memmove: every byte where memmove puts it, for copies that
+/// take its backward path (1 to 63 bytes apart modulo a page, 2 KiB up),
+/// overlapping ones among them, and those that do not.
+TEST(HostKernels, MoveBytesIsMemmoveAtEveryDistance) {
+  const size_t span = 4 * 65536;
+  std::vector<unsigned char> base(span), mine, theirs;
+  for (size_t i = 0; i < span; ++i)
+    base[i] = static_cast<unsigned char>(i * 7 + i / 251 + 3);
+  for (size_t n : {size_t(0), size_t(1), size_t(63), size_t(2047), size_t(2048), size_t(2049),
+                   size_t(4096 + 17), size_t(65536 + 5)}) {
+    for (long apart : {1L, 8L, 16L, 31L, 63L, 64L, 4080L, 4096L + 8, -8L, -4088L, 65536L + 16}) {
+      const size_t src = 70000;
+      const size_t dst = size_t(long(src) + apart);
+      ASSERT_LE(dst + n, span);
+      mine = base;
+      theirs = base;
+      coll::detail::moveBytes(mine.data() + dst, mine.data() + src, n);
+      std::memmove(theirs.data() + dst, theirs.data() + src, n);
+      ASSERT_EQ(mine, theirs) << n << " bytes, destination " << apart << " bytes from the source";
+    }
+  }
+}
