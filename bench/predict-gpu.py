@@ -5,15 +5,17 @@ every rank of a plan on one GPU, DeviceWorld, slices of 256 KiB, fp32 sum,
 out of place but for the in-place ring), beside collc --emit=predict of the
 same programs on a description of that GPU.
 
-    bench/predict-gpu.py BUILD BENCH_LOG TOPOLOGY
+    bench/predict-gpu.py BUILD|COLLC BENCH_LOG TOPOLOGY
 
-BENCH_LOG is coll-gpu-bench's output (tests/gpu/run-on-device.sh keeps it
+BUILD is a build directory (its tools/collc/collc runs), or COLLC the
+compiler itself. BENCH_LOG is coll-gpu-bench's output (tests/gpu/run-on-device.sh keeps it
 as bench.log). Prints a Markdown table of predicted, synchronised and back
 to back microseconds and the ratio synchronised / predicted (the
 prediction includes the description's call-latency, a launch and its
 wait), each plan's range of ratios, and how many points lie within 0.75 to
 1.25.
 """
+import os
 import re
 import subprocess
 import sys
@@ -44,6 +46,8 @@ def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     build, log, topo = sys.argv[1:]
+    collc = build if os.path.isfile(build) else os.path.join(build, "tools", "collc", "collc")
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     sizes, rows = parse(log)
     print("| plan | size (B) | predicted us | synchronised us | back to back us | ratio |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -53,12 +57,15 @@ def main():
         in_place = name.endswith(" in place")
         plan = name.replace(" in place", "")
         program, n = plan.rsplit("_n", 1)
-        args = [build + "/tools/collc/collc", "stdlib/%s.coll" % program, "--nranks", n,
+        args = [collc, os.path.join(root, "stdlib", "%s.coll" % program), "--nranks", n,
                 "--emit=predict", "--topology", topo, "-b", str(sizes[0]), "-e", str(sizes[-1]),
                 "-f", str(sizes[1] // sizes[0]), "--slice-bytes=262144"]
         if not in_place:
             args.append("--out-of-place")
-        out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+        run = subprocess.run(args, capture_output=True, text=True)
+        if run.returncode != 0:
+            sys.exit("%s failed:\n%s" % (" ".join(args), run.stderr))
+        out = run.stdout
         predicted = {int(m.group(1)): float(m.group(2))
                      for m in re.finditer(r"^\s+(\d+)\s+\d+\s+([\d.]+)", out, re.M)}
         ratios = []

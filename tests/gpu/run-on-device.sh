@@ -107,6 +107,12 @@ step gpu_tests "$build/tests/gpu/gpu_tests" --gtest_filter=-Plans/*
 # the runtime (docs/prediction.md, "The GPU's one-device mode").
 step calibrate "$build/tools/coll-calibrate/coll-calibrate" --ranks-as gpu -o "$report/gpu.topo"
 step bench "$build/bench/gpu/coll-gpu-bench" "$prepared/plans"
+# The benchmark's latency table against the predictions on the description
+# just measured, with the prepared collc.
+if [ -x "$prepared/tools/collc" ] && [ -f "$report/gpu.topo" ] && [ -f "$report/bench.log" ]; then
+  step predict env LD_LIBRARY_PATH="$prepared/tools${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    python3 "$root/bench/predict-gpu.py" "$prepared/tools/collc" "$report/bench.log" "$report/gpu.topo"
+fi
 # The NCCL communicator's tests (one GPU: a one-rank communicator, and the
 # kernel's network path over a loopback on every plan), where NCCL is found.
 optional_logs=()
@@ -186,6 +192,10 @@ fi
   echo '```'
   cat "$report/calibrate.log" "$report/gpu.topo" 2>/dev/null
   echo '```'
+  echo
+  echo "## Predicted against the benchmark"
+  echo
+  tail -12 "$report/predict.log" 2>/dev/null
   echo
   echo "## Benchmark"
   echo '```'
