@@ -297,11 +297,11 @@ int main(int argc, char **argv) {
                   "                      [--ranks-per-node K] [-o cluster.topo] [--name NAME]\n"
                   "Measures this host for the predictor (ranks as threads) and writes a\n"
                   "topology description (docs/prediction.md); --ranks-as processes measures\n"
-                  "messages between two processes of this host instead, --ranks-as gpu every rank\n"
-                  "of a plan on one GPU (the one-device mode; --gpu picks it); --network also "
-                  "measures the\n"
-                  "link to a second host as the process executor crosses it (one process\n"
-                  "on each host, rank 0 serving the store and writing the description).\n");
+                  "messages between two processes of this host instead, --ranks-as gpu every\n"
+                  "rank of a plan on one GPU (the one-device mode; --gpu picks it); --network\n"
+                  "also measures the link to a second host as the process executor crosses it\n"
+                  "(one process on each host, rank 0 serving the store and writing the\n"
+                  "description).\n");
       return 0;
     } else {
       return fail("unknown argument '" + a + "' (see --help)");
@@ -325,11 +325,10 @@ int main(int argc, char **argv) {
   if (network && boot.rank == 0 && ranksPerNode > 1)
     processes = true;
   if (name.empty())
-    name = network ? "this-cluster" : "this-host";
+    name = network ? "this-cluster" : gpu ? "this-gpu" : "this-host";
   if (gpu) {
 #ifdef COLL_CALIBRATE_WITH_GPU
-    Result<std::string> text =
-        tools::calibrateDevice(name == "this-host" ? "this-gpu" : name, gpuIndex);
+    Result<std::string> text = tools::calibrateDevice(name, gpuIndex);
     if (!text)
       return fail(text.message());
     return writeDescription(*text, out);

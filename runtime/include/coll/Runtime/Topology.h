@@ -123,12 +123,11 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
 /// parseTopology() of the file at \p path.
 Result<Topology> loadTopology(const std::string &path);
 /// The text format of \p topo (parseTopology() reads it back).
+std::string formatTopology(const Topology &topo);
 /// What a call of \p nranks ranks costs on \p topo besides its steps:
 /// call-latency, and call-rank-latency for each rank beyond the first on
 /// the fullest node.
 double callSeconds(const Topology &topo, uint32_t nranks);
-
-std::string formatTopology(const Topology &topo);
 
 } // namespace coll
 
