@@ -253,22 +253,8 @@ void GroupEngine::deallocate(void *ptr) {
   group->deallocate(ptr);
 }
 
-Status GroupEngine::run(const std::string &collective, uint32_t root, const void *sendbuf,
-                        void *recvbuf, uint64_t count, DataType type, RedOp op) {
-  const CollectiveInfo *builtin = findCollective(collective);
-  uint64_t elements = count;
-  if (builtin) {
-    BufferElements b = collectiveBufferElements(builtin->kind, uint32_t(mySize), count);
-    elements = std::max(b.input, b.output);
-  }
-  const uint64_t bytes = elements * dataTypeSize(type);
-  if (mySize == 1 && builtin) {
-    // A group of one: every collective copies the input to the output
-    // (an average of one value is the value).
-    if (bytes && sendbuf != recvbuf)
-      std::memmove(recvbuf, sendbuf, bytes);
-    return Status::success();
-  }
+Result<std::shared_ptr<const ValidatedPlan>> GroupEngine::planFor(const std::string &collective,
+                                                                  uint32_t root, uint64_t bytes) {
   // The plan of the previous call of this group serves a call of the same
   // collective, root and size without a look in the tables.
   PlanLibrary &library = planLibrary();
@@ -285,7 +271,54 @@ Status GroupEngine::run(const std::string &collective, uint32_t root, const void
     lastBytes = bytes;
     lastGeneration = generation;
   }
-  Status s = group->execute(*lastPlan, sendbuf, recvbuf, count, type, op);
+  return lastPlan;
+}
+
+Status GroupEngine::run(const std::string &collective, uint32_t root, const void *sendbuf,
+                        void *recvbuf, uint64_t count, DataType type, RedOp op) {
+  const CollectiveInfo *builtin = findCollective(collective);
+  uint64_t elements = count;
+  if (builtin) {
+    BufferElements b = collectiveBufferElements(builtin->kind, uint32_t(mySize), count);
+    elements = std::max(b.input, b.output);
+  }
+  const uint64_t bytes = elements * dataTypeSize(type);
+  if (mySize == 1 && builtin) {
+    // A group of one: every collective copies the input to the output
+    // (an average of one value is the value).
+    if (bytes && sendbuf != recvbuf)
+      std::memmove(recvbuf, sendbuf, bytes);
+    return Status::success();
+  }
+  Result<std::shared_ptr<const ValidatedPlan>> plan = planFor(collective, root, bytes);
+  if (!plan)
+    return plan.getStatus();
+  Status s = group->execute(**plan, sendbuf, recvbuf, count, type, op);
+  if (!s)
+    return Status::error("collc: " + s.message());
+  return s;
+}
+
+Status GroupEngine::runBlocks(const std::string &collective, uint32_t root, const void *sendbuf,
+                              const std::vector<void *> &recvBlocks, uint64_t count, DataType type,
+                              RedOp op) {
+  const CollectiveInfo *builtin = findCollective(collective);
+  if (!builtin)
+    return Status::error("collc: " + collective + " is not a built-in collective");
+  const BufferElements b = collectiveBufferElements(builtin->kind, uint32_t(mySize), count);
+  const uint64_t es = dataTypeSize(type);
+  const uint64_t bytes = std::max(b.input, b.output) * es;
+  if (mySize == 1) {
+    for (void *block : recvBlocks)
+      if (count && block != sendbuf)
+        std::memmove(block, sendbuf, count * es);
+    return Status::success();
+  }
+  Result<std::shared_ptr<const ValidatedPlan>> plan = planFor(collective, root, bytes);
+  if (!plan)
+    return plan.getStatus();
+  Status s =
+      group->executeBlocks(**plan, sendbuf, recvBlocks.data(), recvBlocks.size(), count, type, op);
   if (!s)
     return Status::error("collc: " + s.message());
   return s;

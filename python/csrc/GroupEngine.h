@@ -92,6 +92,11 @@ public:
   /// selection tables give for the call's size. Call it from a task.
   Status run(const std::string &collective, uint32_t root, const void *sendbuf, void *recvbuf,
              uint64_t count, DataType type, RedOp op);
+  /// run() of a built-in collective with the receive buffer in blocks of
+  /// one unit each (ProcessGroup::executeBlocks()): \p recvBlocks[i] is
+  /// where recvbuf + i units would be; as many as the collective receives.
+  Status runBlocks(const std::string &collective, uint32_t root, const void *sendbuf,
+                   const std::vector<void *> &recvBlocks, uint64_t count, DataType type, RedOp op);
 
   int rank() const { return myRank; }
   int size() const { return mySize; }
@@ -113,6 +118,10 @@ private:
   /// onDone (a future's callbacks, e.g. DDP's PowerSGD hook) may submit an
   /// operation and wait for it; nobody else may run it meanwhile.
   void runNested(const std::shared_ptr<Task> &task);
+  /// The plan for a call of \p bytes (the larger buffer) of \p collective
+  /// with root \p root: the last call's, or the selection tables'.
+  Result<std::shared_ptr<const ValidatedPlan>> planFor(const std::string &collective, uint32_t root,
+                                                       uint64_t bytes);
   /// Whether a task runs (on the worker or a helper). Call with mu held.
   bool running() const { return runner != std::thread::id(); }
   /// Whether this thread runs the group's tasks now. Call with mu held.

@@ -239,6 +239,26 @@ at::Tensor packed(const std::vector<at::Tensor> &tensors, at::Tensor whole) {
 }
 
 /// Copies the pieces of \p whole (contiguous) into \p tensors, in order.
+/// The data of \p tensors as receive blocks (CallArgs::recvBlocks), or none
+/// when a tensor is not contiguous or two overlap (a plan may forward what
+/// it received from its output: each block must be its own).
+std::vector<void *> receiveBlocks(const std::vector<at::Tensor> &tensors) {
+  std::vector<void *> blocks;
+  std::vector<std::pair<uintptr_t, uintptr_t>> spans;
+  for (const at::Tensor &t : tensors) {
+    if (!t.is_contiguous() || t.numel() == 0)
+      return {};
+    blocks.push_back(t.data_ptr());
+    const uintptr_t at = reinterpret_cast<uintptr_t>(t.data_ptr());
+    spans.emplace_back(at, at + uintptr_t(t.numel()) * t.element_size());
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (spans[i].first < spans[i - 1].second)
+      return {};
+  return blocks;
+}
+
 void unpack(const at::Tensor &whole, std::vector<at::Tensor> &tensors) {
   const char *from = static_cast<const char *>(whole.data_ptr());
   int64_t offset = 0;
@@ -588,6 +608,11 @@ ProcessGroupCollc::allgather(std::vector<std::vector<at::Tensor>> &outputs,
 Status ProcessGroupCollc::gatherList(const at::Tensor &in, std::vector<at::Tensor> &outs) {
   const Elements e = movedAs(in);
   at::Tensor src = in.contiguous();
+  // Contiguous outputs that do not overlap receive where they lie (the
+  // runtime's receive blocks); others through one gathered buffer.
+  if (std::vector<void *> blocks = receiveBlocks(outs); !blocks.empty())
+    return engine->runBlocks("allgather", 0, src.data_ptr(), blocks, in.numel() * e.perElement,
+                             e.type, RedOp::Sum);
   at::Tensor whole = scratch(int64_t(size_) * in.numel(), in);
   Status st = engine->run("allgather", 0, src.data_ptr(), whole.data_ptr(),
                           in.numel() * e.perElement, e.type, RedOp::Sum);
@@ -656,6 +681,10 @@ ProcessGroupCollc::gather(std::vector<std::vector<at::Tensor>> &outputs,
   const int n = size_;
   return enqueue(c10d::OpType::GATHER, outs, [=]() mutable -> Status {
     at::Tensor src = in.contiguous();
+    if (isRoot)
+      if (std::vector<void *> blocks = receiveBlocks(outs); !blocks.empty())
+        return eng->runBlocks("gather", root, src.data_ptr(), blocks, in.numel() * e.perElement,
+                              e.type, RedOp::Sum);
     at::Tensor whole = self->scratch(int64_t(n) * in.numel(), in);
     Status st = eng->run("gather", root, src.data_ptr(), whole.data_ptr(),
                          in.numel() * e.perElement, e.type, RedOp::Sum);

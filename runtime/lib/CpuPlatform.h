@@ -212,6 +212,9 @@ struct WorldState {
 /// What the threadblocks of one rank share.
 struct RankState {
   char *buffers[numBufferKinds()] = {}; ///< Indexed by BufferKind.
+  /// Per BufferKind: the buffer in blocks of one unit (block j / C holds
+  /// user chunk j), or null: then `buffers` holds it whole.
+  void *const *blocks[numBufferKinds()] = {};
   /// Per threadblock: steps finished over all slices (slice * steps + step
   /// + 1 after step `step` of slice `slice`). Monotonic. Owned by the
   /// executor.
@@ -398,7 +401,13 @@ public:
     PieceRange r = buf == BufferKind::Scratch ? layout->scratchPiece(chunk, slice)
                                               : layout->userPiece(chunk, slice);
     MemPiece m;
-    m.ptr = rankState->buffers[static_cast<unsigned>(buf)] + r.begin * kernels->elementSize;
+    if (void *const *blocks = rankState->blocks[static_cast<unsigned>(buf)]) {
+      const uint64_t block = chunk / layout->chunksPerUnit;
+      m.ptr = static_cast<char *>(blocks[block]) +
+              (r.begin - block * layout->unit) * kernels->elementSize;
+    } else {
+      m.ptr = rankState->buffers[static_cast<unsigned>(buf)] + r.begin * kernels->elementSize;
+    }
     m.length = r.length;
     return m;
   }

@@ -144,6 +144,9 @@ struct HostBinding {
   char *copy = nullptr; ///< The private copy of the input, or null.
   char *input = nullptr;
   char *output = nullptr;
+  /// The Output in blocks of one unit (CallArgs::recvBlocks), or null: then
+  /// `output` is its first block's address only.
+  void *const *outputBlocks = nullptr;
   std::vector<char> scratch;
 };
 
@@ -151,8 +154,7 @@ struct HostBinding {
 inline void stageHost(const PreparedCall &c, const HostBinding &b) {
   char *copy = b.copy;
   for (const StagingCopy &s : c.before)
-    std::memcpy(resolve(s.to, c.args.sendbuf, c.args.recvbuf, copy),
-                resolve(s.from, c.args.sendbuf, c.args.recvbuf, copy), size_t(s.bytes));
+    std::memcpy(resolve(s.to, c, copy), resolve(s.from, c, copy), size_t(s.bytes));
 }
 
 /// Binds \p c in host memory: allocates the private copy (in \p kept,
@@ -184,8 +186,9 @@ inline Status bindHost(const PreparedCall &c, HostBinding &b, bool stage = true,
   char *copy = b.copy;
   if (stage)
     stageHost(c, b);
-  b.input = resolve(c.input, c.args.sendbuf, c.args.recvbuf, copy);
-  b.output = resolve(c.output, c.args.sendbuf, c.args.recvbuf, copy);
+  b.input = resolve(c.input, c, copy);
+  b.output = resolve(c.output, c, copy);
+  b.outputBlocks = c.output.memory == CallMemory::Recv ? c.args.recvBlocks : nullptr;
   return Status::success();
 }
 
@@ -195,10 +198,9 @@ inline void finishHost(const PreparedCall &c, const HostBinding &b, uint32_t nra
                        const HostKernels &kernels) {
   char *copy = b.copy;
   for (const StagingCopy &s : c.after)
-    std::memcpy(resolve(s.to, c.args.sendbuf, c.args.recvbuf, copy),
-                resolve(s.from, c.args.sendbuf, c.args.recvbuf, copy), size_t(s.bytes));
-  if (c.divideByRanks)
-    kernels.divide(c.args.recvbuf, c.args.count, nranks);
+    std::memcpy(resolve(s.to, c, copy), resolve(s.from, c, copy), size_t(s.bytes));
+  if (c.divideByRanks) // Of the one unit the reducing collectives leave.
+    kernels.divide(recvAddress(c.args, c.unitBytes, 0), c.args.count, nranks);
 }
 
 /// Adds rank \p r's scratch and, when \p fifos, the FIFOs it receives on

@@ -252,8 +252,39 @@ CallError checkCall(const Plan &plan, uint32_t rank, const CallArgs &a, const Ca
     return bad(ErrorKind::InvalidArgument, cat("count ", a.count, " is too large"));
   if (a.count > 0 && !a.sendbuf)
     return bad(ErrorKind::InvalidArgument, "the send buffer is null (count is not 0)");
-  if (a.count > 0 && !a.recvbuf)
+  if (a.recvBlocks) {
+    if (!o.recvBlocks)
+      return bad(ErrorKind::InvalidArgument,
+                 cat("the ", o.worldName,
+                     " takes the receive buffer whole, not in blocks (CallArgs::recvBlocks)"));
+    if (a.count > 0) {
+      const uint64_t units = planBufferElements(info, a.count).output / a.count;
+      if (a.numRecvBlocks != units)
+        return bad(ErrorKind::InvalidArgument,
+                   cat("the receive buffer is given as ", a.numRecvBlocks, " blocks, but ",
+                       collectiveName(info.collective), " of ", info.nranks, " ranks receives ",
+                       units, " units of count ", a.count));
+      for (uint64_t i = 0; i < units; ++i)
+        if (!a.recvBlocks[i])
+          return bad(ErrorKind::InvalidArgument,
+                     cat("block ", i, " of the receive buffer is null (count is not 0)"));
+      // Each block its own: a plan may forward what it received from its
+      // output, which another block over it would have changed.
+      const uint64_t bytes = a.count * dataTypeSize(a.type);
+      std::vector<std::pair<uintptr_t, uint64_t>> at(units);
+      for (uint64_t i = 0; i < units; ++i)
+        at[i] = {reinterpret_cast<uintptr_t>(a.recvBlocks[i]), i};
+      std::sort(at.begin(), at.end());
+      for (uint64_t i = 1; i < units; ++i)
+        if (at[i].first - at[i - 1].first < bytes)
+          return bad(ErrorKind::InvalidArgument,
+                     cat("blocks ", std::min(at[i - 1].second, at[i].second), " and ",
+                         std::max(at[i - 1].second, at[i].second),
+                         " of the receive buffer overlap"));
+    }
+  } else if (a.count > 0 && !a.recvbuf) {
     return bad(ErrorKind::InvalidArgument, "the receive buffer is null (count is not 0)");
+  }
   if (o.alignedBuffers && a.count > 0) {
     bool sendOff = reinterpret_cast<uintptr_t>(a.sendbuf) % es != 0;
     if (sendOff || reinterpret_cast<uintptr_t>(a.recvbuf) % es != 0)
@@ -315,9 +346,36 @@ PreparedCall prepareCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs 
 
   const uint64_t unit = c.unitBytes;
   const uint64_t sendAt = reinterpret_cast<uintptr_t>(args.sendbuf);
-  const uint64_t recvAt = reinterpret_cast<uintptr_t>(args.recvbuf);
-  c.inPlace = isInPlaceCall(kind, rank, args.sendbuf, args.recvbuf, unit);
-  const bool overlap = overlaps(sendAt, c.inputBytes, recvAt, c.outputBytes);
+  bool overlap = false;
+  if (!args.recvBlocks) {
+    const uint64_t recvAt = reinterpret_cast<uintptr_t>(args.recvbuf);
+    c.inPlace = isInPlaceCall(kind, rank, args.sendbuf, args.recvbuf, unit);
+    overlap = overlaps(sendAt, c.inputBytes, recvAt, c.outputBytes);
+  } else {
+    // In blocks: in place when the input is the alias block (or the one
+    // output block is the input's), and overlapping when any block is
+    // (then the input is copied first).
+    switch (collectiveInfo(kind).inPlace) {
+    case InPlaceAlias::Same:
+      // The input is as large as the output: one buffer only in one block.
+      c.inPlace = args.numRecvBlocks == 1 && recvAddress(args, unit, 0) == args.sendbuf;
+      break;
+    case InPlaceAlias::InputInOutput: {
+      const uint64_t at = inPlaceBlock(kind, rank) * unit;
+      c.inPlace = at < c.outputBytes && recvAddress(args, unit, at) == args.sendbuf;
+      break;
+    }
+    case InPlaceAlias::OutputInInput:
+      c.inPlace =
+          recvAddress(args, unit, 0) == static_cast<const char *>(args.sendbuf) + rank * unit;
+      break;
+    case InPlaceAlias::None:
+      break;
+    }
+    for (uint64_t i = 0; i < args.numRecvBlocks && !overlap; ++i)
+      overlap =
+          overlaps(sendAt, c.inputBytes, reinterpret_cast<uintptr_t>(args.recvBlocks[i]), unit);
+  }
   const CallBuffer copy{CallMemory::Copy, 0};
   auto snapshot = [&] {
     c.copyBytes = c.inputBytes;

@@ -314,6 +314,20 @@ Status ProcessGroup::execute(const ValidatedPlan &plan, const void *sendbuf, voi
   return enter(nullptr, &plan, CallArgs{sendbuf, recvbuf, count, type, op}, errorKind);
 }
 
+Status ProcessGroup::executeBlocks(const ValidatedPlan &plan, const void *sendbuf,
+                                   void *const *recvBlocks, size_t numBlocks, size_t count,
+                                   DataType type, RedOp op, ErrorKind *errorKind) {
+  CallArgs args{sendbuf, nullptr, count, type, op};
+  args.recvBlocks = recvBlocks;
+  args.numRecvBlocks = numBlocks;
+  if (!recvBlocks) {
+    if (errorKind)
+      *errorKind = ErrorKind::InvalidArgument;
+    return Status::error(cat("rank ", state->control.rank, ": the receive blocks are null"));
+  }
+  return enter(nullptr, &plan, args, errorKind);
+}
+
 Status ProcessGroup::enter(const Plan *plan, const ValidatedPlan *validated, const CallArgs &args,
                            ErrorKind *errorKind) {
   State &st = *state;
@@ -548,10 +562,10 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
   CallError stopped; // The early run stopped for a peer that called differently.
   if (!cc->run.empty()) {
     st.phase = "running";
-    CallError e =
-        cc->run.run(jc, seq, rp, outOfPlace ? &cc->outOfPlace.steps : nullptr,
-                    cc->direct.of(outOfPlace), directBuffers(st, call, binding), binding.input,
-                    binding.output, cc->scratch.data(), early ? &jc.me().calls[seq % 2] : nullptr);
+    CallError e = cc->run.run(jc, seq, rp, outOfPlace ? &cc->outOfPlace.steps : nullptr,
+                              cc->direct.of(outOfPlace), directBuffers(st, call, binding),
+                              binding.input, binding.output, binding.outputBlocks,
+                              cc->scratch.data(), early ? &jc.me().calls[seq % 2] : nullptr);
     lastDirect = cc->run.directReceived();
     if (e) {
       if (!early || e.kind != ErrorKind::Mismatch)
@@ -598,6 +612,7 @@ PreparedCall prepare(ProcessGroup::State &st, const Plan *plan, const ValidatedP
   options.protocol = st.control.options.protocol;
   options.worldRanks = st.control.nranks;
   options.worldName = "job";
+  options.recvBlocks = true;
   PreparedCall call;
   // The arguments first, buffers from allocate() included, whatever the
   // plan: they need its info only.
@@ -611,7 +626,11 @@ PreparedCall prepare(ProcessGroup::State &st, const Plan *plan, const ValidatedP
     {
       std::lock_guard<std::mutex> lock(st.allocationsMutex);
       sendOver = allocationOverrun("send", args.sendbuf, e.input * es, st.allocations, size);
-      recvOver = allocationOverrun("receive", args.recvbuf, e.output * es, st.allocations, size);
+      if (!args.recvBlocks)
+        recvOver = allocationOverrun("receive", args.recvbuf, e.output * es, st.allocations, size);
+      for (uint64_t i = 0; args.recvBlocks && i < args.numRecvBlocks && recvOver.empty(); ++i)
+        recvOver = allocationOverrun(cat("receive block ", i).c_str(), args.recvBlocks[i],
+                                     args.count * es, st.allocations, size);
     }
     for (const std::string *over : {&sendOver, &recvOver})
       if (!over->empty()) {
@@ -667,7 +686,14 @@ uint8_t directBuffers(ProcessGroup::State &st, const PreparedCall &call,
   uint8_t bits = 0;
   if (shared(binding.input, call.inputBytes))
     bits |= 1u << unsigned(BufferKind::Input);
-  if (shared(binding.output, call.outputBytes))
+  bool outputShared = true;
+  if (binding.outputBlocks) {
+    for (uint64_t i = 0; i < call.args.numRecvBlocks && outputShared; ++i)
+      outputShared = shared(static_cast<const char *>(binding.outputBlocks[i]), call.unitBytes);
+  } else {
+    outputShared = shared(binding.output, call.outputBytes);
+  }
+  if (outputShared)
     bits |= 1u << unsigned(BufferKind::Output);
   return bits;
 }

@@ -458,6 +458,75 @@ TEST(PrepareCall, InPlacePlans) {
             "copy+0 copy+32 128 copy+0<-send+0:128 | recv+0<-copy+32:32");
 }
 
+/// prepareCall() of rank 1 with the receive buffer in \p blocks (offsets
+/// into an arena, fp32 count 8: units of 32 bytes) and the send buffer at
+/// \p sendAt: "input output copyBytes before | after", or the error.
+std::string blockBinding(CollectiveKind kind, bool inplacePlan, int64_t sendAt,
+                         std::vector<int64_t> blocks, bool accepts = true,
+                         bool *inPlace = nullptr) {
+  static char arena[4096];
+  ValidatedPlan vp = emptyPlan(kind, inplacePlan);
+  std::vector<void *> at;
+  for (int64_t b : blocks)
+    at.push_back(b < 0 ? nullptr : arena + 1024 + b);
+  CallArgs args{arena + 1024 + sendAt, nullptr, 8, DataType::Float32, RedOp::Sum};
+  args.recvBlocks = at.data();
+  args.numRecvBlocks = at.size();
+  CallOptions o;
+  o.recvBlocks = accepts;
+  PreparedCall c = prepareCall(vp, 1, args, o);
+  if (c.error)
+    return c.error.message;
+  if (inPlace)
+    *inPlace = c.inPlace;
+  return show(c.input) + " " + show(c.output) + " " + std::to_string(c.copyBytes) + " " +
+         show(c.before) + " | " + show(c.after);
+}
+
+TEST(PrepareCall, ReceiveBlocks) {
+  bool inPlace = true;
+  // Apart from the input, in any order: the blocks as they are.
+  EXPECT_EQ(blockBinding(CollectiveKind::AllGather, false, 0, {512, 256, 384, 128}, true, &inPlace),
+            "send+0 recv+0 0  | ");
+  EXPECT_FALSE(inPlace);
+  // The input is rank 1's block: in place.
+  EXPECT_EQ(
+      blockBinding(CollectiveKind::AllGather, true, 256, {512, 256, 384, 128}, true, &inPlace),
+      "send+0 recv+0 0  | ");
+  EXPECT_TRUE(inPlace);
+  // An in-place plan called out of place stages the input into block 1.
+  EXPECT_EQ(blockBinding(CollectiveKind::AllGather, true, 0, {512, 256, 384, 128}, true, &inPlace),
+            "recv+32 recv+0 0 recv+32<-send+0:32 | ");
+  EXPECT_FALSE(inPlace);
+  // The input is another rank's block: not the alias, through a copy.
+  EXPECT_EQ(blockBinding(CollectiveKind::AllGather, false, 384, {512, 256, 384, 128}),
+            "copy+0 recv+0 32 copy+0<-send+0:32 | ");
+  // alltoall's input of four units at its first block: overlapping, not in
+  // place (the other blocks are elsewhere).
+  EXPECT_EQ(
+      blockBinding(CollectiveKind::AllToAll, false, 512, {512, 256, 384, 128}, true, &inPlace),
+      "copy+0 recv+0 128 copy+0<-send+0:128 | ");
+  EXPECT_FALSE(inPlace);
+  // One block that is the input: in place.
+  EXPECT_EQ(blockBinding(CollectiveKind::AllReduce, true, 64, {64}, true, &inPlace),
+            "send+0 recv+0 0  | ");
+  EXPECT_TRUE(inPlace);
+  // Refused: an executor that does not take them, a wrong number, a null
+  // block, blocks that overlap.
+  EXPECT_EQ(blockBinding(CollectiveKind::AllGather, false, 0, {512, 256, 384, 128}, false),
+            "rank 1: the world takes the receive buffer whole, not in blocks "
+            "(CallArgs::recvBlocks)");
+  EXPECT_EQ(blockBinding(CollectiveKind::AllGather, false, 0, {512, 256, 384}),
+            "rank 1: the receive buffer is given as 3 blocks, but allgather of 4 ranks receives 4 "
+            "units of count 8");
+  EXPECT_EQ(blockBinding(CollectiveKind::AllGather, false, 0, {512, -1, 384, 128}),
+            "rank 1: block 1 of the receive buffer is null (count is not 0)");
+  EXPECT_EQ(blockBinding(CollectiveKind::AllGather, false, 0, {512, 256, 540, 128}),
+            "rank 1: blocks 0 and 2 of the receive buffer overlap");
+  EXPECT_EQ(blockBinding(CollectiveKind::AllGather, false, 0, {512, 256, 544, 128}),
+            "send+0 recv+0 0  | ");
+}
+
 TEST(PrepareCall, LayoutAvgAndDescription) {
   ValidatedPlan vp = emptyPlan(CollectiveKind::Reduce, false);
   float a[100] = {}, b[100] = {};

@@ -140,6 +140,32 @@ INSTANTIATE_TEST_SUITE_P(Plans, CompiledProcessTest,
                            return std::string(info.param.plan);
                          });
 
+// The receive buffer in blocks of one unit (ProcessGroup::executeBlocks(),
+// the list forms of torch.distributed): every count, in place and out of
+// place, on ordinary buffers and, where the blocks are registered, read in
+// place by the peers.
+class ReceiveBlocksTest : public ::testing::TestWithParam<CompiledCase> {};
+
+TEST_P(ReceiveBlocksTest, AllCases) {
+#ifndef COLL_TEST_PLAN_DIR
+  GTEST_SKIP() << "collc is not built; compiled plans are not available";
+#endif
+  const CompiledCase &c = GetParam();
+  runAll(std::string("blocks") + std::to_string(c.nranks), c.nranks,
+         {"--plan", planFile(c.plan), "--cases", "all", "--slice", "256", "--workers", c.workers,
+          "--blocks"});
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, ReceiveBlocksTest,
+                         ::testing::Values(CompiledCase{"ring_allgather_n3", 3, "1"},
+                                           CompiledCase{"alltoall_allpairs_n4", 4, "2"},
+                                           CompiledCase{"direct_gather_n3", 3, "1"},
+                                           CompiledCase{"ring_reducescatter_inplace_n4", 4, "1"},
+                                           CompiledCase{"ring_allreduce_x2_n4", 4, "0"}),
+                         [](const ::testing::TestParamInfo<CompiledCase> &info) {
+                           return std::string(info.param.plan);
+                         });
+
 // Direct sends between processes (ProcessGroupOptions::directReads): the
 // ring's `rrcs` and `rcs` send what they store where it lies, and the
 // receivers map the sender's buffers, from allocate() (a fresh allocation

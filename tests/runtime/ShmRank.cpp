@@ -15,6 +15,7 @@
 //                    [--delay-ms MS] [--overlap] [--fail-alloc-above BYTES]
 //                    [--recreate K] [--validated]
 //                    [--registered] [--cross-memory] [--no-direct] [--expect-direct]
+//                    [--blocks]
 //                    [--store HOST:PORT [--host NAME]]
 //
 // --die-after-ms, --stop-after-ms, --exit-after-ms and --abort-after-ms
@@ -34,7 +35,11 @@
 // and freed around the call), which peers map; --cross-memory sets
 // ProcessGroupOptions::crossMemoryReads for pieces of any size;
 // --no-direct clears directReads; --expect-direct fails (status 1) unless
-// some call read a message where its sender left it.
+// some call read a message where its sender left it. --blocks gives
+// each call's receive buffer as separate blocks of one unit
+// (ProcessGroup::executeBlocks()), laid out in reverse order in memory of
+// their own (in place: the send buffer is its alias block), and copies
+// them back for the check.
 // --store joins through the TcpStore at HOST:PORT (ProcessGroup::create()
 // with a store: a job whose ranks may span hosts), --host sets COLL_HOST
 // first: ranks of different names talk over the network.
@@ -127,6 +132,7 @@ struct Args {
   uint64_t recreate = 1;
   bool validated = false;
   bool registered = false;
+  bool blocks = false;
   bool expectDirect = false;
   std::string storeHost; ///< --store: join through the store there.
   uint16_t storePort = 0;
@@ -363,6 +369,8 @@ int main(int argc, char **argv) {
       a.recreate = std::strtoull(next(), nullptr, 10);
     else if (s == "--registered")
       a.registered = true;
+    else if (s == "--blocks")
+      a.blocks = true;
     else if (s == "--cross-memory") {
       a.options.crossMemoryReads = true;
       a.options.crossMemoryMinBytes = 0;
@@ -516,8 +524,56 @@ int main(int argc, char **argv) {
               recv = p;
           }
         }
-        Status s = validated ? g.execute(*validated, send, recv, count, c.type, c.op)
-                             : g.execute(plan, send, recv, count, c.type, c.op);
+        // --blocks: the receive buffer's units as blocks of their own, in
+        // reverse order; a send buffer at a unit's start there moves with
+        // it (in place), one elsewhere in it keeps its overlap with a copy.
+        std::vector<char> arena;
+        std::vector<void *> blocks;
+        const uint64_t unit = count * dataTypeSize(c.type);
+        const uint64_t units = count ? planBufferElements(plan.info, count).output / count : 0;
+        char *recvBase = static_cast<char *>(recv);
+        if (a.blocks && units == 1) {
+          blocks.push_back(recvBase); // One block: where it is, in place or not.
+        } else if (a.blocks && units > 1) {
+          arena.assign(units * unit + 64, 0);
+          for (uint64_t k = 0; k < units; ++k) {
+            char *block = arena.data() + (units - 1 - k) * unit;
+            std::memcpy(block, recvBase + k * unit, unit);
+            blocks.push_back(block);
+          }
+          // An input of several units (alltoall's) stays where it is: the
+          // blocks are elsewhere, and the call runs out of place.
+          const char *q = static_cast<const char *>(send);
+          const uint64_t inputBytes =
+              planBufferElements(plan.info, count).input * dataTypeSize(c.type);
+          if (inputBytes <= unit && q >= recvBase && q < recvBase + units * unit) {
+            const uint64_t off = uint64_t(q - recvBase);
+            send = off % unit == 0 ? static_cast<char *>(blocks[off / unit]) : nullptr;
+            if (!send) {
+              std::fprintf(stderr, "error: --blocks: the send buffer lies inside a unit\n");
+              return 2;
+            }
+          }
+        }
+        Status s = Status::success();
+        if (a.blocks) {
+          static void *none[1] = {nullptr};
+          if (!validated) {
+            Result<ValidatedPlan> v = ValidatedPlan::borrow(plan);
+            if (!v) {
+              std::fprintf(stderr, "error: %s\n", v.message().c_str());
+              return 2;
+            }
+            validated.emplace(*v);
+          }
+          s = g.executeBlocks(*validated, send, blocks.empty() ? none : blocks.data(),
+                              blocks.size(), count, c.type, c.op);
+          for (uint64_t k = 0; units > 1 && k < blocks.size(); ++k)
+            std::memcpy(recvBase + k * unit, blocks[k], unit);
+        } else {
+          s = validated ? g.execute(*validated, send, recv, count, c.type, c.op)
+                        : g.execute(plan, send, recv, count, c.type, c.op);
+        }
         directMessages += g.lastDirectMessages();
         for (Region &r : regions)
           if (r.own) {

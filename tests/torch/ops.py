@@ -159,6 +159,38 @@ def run_ops(c, group, gloo):
         c.same("all_gather_into_tensor n=%d" % size, out,
                torch.cat([value(r, size, torch.float64) for r in range(n)]))
 
+    # The list's tensors as the runtime's receive blocks (each where it
+    # lies), and the lists that cannot be: in place (the input is this
+    # rank's output), views of one tensor in order and out of order,
+    # strided views, and one tensor twice in the list.
+    for dtype, size in [(torch.float64, 3001), (torch.complex64, 77), (torch.bool, 1000),
+                        (torch.float32, 100003)]:
+        want = [value(r, size, torch.int64, salt=5).to(dtype) for r in range(n)]
+        outs = [torch.zeros(size, dtype=dtype, device=DEV) for _ in range(n)]
+        outs[rank].copy_(want[rank])
+        dist.all_gather(outs, outs[rank], group=group)
+        for r in range(n):
+            c.same("all_gather in place %s n=%d from %d" % (dtype, size, r), outs[r], want[r])
+        whole = torch.zeros(n * size, dtype=dtype, device=DEV)
+        views = list(whole.chunk(n))
+        dist.all_gather(views[::-1], want[rank].clone(), group=group)
+        c.same("all_gather into reversed views %s n=%d" % (dtype, size), whole,
+               torch.cat(want[::-1]))
+        grid = torch.zeros(size, n, dtype=dtype, device=DEV)
+        dist.all_gather([grid[:, j] for j in range(n)], want[rank].clone(), group=group)
+        c.same("all_gather into strided views %s n=%d" % (dtype, size), grid,
+               torch.stack(want, dim=1))
+        if n > 2:
+            outs = [torch.zeros(size, dtype=dtype, device=DEV) for _ in range(n)]
+            outs[2] = outs[0]
+            dist.all_gather(outs, want[rank].clone(), group=group)
+            for r in range(1, n):
+                if r != 2:
+                    c.same("all_gather, a tensor twice, %s from %d" % (dtype, r), outs[r], want[r])
+            c.same("all_gather, a tensor twice, %s" % dtype,
+                   torch.tensor(bool(torch.equal(outs[0], want[0]) or torch.equal(outs[0], want[2]))),
+                   torch.tensor(True))
+
     for root in range(n):
         size = 333
         outs = [torch.empty(size, dtype=torch.int64, device=DEV) for _ in range(n)] if rank == root else None

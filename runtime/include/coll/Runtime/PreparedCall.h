@@ -88,7 +88,26 @@ struct CallArgs {
   uint64_t count = 0; ///< Elements of one rank's unit (Executor.h).
   DataType type = DataType::Float32;
   RedOp op = RedOp::Sum;
+  /// The receive buffer as separate blocks of one unit (count elements)
+  /// each, or null: block i stands where recvbuf + i units would, and
+  /// recvbuf is not used. There must be as many as the receive buffer has
+  /// units (numRecvBlocks), each of count elements: the output tensors of
+  /// torch.distributed's list forms (all_gather, all_to_all, gather), with
+  /// no copy through one contiguous buffer. Only executors that say so take
+  /// them (CallOptions::recvBlocks).
+  void *const *recvBlocks = nullptr;
+  uint64_t numRecvBlocks = 0;
 };
+
+/// Where the receive buffer's byte \p offset lies: in recvbuf, or in block
+/// offset / \p unitBytes of recvBlocks.
+inline char *recvAddress(const CallArgs &a, uint64_t unitBytes, uint64_t offset) {
+  if (!a.recvBlocks)
+    return static_cast<char *>(a.recvbuf) + offset;
+  if (unitBytes == 0)
+    return a.numRecvBlocks ? static_cast<char *>(a.recvBlocks[0]) : nullptr;
+  return static_cast<char *>(a.recvBlocks[offset / unitBytes]) + offset % unitBytes;
+}
 
 /// What an executor asks of a call besides the plan's rules.
 struct CallOptions {
@@ -110,6 +129,9 @@ struct CallOptions {
   uint32_t countHeadroom = 1;
   /// How the call picks its protocol (PreparedCall::protocol).
   ProtocolChoice protocol;
+  /// The executor takes a receive buffer in blocks (CallArgs::recvBlocks);
+  /// otherwise a call that gives them is refused.
+  bool recvBlocks = false;
 };
 
 /// An error of a call, with its kind; kind None is success.
@@ -228,6 +250,15 @@ inline char *resolve(const CallBuffer &b, const void *sendbuf, void *recvbuf, ch
                : b.memory == CallMemory::Recv ? static_cast<char *>(recvbuf)
                                               : copy;
   return base + b.offset;
+}
+
+/// The address of \p b in call \p c's memories, \p copy its private copy
+/// of the input: also where the receive buffer is in blocks. A staging copy
+/// never crosses a block's end (prepareCall()).
+inline char *resolve(const CallBuffer &b, const PreparedCall &c, char *copy) {
+  if (b.memory == CallMemory::Recv && c.args.recvBlocks)
+    return recvAddress(c.args, c.unitBytes, b.offset);
+  return resolve(b, c.args.sendbuf, c.args.recvbuf, copy);
 }
 
 /// Whether a step of \p rp writes the Input buffer.
