@@ -300,6 +300,7 @@ Status GroupEngine::run(const std::string &collective, uint32_t root, const void
 }
 
 Status GroupEngine::runBlocks(const std::string &collective, uint32_t root, const void *sendbuf,
+                              const std::vector<const void *> &sendBlocks, void *recvbuf,
                               const std::vector<void *> &recvBlocks, uint64_t count, DataType type,
                               RedOp op) {
   const CollectiveInfo *builtin = findCollective(collective);
@@ -308,17 +309,26 @@ Status GroupEngine::runBlocks(const std::string &collective, uint32_t root, cons
   const BufferElements b = collectiveBufferElements(builtin->kind, uint32_t(mySize), count);
   const uint64_t es = dataTypeSize(type);
   const uint64_t bytes = std::max(b.input, b.output) * es;
+  CallArgs args{sendbuf, recvbuf, count, type, op};
+  if (!sendBlocks.empty()) {
+    args.sendBlocks = sendBlocks.data();
+    args.numSendBlocks = sendBlocks.size();
+  }
+  if (!recvBlocks.empty()) {
+    args.recvBlocks = recvBlocks.data();
+    args.numRecvBlocks = recvBlocks.size();
+  }
   if (mySize == 1) {
-    for (void *block : recvBlocks)
-      if (count && block != sendbuf)
-        std::memmove(block, sendbuf, count * es);
+    // A group of one: the output is the input (every built-in collective
+    // moves one unit then).
+    if (count && recvAddress(args, count * es, 0) != sendAddress(args, count * es, 0))
+      std::memmove(recvAddress(args, count * es, 0), sendAddress(args, count * es, 0), count * es);
     return Status::success();
   }
   Result<std::shared_ptr<const ValidatedPlan>> plan = planFor(collective, root, bytes);
   if (!plan)
     return plan.getStatus();
-  Status s =
-      group->executeBlocks(**plan, sendbuf, recvBlocks.data(), recvBlocks.size(), count, type, op);
+  Status s = group->execute(**plan, args);
   if (!s)
     return Status::error("collc: " + s.message());
   return s;

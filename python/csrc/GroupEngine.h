@@ -92,10 +92,13 @@ public:
   /// selection tables give for the call's size. Call it from a task.
   Status run(const std::string &collective, uint32_t root, const void *sendbuf, void *recvbuf,
              uint64_t count, DataType type, RedOp op);
-  /// run() of a built-in collective with the receive buffer in blocks of
-  /// one unit each (ProcessGroup::executeBlocks()): \p recvBlocks[i] is
-  /// where recvbuf + i units would be; as many as the collective receives.
+  /// run() of a built-in collective with its send or receive buffer (or
+  /// both) in blocks of one unit each (CallArgs::sendBlocks, recvBlocks):
+  /// block i is where the buffer's unit i would be; as many as the
+  /// collective sends or receives. An empty list: that buffer is \p sendbuf
+  /// or \p recvbuf.
   Status runBlocks(const std::string &collective, uint32_t root, const void *sendbuf,
+                   const std::vector<const void *> &sendBlocks, void *recvbuf,
                    const std::vector<void *> &recvBlocks, uint64_t count, DataType type, RedOp op);
 
   int rank() const { return myRank; }

@@ -239,23 +239,47 @@ at::Tensor packed(const std::vector<at::Tensor> &tensors, at::Tensor whole) {
 }
 
 /// Copies the pieces of \p whole (contiguous) into \p tensors, in order.
-/// The data of \p tensors as receive blocks (CallArgs::recvBlocks), or none
-/// when a tensor is not contiguous or two overlap (a plan may forward what
-/// it received from its output: each block must be its own).
-std::vector<void *> receiveBlocks(const std::vector<at::Tensor> &tensors) {
-  std::vector<void *> blocks;
+/// Whether \p tensors are contiguous and none overlaps another (empty ones
+/// aside).
+bool contiguousApart(const std::vector<at::Tensor> &tensors) {
   std::vector<std::pair<uintptr_t, uintptr_t>> spans;
   for (const at::Tensor &t : tensors) {
-    if (!t.is_contiguous() || t.numel() == 0)
-      return {};
-    blocks.push_back(t.data_ptr());
+    if (t.numel() == 0)
+      continue;
+    if (!t.is_contiguous())
+      return false;
     const uintptr_t at = reinterpret_cast<uintptr_t>(t.data_ptr());
     spans.emplace_back(at, at + uintptr_t(t.numel()) * t.element_size());
   }
   std::sort(spans.begin(), spans.end());
   for (size_t i = 1; i < spans.size(); ++i)
     if (spans[i].first < spans[i - 1].second)
+      return false;
+  return true;
+}
+
+/// The data of \p tensors as receive blocks (CallArgs::recvBlocks), or none
+/// when a tensor is empty or not contiguous, or two overlap (a plan may
+/// forward what it received from its output: each block must be its own).
+std::vector<void *> receiveBlocks(const std::vector<at::Tensor> &tensors) {
+  std::vector<void *> blocks;
+  for (const at::Tensor &t : tensors) {
+    if (t.numel() == 0)
       return {};
+    blocks.push_back(t.data_ptr());
+  }
+  return contiguousApart(tensors) ? blocks : std::vector<void *>();
+}
+
+/// The data of \p tensors as send blocks (CallArgs::sendBlocks), or none
+/// when one is not contiguous (they may overlap: the plan reads them only).
+std::vector<const void *> sendBlocksOf(const std::vector<at::Tensor> &tensors) {
+  std::vector<const void *> blocks;
+  for (const at::Tensor &t : tensors) {
+    if (!t.is_contiguous() || t.numel() == 0)
+      return {};
+    blocks.push_back(t.data_ptr());
+  }
   return blocks;
 }
 
@@ -611,8 +635,8 @@ Status ProcessGroupCollc::gatherList(const at::Tensor &in, std::vector<at::Tenso
   // Contiguous outputs that do not overlap receive where they lie (the
   // runtime's receive blocks); others through one gathered buffer.
   if (std::vector<void *> blocks = receiveBlocks(outs); !blocks.empty())
-    return engine->runBlocks("allgather", 0, src.data_ptr(), blocks, in.numel() * e.perElement,
-                             e.type, RedOp::Sum);
+    return engine->runBlocks("allgather", 0, src.data_ptr(), {}, nullptr, blocks,
+                             in.numel() * e.perElement, e.type, RedOp::Sum);
   at::Tensor whole = scratch(int64_t(size_) * in.numel(), in);
   Status st = engine->run("allgather", 0, src.data_ptr(), whole.data_ptr(),
                           in.numel() * e.perElement, e.type, RedOp::Sum);
@@ -683,8 +707,8 @@ ProcessGroupCollc::gather(std::vector<std::vector<at::Tensor>> &outputs,
     at::Tensor src = in.contiguous();
     if (isRoot)
       if (std::vector<void *> blocks = receiveBlocks(outs); !blocks.empty())
-        return eng->runBlocks("gather", root, src.data_ptr(), blocks, in.numel() * e.perElement,
-                              e.type, RedOp::Sum);
+        return eng->runBlocks("gather", root, src.data_ptr(), {}, nullptr, blocks,
+                              in.numel() * e.perElement, e.type, RedOp::Sum);
     at::Tensor whole = self->scratch(int64_t(n) * in.numel(), in);
     Status st = eng->run("gather", root, src.data_ptr(), whole.data_ptr(),
                          in.numel() * e.perElement, e.type, RedOp::Sum);
@@ -707,11 +731,19 @@ ProcessGroupCollc::scatter(std::vector<at::Tensor> &outputs,
   ProcessGroupCollc *self = this;
   const int n = size_;
   return enqueue(c10d::OpType::SCATTER, outputs, [=]() mutable -> Status {
-    at::Tensor whole = isRoot ? packed(ins, self->scratch(int64_t(n) * out.numel(), out))
-                              : self->scratch(int64_t(n) * out.numel(), out);
     Staged s(out);
-    Status st = eng->run("scatter", root, whole.data_ptr(), s.data(), out.numel() * e.perElement,
-                         e.type, RedOp::Sum);
+    // The root sends its tensors where they lie (send blocks), when it can.
+    std::vector<const void *> blocks = isRoot ? sendBlocksOf(ins) : std::vector<const void *>();
+    Status st = Status::success();
+    if (!blocks.empty()) {
+      st = eng->runBlocks("scatter", root, nullptr, blocks, s.data(), {},
+                          out.numel() * e.perElement, e.type, RedOp::Sum);
+    } else {
+      at::Tensor whole = isRoot ? packed(ins, self->scratch(int64_t(n) * out.numel(), out))
+                                : self->scratch(int64_t(n) * out.numel(), out);
+      st = eng->run("scatter", root, whole.data_ptr(), s.data(), out.numel() * e.perElement, e.type,
+                    RedOp::Sum);
+    }
     if (st)
       s.finish();
     return st;
@@ -732,10 +764,17 @@ ProcessGroupCollc::reduce_scatter(std::vector<at::Tensor> &outputs,
   ProcessGroupCollc *self = this;
   std::vector<at::Tensor> ins = inputs[0];
   return enqueue(c10d::OpType::REDUCE_SCATTER, outputs, [=, e = e, op = op]() -> Status {
-    at::Tensor whole = packed(ins, self->scratch(int64_t(size_) * out.numel(), out));
     Staged s(out);
-    Status st = eng->run("reducescatter", 0, whole.data_ptr(), s.data(), out.numel() * e.perElement,
-                         e.type, op);
+    Status st = Status::success();
+    if (std::vector<const void *> blocks = sendBlocksOf(ins); !blocks.empty()) {
+      // Read where they lie (send blocks).
+      st = eng->runBlocks("reducescatter", 0, nullptr, blocks, s.data(), {},
+                          out.numel() * e.perElement, e.type, op);
+    } else {
+      at::Tensor whole = packed(ins, self->scratch(int64_t(size_) * out.numel(), out));
+      st = eng->run("reducescatter", 0, whole.data_ptr(), s.data(), out.numel() * e.perElement,
+                    e.type, op);
+    }
     if (st)
       s.finish();
     return st;
@@ -921,10 +960,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::alltoall(std::vector<at::Tenso
     std::vector<at::Tensor> sendBlocks, recvBlocks;
     for (const at::Tensor &t : inputs)
       sendBlocks.push_back(t.contiguous().reshape({-1}));
+    // Received where they lie when the outputs are contiguous and apart
+    // from each other and from the inputs (one may be sent from while
+    // another receives); otherwise into tensors of their own, then copied.
+    std::vector<at::Tensor> both = outputs;
+    both.insert(both.end(), inputs.begin(), inputs.end());
+    const bool inPlace = contiguousApart(both);
     for (const at::Tensor &t : outputs)
-      recvBlocks.push_back(at::empty({t.numel()}, t.options()));
+      recvBlocks.push_back(inPlace ? t.view({-1}) : at::empty({t.numel()}, t.options()));
     Status st = pairwiseAllToAll(p.get(), sendBlocks, recvBlocks);
-    if (st)
+    if (st && !inPlace)
       for (size_t j = 0; j < outputs.size(); ++j)
         outputs[j].copy_(recvBlocks[j].view(outputs[j].sizes()));
     return st;

@@ -144,8 +144,10 @@ struct HostBinding {
   char *copy = nullptr; ///< The private copy of the input, or null.
   char *input = nullptr;
   char *output = nullptr;
-  /// The Output in blocks of one unit (CallArgs::recvBlocks), or null: then
-  /// `output` is its first block's address only.
+  /// The Input and Output in blocks of one unit (CallArgs::sendBlocks,
+  /// recvBlocks), or null: then `input` and `output` hold them whole (else
+  /// only their first block's address).
+  void *const *inputBlocks = nullptr;
   void *const *outputBlocks = nullptr;
   std::vector<char> scratch;
 };
@@ -188,6 +190,10 @@ inline Status bindHost(const PreparedCall &c, HostBinding &b, bool stage = true,
     stageHost(c, b);
   b.input = resolve(c.input, c, copy);
   b.output = resolve(c.output, c, copy);
+  // The plan never writes the user's input (prepareCall() copies it
+  // first). An Input in the receive buffer is one unit, at `input`.
+  b.inputBlocks =
+      c.input.memory == CallMemory::Send ? const_cast<void *const *>(c.args.sendBlocks) : nullptr;
   b.outputBlocks = c.output.memory == CallMemory::Recv ? c.args.recvBlocks : nullptr;
   return Status::success();
 }

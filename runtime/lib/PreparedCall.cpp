@@ -250,30 +250,38 @@ CallError checkCall(const Plan &plan, uint32_t rank, const CallArgs &a, const Ca
   if (a.count > std::numeric_limits<uint64_t>::max() / es / info.nranks /
                     std::max<uint32_t>(1, o.countHeadroom))
     return bad(ErrorKind::InvalidArgument, cat("count ", a.count, " is too large"));
-  if (a.count > 0 && !a.sendbuf)
-    return bad(ErrorKind::InvalidArgument, "the send buffer is null (count is not 0)");
-  if (a.recvBlocks) {
-    if (!o.recvBlocks)
-      return bad(ErrorKind::InvalidArgument,
-                 cat("the ", o.worldName,
-                     " takes the receive buffer whole, not in blocks (CallArgs::recvBlocks)"));
-    if (a.count > 0) {
-      const uint64_t units = planBufferElements(info, a.count).output / a.count;
-      if (a.numRecvBlocks != units)
+  if ((a.sendBlocks || a.recvBlocks) && !o.bufferBlocks)
+    return bad(ErrorKind::InvalidArgument,
+               cat("the ", o.worldName,
+                   " takes its buffers whole, not in blocks (CallArgs::sendBlocks, recvBlocks)"));
+  if (a.count > 0 && (a.sendBlocks || a.recvBlocks)) {
+    const BufferElements e = planBufferElements(info, a.count);
+    const uint64_t bytes = a.count * es;
+    for (bool send : {true, false}) {
+      const void *const *blocks =
+          send ? a.sendBlocks : const_cast<const void *const *>(a.recvBlocks);
+      if (!blocks)
+        continue;
+      const char *which = send ? "send" : "receive";
+      const uint64_t given = send ? a.numSendBlocks : a.numRecvBlocks;
+      const uint64_t elements = send ? e.input : e.output;
+      const uint64_t units = elements / a.count;
+      if (given != units || elements % a.count != 0)
         return bad(ErrorKind::InvalidArgument,
-                   cat("the receive buffer is given as ", a.numRecvBlocks, " blocks, but ",
-                       collectiveName(info.collective), " of ", info.nranks, " ranks receives ",
-                       units, " units of count ", a.count));
+                   cat("the ", which, " buffer is given as ", given, " blocks, but ",
+                       collectiveName(info.collective), " of ", info.nranks, " ranks ",
+                       send ? "sends " : "receives ", units, " units of count ", a.count));
       for (uint64_t i = 0; i < units; ++i)
-        if (!a.recvBlocks[i])
+        if (!blocks[i])
           return bad(ErrorKind::InvalidArgument,
-                     cat("block ", i, " of the receive buffer is null (count is not 0)"));
-      // Each block its own: a plan may forward what it received from its
-      // output, which another block over it would have changed.
-      const uint64_t bytes = a.count * dataTypeSize(a.type);
+                     cat("block ", i, " of the ", which, " buffer is null (count is not 0)"));
+      if (send)
+        continue; // Read only: one tensor may be sent to every rank.
+      // Each receive block its own: a plan may forward what it received
+      // from its output, which another block over it would have changed.
       std::vector<std::pair<uintptr_t, uint64_t>> at(units);
       for (uint64_t i = 0; i < units; ++i)
-        at[i] = {reinterpret_cast<uintptr_t>(a.recvBlocks[i]), i};
+        at[i] = {reinterpret_cast<uintptr_t>(blocks[i]), i};
       std::sort(at.begin(), at.end());
       for (uint64_t i = 1; i < units; ++i)
         if (at[i].first - at[i - 1].first < bytes)
@@ -282,9 +290,11 @@ CallError checkCall(const Plan &plan, uint32_t rank, const CallArgs &a, const Ca
                          std::max(at[i - 1].second, at[i].second),
                          " of the receive buffer overlap"));
     }
-  } else if (a.count > 0 && !a.recvbuf) {
-    return bad(ErrorKind::InvalidArgument, "the receive buffer is null (count is not 0)");
   }
+  if (a.count > 0 && !a.sendBlocks && !a.sendbuf)
+    return bad(ErrorKind::InvalidArgument, "the send buffer is null (count is not 0)");
+  if (a.count > 0 && !a.recvBlocks && !a.recvbuf)
+    return bad(ErrorKind::InvalidArgument, "the receive buffer is null (count is not 0)");
   if (o.alignedBuffers && a.count > 0) {
     bool sendOff = reinterpret_cast<uintptr_t>(a.sendbuf) % es != 0;
     if (sendOff || reinterpret_cast<uintptr_t>(a.recvbuf) % es != 0)
@@ -345,41 +355,70 @@ PreparedCall prepareCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs 
     return c;
 
   const uint64_t unit = c.unitBytes;
-  const uint64_t sendAt = reinterpret_cast<uintptr_t>(args.sendbuf);
   bool overlap = false;
-  if (!args.recvBlocks) {
+  if (!args.sendBlocks && !args.recvBlocks) {
+    const uint64_t sendAt = reinterpret_cast<uintptr_t>(args.sendbuf);
     const uint64_t recvAt = reinterpret_cast<uintptr_t>(args.recvbuf);
     c.inPlace = isInPlaceCall(kind, rank, args.sendbuf, args.recvbuf, unit);
     overlap = overlaps(sendAt, c.inputBytes, recvAt, c.outputBytes);
   } else {
-    // In blocks: in place when the input is the alias block (or the one
-    // output block is the input's), and overlapping when any block is
-    // (then the input is copied first).
+    // In blocks: in place when every unit of the input is its alias unit
+    // of the output, and overlapping when any unit of one overlaps any of
+    // the other (then the input is copied first).
+    const uint64_t inUnits = c.elements.input / args.count,
+                   outUnits = c.elements.output / args.count;
+    auto sendUnit = [&](uint64_t k) { return sendAddress(args, unit, k * unit); };
+    auto recvUnit = [&](uint64_t k) { return recvAddress(args, unit, k * unit); };
     switch (collectiveInfo(kind).inPlace) {
     case InPlaceAlias::Same:
-      // The input is as large as the output: one buffer only in one block.
-      c.inPlace = args.numRecvBlocks == 1 && recvAddress(args, unit, 0) == args.sendbuf;
+      c.inPlace = inUnits == outUnits;
+      for (uint64_t k = 0; k < inUnits && c.inPlace; ++k)
+        c.inPlace = sendUnit(k) == recvUnit(k);
       break;
-    case InPlaceAlias::InputInOutput: {
-      const uint64_t at = inPlaceBlock(kind, rank) * unit;
-      c.inPlace = at < c.outputBytes && recvAddress(args, unit, at) == args.sendbuf;
+    case InPlaceAlias::InputInOutput:
+      c.inPlace = inUnits == 1 && inPlaceBlock(kind, rank) < outUnits &&
+                  sendUnit(0) == recvUnit(inPlaceBlock(kind, rank));
       break;
-    }
     case InPlaceAlias::OutputInInput:
-      c.inPlace =
-          recvAddress(args, unit, 0) == static_cast<const char *>(args.sendbuf) + rank * unit;
+      c.inPlace = outUnits == 1 && inPlaceBlock(kind, rank) < inUnits &&
+                  recvUnit(0) == sendUnit(inPlaceBlock(kind, rank));
       break;
     case InPlaceAlias::None:
       break;
     }
-    for (uint64_t i = 0; i < args.numRecvBlocks && !overlap; ++i)
-      overlap =
-          overlaps(sendAt, c.inputBytes, reinterpret_cast<uintptr_t>(args.recvBlocks[i]), unit);
+    // Sorted by start: a unit overlaps one of the other side when it
+    // starts before the farthest end of the other side's units so far.
+    struct Span {
+      uintptr_t begin, end;
+      bool send;
+    };
+    std::vector<Span> spans;
+    for (uint64_t k = 0; k < inUnits; ++k) {
+      const uintptr_t at = reinterpret_cast<uintptr_t>(sendUnit(k));
+      spans.push_back({at, at + unit, true});
+    }
+    for (uint64_t k = 0; k < outUnits; ++k) {
+      const uintptr_t at = reinterpret_cast<uintptr_t>(recvUnit(k));
+      spans.push_back({at, at + unit, false});
+    }
+    std::sort(spans.begin(), spans.end(),
+              [](const Span &a, const Span &b) { return a.begin < b.begin; });
+    uintptr_t farthest[2] = {0, 0}; // Of receive units, of send units.
+    for (const Span &sp : spans) {
+      if (sp.begin < farthest[sp.send ? 0 : 1])
+        overlap = true;
+      farthest[sp.send ? 1 : 0] = std::max(farthest[sp.send ? 1 : 0], sp.end);
+    }
   }
   const CallBuffer copy{CallMemory::Copy, 0};
   auto snapshot = [&] {
     c.copyBytes = c.inputBytes;
-    c.before.push_back({copy, {CallMemory::Send, 0}, c.inputBytes});
+    if (!args.sendBlocks) {
+      c.before.push_back({copy, {CallMemory::Send, 0}, c.inputBytes});
+    } else {
+      for (uint64_t at = 0; at < c.inputBytes; at += unit) // A copy per block.
+        c.before.push_back({{CallMemory::Copy, at}, {CallMemory::Send, at}, unit});
+    }
     return copy;
   };
 

@@ -314,17 +314,8 @@ Status ProcessGroup::execute(const ValidatedPlan &plan, const void *sendbuf, voi
   return enter(nullptr, &plan, CallArgs{sendbuf, recvbuf, count, type, op}, errorKind);
 }
 
-Status ProcessGroup::executeBlocks(const ValidatedPlan &plan, const void *sendbuf,
-                                   void *const *recvBlocks, size_t numBlocks, size_t count,
-                                   DataType type, RedOp op, ErrorKind *errorKind) {
-  CallArgs args{sendbuf, nullptr, count, type, op};
-  args.recvBlocks = recvBlocks;
-  args.numRecvBlocks = numBlocks;
-  if (!recvBlocks) {
-    if (errorKind)
-      *errorKind = ErrorKind::InvalidArgument;
-    return Status::error(cat("rank ", state->control.rank, ": the receive blocks are null"));
-  }
+Status ProcessGroup::execute(const ValidatedPlan &plan, const CallArgs &args,
+                             ErrorKind *errorKind) {
   return enter(nullptr, &plan, args, errorKind);
 }
 
@@ -562,10 +553,10 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
   CallError stopped; // The early run stopped for a peer that called differently.
   if (!cc->run.empty()) {
     st.phase = "running";
-    CallError e = cc->run.run(jc, seq, rp, outOfPlace ? &cc->outOfPlace.steps : nullptr,
-                              cc->direct.of(outOfPlace), directBuffers(st, call, binding),
-                              binding.input, binding.output, binding.outputBlocks,
-                              cc->scratch.data(), early ? &jc.me().calls[seq % 2] : nullptr);
+    CallError e = cc->run.run(
+        jc, seq, rp, outOfPlace ? &cc->outOfPlace.steps : nullptr, cc->direct.of(outOfPlace),
+        directBuffers(st, call, binding), binding.input, binding.output, binding.inputBlocks,
+        binding.outputBlocks, cc->scratch.data(), early ? &jc.me().calls[seq % 2] : nullptr);
     lastDirect = cc->run.directReceived();
     if (e) {
       if (!early || e.kind != ErrorKind::Mismatch)
@@ -612,7 +603,7 @@ PreparedCall prepare(ProcessGroup::State &st, const Plan *plan, const ValidatedP
   options.protocol = st.control.options.protocol;
   options.worldRanks = st.control.nranks;
   options.worldName = "job";
-  options.recvBlocks = true;
+  options.bufferBlocks = true;
   PreparedCall call;
   // The arguments first, buffers from allocate() included, whatever the
   // plan: they need its info only.
@@ -625,7 +616,11 @@ PreparedCall prepare(ProcessGroup::State &st, const Plan *plan, const ValidatedP
     std::string sendOver, recvOver;
     {
       std::lock_guard<std::mutex> lock(st.allocationsMutex);
-      sendOver = allocationOverrun("send", args.sendbuf, e.input * es, st.allocations, size);
+      if (!args.sendBlocks)
+        sendOver = allocationOverrun("send", args.sendbuf, e.input * es, st.allocations, size);
+      for (uint64_t i = 0; args.sendBlocks && i < args.numSendBlocks && sendOver.empty(); ++i)
+        sendOver = allocationOverrun(cat("send block ", i).c_str(), args.sendBlocks[i],
+                                     args.count * es, st.allocations, size);
       if (!args.recvBlocks)
         recvOver = allocationOverrun("receive", args.recvbuf, e.output * es, st.allocations, size);
       for (uint64_t i = 0; args.recvBlocks && i < args.numRecvBlocks && recvOver.empty(); ++i)
@@ -684,7 +679,14 @@ uint8_t directBuffers(ProcessGroup::State &st, const PreparedCall &call,
   };
   std::lock_guard<std::mutex> lock(st.allocationsMutex);
   uint8_t bits = 0;
-  if (shared(binding.input, call.inputBytes))
+  bool inputShared = true;
+  if (binding.inputBlocks) {
+    for (uint64_t i = 0; i < call.args.numSendBlocks && inputShared; ++i)
+      inputShared = shared(static_cast<const char *>(binding.inputBlocks[i]), call.unitBytes);
+  } else {
+    inputShared = shared(binding.input, call.inputBytes);
+  }
+  if (inputShared)
     bits |= 1u << unsigned(BufferKind::Input);
   bool outputShared = true;
   if (binding.outputBlocks) {

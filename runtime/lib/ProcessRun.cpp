@@ -208,12 +208,14 @@ void RankRun::build(JobControl &jc, const RankPlan &rp, const ChunkLayout &layou
 CallError RankRun::run(JobControl &jc, uint64_t seq, const RankPlan &rp,
                        const std::vector<std::vector<Instruction>> *steps,
                        const DirectSteps &direct, uint8_t directBuffers, char *input, char *output,
-                       void *const *outputBlocks, char *scratch, const PublishedCall *watch) {
+                       void *const *inputBlocks, void *const *outputBlocks, char *scratch,
+                       const PublishedCall *watch) {
   const uint32_t me = jc.rank;
   ControlBlock &ctl = jc.me();
   world.failed.store(false, std::memory_order_relaxed);
   rs.buffers[unsigned(BufferKind::Input)] = input;
   rs.buffers[unsigned(BufferKind::Output)] = output;
+  rs.blocks[unsigned(BufferKind::Input)] = inputBlocks;
   rs.blocks[unsigned(BufferKind::Output)] = outputBlocks;
   rs.buffers[unsigned(BufferKind::Scratch)] = scratch;
   for (size_t b = 0; b < runs.size(); ++b) {

@@ -44,12 +44,13 @@ public:
   /// OutOfPlaceProgram's), or null. \p direct: per threadblock, the steps
   /// that may send direct (DirectSends.h, for the program run), used where
   /// the receiver reads our memory, of the buffers whose bits (1 <<
-  /// BufferKind) \p directBuffers holds (armDirectSends()). \p outputBlocks:
-  /// the Output in blocks of one unit (CallArgs::recvBlocks), or null.
+  /// BufferKind) \p directBuffers holds (armDirectSends()). \p inputBlocks,
+  /// \p outputBlocks: the Input and Output in blocks of one unit
+  /// (HostBinding), or null.
   CallError run(JobControl &jc, uint64_t seq, const RankPlan &rp,
                 const std::vector<std::vector<Instruction>> *steps, const DirectSteps &direct,
-                uint8_t directBuffers, char *input, char *output, void *const *outputBlocks,
-                char *scratch, const PublishedCall *watch = nullptr);
+                uint8_t directBuffers, char *input, char *output, void *const *inputBlocks,
+                void *const *outputBlocks, char *scratch, const PublishedCall *watch = nullptr);
 
   bool empty() const { return runs.empty(); }
   /// The direct messages this rank read in the last run.

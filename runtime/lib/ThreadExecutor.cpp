@@ -313,6 +313,7 @@ void resetLocalRun(const Plan &plan, const std::vector<HostBinding> &bindings,
     RankState &rs = run.ranks[r];
     rs.buffers[unsigned(BufferKind::Input)] = bindings[r].input;
     rs.buffers[unsigned(BufferKind::Output)] = bindings[r].output;
+    rs.blocks[unsigned(BufferKind::Input)] = bindings[r].inputBlocks;
     rs.blocks[unsigned(BufferKind::Output)] = bindings[r].outputBlocks;
     rs.buffers[unsigned(BufferKind::Scratch)] = run.scratch[r].data();
     const size_t ntb = plan.ranks[r].threadblocks.size();

@@ -461,19 +461,30 @@ TEST(PrepareCall, InPlacePlans) {
 /// prepareCall() of rank 1 with the receive buffer in \p blocks (offsets
 /// into an arena, fp32 count 8: units of 32 bytes) and the send buffer at
 /// \p sendAt: "input output copyBytes before | after", or the error.
+/// \p sendBlocks, when not empty, the send buffer's blocks (and \p sendAt
+/// unused); an empty \p blocks: the receive buffer at \p recvAt.
 std::string blockBinding(CollectiveKind kind, bool inplacePlan, int64_t sendAt,
-                         std::vector<int64_t> blocks, bool accepts = true,
-                         bool *inPlace = nullptr) {
+                         std::vector<int64_t> blocks, bool accepts = true, bool *inPlace = nullptr,
+                         std::vector<int64_t> sendBlocks = {}, int64_t recvAt = 0) {
   static char arena[4096];
   ValidatedPlan vp = emptyPlan(kind, inplacePlan);
   std::vector<void *> at;
   for (int64_t b : blocks)
     at.push_back(b < 0 ? nullptr : arena + 1024 + b);
-  CallArgs args{arena + 1024 + sendAt, nullptr, 8, DataType::Float32, RedOp::Sum};
-  args.recvBlocks = at.data();
-  args.numRecvBlocks = at.size();
+  std::vector<const void *> from;
+  for (int64_t b : sendBlocks)
+    from.push_back(b < 0 ? nullptr : arena + 1024 + b);
+  CallArgs args{arena + 1024 + sendAt, arena + 1024 + recvAt, 8, DataType::Float32, RedOp::Sum};
+  if (!at.empty()) {
+    args.recvBlocks = at.data();
+    args.numRecvBlocks = at.size();
+  }
+  if (!from.empty()) {
+    args.sendBlocks = from.data();
+    args.numSendBlocks = from.size();
+  }
   CallOptions o;
-  o.recvBlocks = accepts;
+  o.bufferBlocks = accepts;
   PreparedCall c = prepareCall(vp, 1, args, o);
   if (c.error)
     return c.error.message;
@@ -483,7 +494,7 @@ std::string blockBinding(CollectiveKind kind, bool inplacePlan, int64_t sendAt,
          show(c.before) + " | " + show(c.after);
 }
 
-TEST(PrepareCall, ReceiveBlocks) {
+TEST(PrepareCall, BufferBlocks) {
   bool inPlace = true;
   // Apart from the input, in any order: the blocks as they are.
   EXPECT_EQ(blockBinding(CollectiveKind::AllGather, false, 0, {512, 256, 384, 128}, true, &inPlace),
@@ -514,8 +525,8 @@ TEST(PrepareCall, ReceiveBlocks) {
   // Refused: an executor that does not take them, a wrong number, a null
   // block, blocks that overlap.
   EXPECT_EQ(blockBinding(CollectiveKind::AllGather, false, 0, {512, 256, 384, 128}, false),
-            "rank 1: the world takes the receive buffer whole, not in blocks "
-            "(CallArgs::recvBlocks)");
+            "rank 1: the world takes its buffers whole, not in blocks (CallArgs::sendBlocks, "
+            "recvBlocks)");
   EXPECT_EQ(blockBinding(CollectiveKind::AllGather, false, 0, {512, 256, 384}),
             "rank 1: the receive buffer is given as 3 blocks, but allgather of 4 ranks receives 4 "
             "units of count 8");
@@ -525,6 +536,32 @@ TEST(PrepareCall, ReceiveBlocks) {
             "rank 1: blocks 0 and 2 of the receive buffer overlap");
   EXPECT_EQ(blockBinding(CollectiveKind::AllGather, false, 0, {512, 256, 544, 128}),
             "send+0 recv+0 0  | ");
+
+  // Send blocks: apart from the output, as they are; over it, copied block
+  // by block; the same block twice is allowed (read only).
+  EXPECT_EQ(blockBinding(CollectiveKind::AllToAll, false, 0, {512, 256, 384, 128}, true, nullptr,
+                         {1024, 1024, 1100, 1200}),
+            "send+0 recv+0 0  | ");
+  EXPECT_EQ(blockBinding(CollectiveKind::AllToAll, false, 0, {512, 256, 384, 128}, true, nullptr,
+                         {1024, 1060, 390, 1200}),
+            "copy+0 recv+0 128 copy+0<-send+0:32, copy+32<-send+32:32, copy+64<-send+64:32, "
+            "copy+96<-send+96:32 | ");
+  // reducescatter in place: the output is the input's block 1.
+  EXPECT_EQ(blockBinding(CollectiveKind::ReduceScatter, true, 0, {}, true, &inPlace,
+                         {700, 600, 900, 800}, 600),
+            "send+0 recv+0 0  | ");
+  EXPECT_TRUE(inPlace);
+  EXPECT_EQ(blockBinding(CollectiveKind::ReduceScatter, true, 0, {}, true, &inPlace,
+                         {700, 600, 900, 800}, 700),
+            "copy+0 copy+32 128 copy+0<-send+0:32, copy+32<-send+32:32, copy+64<-send+64:32, "
+            "copy+96<-send+96:32 | recv+0<-copy+32:32");
+  EXPECT_FALSE(inPlace);
+  EXPECT_EQ(blockBinding(CollectiveKind::AllToAll, false, 0, {512, 256, 384, 128}, true, nullptr,
+                         {1024, -1, 1100, 1200}),
+            "rank 1: block 1 of the send buffer is null (count is not 0)");
+  EXPECT_EQ(blockBinding(CollectiveKind::Scatter, false, 0, {}, true, nullptr, {1024, 1100}),
+            "rank 1: the send buffer is given as 2 blocks, but scatter of 4 ranks sends 4 units "
+            "of count 8");
 }
 
 TEST(PrepareCall, LayoutAvgAndDescription) {

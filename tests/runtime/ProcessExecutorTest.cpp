@@ -140,13 +140,12 @@ INSTANTIATE_TEST_SUITE_P(Plans, CompiledProcessTest,
                            return std::string(info.param.plan);
                          });
 
-// The receive buffer in blocks of one unit (ProcessGroup::executeBlocks(),
-// the list forms of torch.distributed): every count, in place and out of
-// place, on ordinary buffers and, where the blocks are registered, read in
-// place by the peers.
-class ReceiveBlocksTest : public ::testing::TestWithParam<CompiledCase> {};
+// Send and receive buffers in blocks of one unit (CallArgs::sendBlocks,
+// recvBlocks: the list forms of torch.distributed): every count, in place
+// and out of place.
+class BufferBlocksTest : public ::testing::TestWithParam<CompiledCase> {};
 
-TEST_P(ReceiveBlocksTest, AllCases) {
+TEST_P(BufferBlocksTest, AllCases) {
 #ifndef COLL_TEST_PLAN_DIR
   GTEST_SKIP() << "collc is not built; compiled plans are not available";
 #endif
@@ -156,10 +155,11 @@ TEST_P(ReceiveBlocksTest, AllCases) {
           "--blocks"});
 }
 
-INSTANTIATE_TEST_SUITE_P(Plans, ReceiveBlocksTest,
+INSTANTIATE_TEST_SUITE_P(Plans, BufferBlocksTest,
                          ::testing::Values(CompiledCase{"ring_allgather_n3", 3, "1"},
                                            CompiledCase{"alltoall_allpairs_n4", 4, "2"},
                                            CompiledCase{"direct_gather_n3", 3, "1"},
+                                           CompiledCase{"direct_scatter_n3", 3, "1"},
                                            CompiledCase{"ring_reducescatter_inplace_n4", 4, "1"},
                                            CompiledCase{"ring_allreduce_x2_n4", 4, "0"}),
                          [](const ::testing::TestParamInfo<CompiledCase> &info) {

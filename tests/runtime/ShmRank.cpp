@@ -36,10 +36,10 @@
 // ProcessGroupOptions::crossMemoryReads for pieces of any size;
 // --no-direct clears directReads; --expect-direct fails (status 1) unless
 // some call read a message where its sender left it. --blocks gives
-// each call's receive buffer as separate blocks of one unit
-// (ProcessGroup::executeBlocks()), laid out in reverse order in memory of
-// their own (in place: the send buffer is its alias block), and copies
-// them back for the check.
+// each call's buffers of several units as separate blocks of one unit
+// (CallArgs::sendBlocks, recvBlocks), laid out in reverse order in memory
+// of their own (in place: the alias unit is the block), and copies the
+// received ones back for the check.
 // --store joins through the TcpStore at HOST:PORT (ProcessGroup::create()
 // with a store: a job whose ranks may span hosts), --host sets COLL_HOST
 // first: ranks of different names talk over the network.
@@ -524,36 +524,63 @@ int main(int argc, char **argv) {
               recv = p;
           }
         }
-        // --blocks: the receive buffer's units as blocks of their own, in
-        // reverse order; a send buffer at a unit's start there moves with
-        // it (in place), one elsewhere in it keeps its overlap with a copy.
-        std::vector<char> arena;
-        std::vector<void *> blocks;
+        // --blocks: each buffer of several units as blocks of their own, in
+        // reverse order, in memory of their own; a buffer of one unit stays
+        // where it is. The in-place alias moves with its blocks: an input
+        // of one unit at a unit of the output is that block, an output of
+        // one unit at a unit of the input is that block; otherwise the
+        // blocks are apart (an alltoall called in place runs out of place).
+        std::vector<char> sendArena, recvArena;
+        std::vector<const void *> sendBlocks;
+        std::vector<void *> recvBlocks;
         const uint64_t unit = count * dataTypeSize(c.type);
-        const uint64_t units = count ? planBufferElements(plan.info, count).output / count : 0;
+        const BufferElements units =
+            count ? BufferElements{planBufferElements(plan.info, count).input / count,
+                                   planBufferElements(plan.info, count).output / count}
+                  : BufferElements{0, 0};
+        const char *sendBase = static_cast<const char *>(send);
         char *recvBase = static_cast<char *>(recv);
-        if (a.blocks && units == 1) {
-          blocks.push_back(recvBase); // One block: where it is, in place or not.
-        } else if (a.blocks && units > 1) {
-          arena.assign(units * unit + 64, 0);
-          for (uint64_t k = 0; k < units; ++k) {
-            char *block = arena.data() + (units - 1 - k) * unit;
-            std::memcpy(block, recvBase + k * unit, unit);
-            blocks.push_back(block);
+        if (a.blocks && units.output > 0) {
+          if (units.output > 1)
+            recvArena.assign(units.output * unit + 64, 0);
+          for (uint64_t k = 0; k < units.output; ++k) {
+            char *block =
+                units.output == 1 ? recvBase : recvArena.data() + (units.output - 1 - k) * unit;
+            if (units.output > 1)
+              std::memcpy(block, recvBase + k * unit, unit);
+            recvBlocks.push_back(block);
           }
-          // An input of several units (alltoall's) stays where it is: the
-          // blocks are elsewhere, and the call runs out of place.
-          const char *q = static_cast<const char *>(send);
-          const uint64_t inputBytes =
-              planBufferElements(plan.info, count).input * dataTypeSize(c.type);
-          if (inputBytes <= unit && q >= recvBase && q < recvBase + units * unit) {
-            const uint64_t off = uint64_t(q - recvBase);
-            send = off % unit == 0 ? static_cast<char *>(blocks[off / unit]) : nullptr;
-            if (!send) {
-              std::fprintf(stderr, "error: --blocks: the send buffer lies inside a unit\n");
-              return 2;
-            }
+        }
+        if (a.blocks && units.input > 1) {
+          sendArena.assign(units.input * unit + 64, 0);
+          for (uint64_t k = 0; k < units.input; ++k) {
+            char *block = sendArena.data() + (units.input - 1 - k) * unit;
+            std::memcpy(block, sendBase + k * unit, unit);
+            sendBlocks.push_back(block);
           }
+        }
+        auto unitOf = [&](const char *p, const char *base, uint64_t n) -> int64_t {
+          if (p < base || p >= base + n * unit)
+            return -1;
+          return (p - base) % unit == 0 ? (p - base) / unit : -2;
+        };
+        if (a.blocks && units.input == 1 && units.output > 1) {
+          const int64_t k = unitOf(sendBase, recvBase, units.output);
+          if (k == -2) {
+            std::fprintf(stderr, "error: --blocks: the send buffer lies inside a unit\n");
+            return 2;
+          }
+          if (k >= 0)
+            send = recvBlocks[size_t(k)];
+        }
+        if (a.blocks && units.input > 1 && units.output == 1) {
+          const int64_t k = unitOf(recvBase, sendBase, units.input);
+          if (k == -2) {
+            std::fprintf(stderr, "error: --blocks: the receive buffer lies inside a unit\n");
+            return 2;
+          }
+          if (k >= 0)
+            recvBlocks[0] = const_cast<void *>(sendBlocks[size_t(k)]);
         }
         Status s = Status::success();
         if (a.blocks) {
@@ -566,10 +593,17 @@ int main(int argc, char **argv) {
             }
             validated.emplace(*v);
           }
-          s = g.executeBlocks(*validated, send, blocks.empty() ? none : blocks.data(),
-                              blocks.size(), count, c.type, c.op);
-          for (uint64_t k = 0; units > 1 && k < blocks.size(); ++k)
-            std::memcpy(recvBase + k * unit, blocks[k], unit);
+          CallArgs args{send, nullptr, count, c.type, c.op};
+          args.recvBlocks = recvBlocks.empty() ? none : recvBlocks.data();
+          args.numRecvBlocks = recvBlocks.size();
+          if (!sendBlocks.empty()) {
+            args.sendBlocks = sendBlocks.data();
+            args.numSendBlocks = sendBlocks.size();
+          }
+          s = g.execute(*validated, args);
+          for (uint64_t k = 0; k < recvBlocks.size(); ++k)
+            if (recvBlocks[k] != recvBase + k * unit)
+              std::memcpy(recvBase + k * unit, recvBlocks[k], unit);
         } else {
           s = validated ? g.execute(*validated, send, recv, count, c.type, c.op)
                         : g.execute(plan, send, recv, count, c.type, c.op);

@@ -176,10 +176,11 @@ def run_ops(c, group, gloo):
         dist.all_gather(views[::-1], want[rank].clone(), group=group)
         c.same("all_gather into reversed views %s n=%d" % (dtype, size), whole,
                torch.cat(want[::-1]))
-        grid = torch.zeros(size, n, dtype=dtype, device=DEV)
-        dist.all_gather([grid[:, j] for j in range(n)], want[rank].clone(), group=group)
-        c.same("all_gather into strided views %s n=%d" % (dtype, size), grid,
-               torch.stack(want, dim=1))
+        if BACKEND != "nccl":  # NCCL's backend refuses strided tensors.
+            grid = torch.zeros(size, n, dtype=dtype, device=DEV)
+            dist.all_gather([grid[:, j] for j in range(n)], want[rank].clone(), group=group)
+            c.same("all_gather into strided views %s n=%d" % (dtype, size), grid,
+                   torch.stack(want, dim=1))
         if n > 2:
             outs = [torch.zeros(size, dtype=dtype, device=DEV) for _ in range(n)]
             outs[2] = outs[0]
@@ -253,6 +254,47 @@ def run_ops(c, group, gloo):
     dist.all_to_all(outs, ins, group=group)
     for src in range(n):
         c.same("all_to_all from %d" % src, outs[src], value(src, 10 + rank, torch.float64, salt=rank))
+
+    # all_to_all of lists with empty blocks, received where the outputs lie,
+    # and into strided views (copied).
+    sz = lambda src, dst: (src * 3 + dst) % 4  # Some zero.
+    ins = [value(rank, sz(rank, j), torch.int32, salt=j) for j in range(n)]
+    outs = [torch.full((sz(j, rank),), -1, dtype=torch.int32, device=DEV) for j in range(n)]
+    dist.all_to_all(outs, ins, group=group)
+    for src in range(n):
+        c.same("all_to_all with empty blocks from %d" % src, outs[src],
+               value(src, sz(src, rank), torch.int32, salt=rank))
+    if BACKEND != "nccl":
+        grid = torch.zeros(5, n, dtype=torch.int32, device=DEV)
+        dist.all_to_all([grid[:, j] for j in range(n)],
+                        [value(rank, 5, torch.int32, salt=j) for j in range(n)], group=group)
+        c.same("all_to_all into strided views", grid,
+               torch.stack([value(j, 5, torch.int32, salt=rank) for j in range(n)], dim=1))
+
+    # Lists sent where they lie (send blocks): scatter and reduce_scatter,
+    # in place (the output is the root's or this rank's own input), with one
+    # tensor in the list twice, and from strided views (copied).
+    size = 1001
+    for root in range(n):
+        ins = [value(root, size, torch.float64, salt=j) for j in range(n)] if rank == root else None
+        out = ins[root] if rank == root else torch.zeros(size, dtype=torch.float64, device=DEV)
+        dist.scatter(out, ins, src=root, group=group)
+        c.same("scatter in place root %d" % root, out, value(root, size, torch.float64, salt=rank))
+    ins = [value(rank, size, torch.int64, salt=j) for j in range(n)]
+    want = reduce_ref([value(r, size, torch.int64, salt=rank) for r in range(n)], R.SUM)
+    dist.reduce_scatter(ins[rank], ins, op=R.SUM, group=group)
+    c.same("reduce_scatter in place", ins[rank], want)
+    one = value(rank, size, torch.int64)
+    out = torch.zeros(size, dtype=torch.int64, device=DEV)
+    dist.reduce_scatter(out, [one] * n, op=R.MAX, group=group)
+    c.same("reduce_scatter of one tensor n times", out,
+           reduce_ref([value(r, size, torch.int64) for r in range(n)], R.MAX))
+    if BACKEND != "nccl":
+        grid = torch.stack([value(rank, size, torch.int64, salt=j) for j in range(n)], dim=1)
+        out = torch.zeros(size, dtype=torch.int64, device=DEV)
+        dist.reduce_scatter(out, [grid[:, j] for j in range(n)], op=R.SUM, group=group)
+        c.same("reduce_scatter from strided views", out,
+               reduce_ref([value(r, size, torch.int64, salt=rank) for r in range(n)], R.SUM))
 
     # Non-contiguous tensors are worked on in place all the same (NCCL's
     # backend refuses them: "Tensors must be contiguous").

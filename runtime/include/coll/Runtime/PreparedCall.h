@@ -91,12 +91,17 @@ struct CallArgs {
   /// The receive buffer as separate blocks of one unit (count elements)
   /// each, or null: block i stands where recvbuf + i units would, and
   /// recvbuf is not used. There must be as many as the receive buffer has
-  /// units (numRecvBlocks), each of count elements: the output tensors of
+  /// units (numRecvBlocks), none overlapping another: the output tensors of
   /// torch.distributed's list forms (all_gather, all_to_all, gather), with
   /// no copy through one contiguous buffer. Only executors that say so take
-  /// them (CallOptions::recvBlocks).
+  /// them (CallOptions::bufferBlocks).
   void *const *recvBlocks = nullptr;
   uint64_t numRecvBlocks = 0;
+  /// The send buffer in blocks of one unit, as recvBlocks (sendbuf not
+  /// used); they may overlap (one tensor sent to every rank): the input
+  /// tensors of scatter, reduce_scatter and all_to_all lists.
+  const void *const *sendBlocks = nullptr;
+  uint64_t numSendBlocks = 0;
 };
 
 /// Where the receive buffer's byte \p offset lies: in recvbuf, or in block
@@ -107,6 +112,15 @@ inline char *recvAddress(const CallArgs &a, uint64_t unitBytes, uint64_t offset)
   if (unitBytes == 0)
     return a.numRecvBlocks ? static_cast<char *>(a.recvBlocks[0]) : nullptr;
   return static_cast<char *>(a.recvBlocks[offset / unitBytes]) + offset % unitBytes;
+}
+
+/// Where the send buffer's byte \p offset lies, as recvAddress().
+inline const char *sendAddress(const CallArgs &a, uint64_t unitBytes, uint64_t offset) {
+  if (!a.sendBlocks)
+    return static_cast<const char *>(a.sendbuf) + offset;
+  if (unitBytes == 0)
+    return a.numSendBlocks ? static_cast<const char *>(a.sendBlocks[0]) : nullptr;
+  return static_cast<const char *>(a.sendBlocks[offset / unitBytes]) + offset % unitBytes;
 }
 
 /// What an executor asks of a call besides the plan's rules.
@@ -129,9 +143,10 @@ struct CallOptions {
   uint32_t countHeadroom = 1;
   /// How the call picks its protocol (PreparedCall::protocol).
   ProtocolChoice protocol;
-  /// The executor takes a receive buffer in blocks (CallArgs::recvBlocks);
-  /// otherwise a call that gives them is refused.
-  bool recvBlocks = false;
+  /// The executor takes send and receive buffers in blocks
+  /// (CallArgs::sendBlocks, recvBlocks); otherwise a call that gives them
+  /// is refused.
+  bool bufferBlocks = false;
 };
 
 /// An error of a call, with its kind; kind None is success.
@@ -253,11 +268,13 @@ inline char *resolve(const CallBuffer &b, const void *sendbuf, void *recvbuf, ch
 }
 
 /// The address of \p b in call \p c's memories, \p copy its private copy
-/// of the input: also where the receive buffer is in blocks. A staging copy
-/// never crosses a block's end (prepareCall()).
+/// of the input: also where the buffers are in blocks. A staging copy never
+/// crosses a block's end (prepareCall()).
 inline char *resolve(const CallBuffer &b, const PreparedCall &c, char *copy) {
   if (b.memory == CallMemory::Recv && c.args.recvBlocks)
     return recvAddress(c.args, c.unitBytes, b.offset);
+  if (b.memory == CallMemory::Send && c.args.sendBlocks)
+    return const_cast<char *>(sendAddress(c.args, c.unitBytes, b.offset));
   return resolve(b, c.args.sendbuf, c.args.recvbuf, copy);
 }
 

@@ -169,15 +169,11 @@ public:
   /// for a plan run many times.
   Status execute(const ValidatedPlan &plan, const void *sendbuf, void *recvbuf, size_t count,
                  DataType type, RedOp op, ErrorKind *errorKind = nullptr);
-  /// execute() with the receive buffer in \p numBlocks separate blocks of
-  /// \p count elements (CallArgs::recvBlocks): block i is where recvbuf + i
-  /// units would be, so that a list of output tensors (all_gather's,
-  /// all_to_all's) receives with no copy through one buffer. \p numBlocks
-  /// must be the units the collective receives (collectiveBufferElements()
-  /// over count). In place when \p sendbuf is the alias block.
-  Status executeBlocks(const ValidatedPlan &plan, const void *sendbuf, void *const *recvBlocks,
-                       size_t numBlocks, size_t count, DataType type, RedOp op,
-                       ErrorKind *errorKind = nullptr);
+  /// execute() of the call \p args, also with its buffers in blocks of one
+  /// unit each (CallArgs::sendBlocks, recvBlocks): a list of tensors
+  /// (all_gather's outputs, all_to_all's inputs and outputs) sent from and
+  /// received into where they lie, with no copy through one buffer.
+  Status execute(const ValidatedPlan &plan, const CallArgs &args, ErrorKind *errorKind = nullptr);
 
   /// Memory in a shared-memory segment of this rank, for buffers (page
   /// aligned, zeroed, reserved: no SIGBUS when /dev/shm is short), which
