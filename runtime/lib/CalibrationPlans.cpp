@@ -49,6 +49,24 @@ Plan localCopyPlan(uint32_t threadblocks) {
   return p;
 }
 
+Plan dependencyChainPlan(uint32_t threadblocks) {
+  Plan p = calibrationPlan("calibrate_dependencies", CollectiveKind::AllReduce, 1);
+  p.info.inputChunks = p.info.outputChunks = threadblocks;
+  for (uint32_t t = 0; t < threadblocks; ++t) {
+    Threadblock tb;
+    Instruction in = t == 0 ? makeInstruction(Opcode::Copy, I, 0, O, 0, 1)
+                            : makeInstruction(Opcode::Copy, O, t - 1, O, t, 1);
+    if (t > 0) {
+      in.depBegin = 0;
+      in.depCount = 1;
+      tb.deps.push_back(Dependency{t - 1, 0});
+    }
+    tb.steps.push_back(in);
+    p.ranks[0].threadblocks.push_back(tb);
+  }
+  return p;
+}
+
 Plan pingPongPlan(uint32_t roundTrips) {
   Plan p = calibrationPlan("calibrate_pingpong", CollectiveKind::Broadcast, 2);
   for (uint32_t r = 0; r < 2; ++r) {

@@ -190,8 +190,9 @@ inline Status bindHost(const PreparedCall &c, HostBinding &b, bool stage = true,
     stageHost(c, b);
   b.input = resolve(c.input, c, copy);
   b.output = resolve(c.output, c, copy);
-  // The plan never writes the user's input (prepareCall() copies it
-  // first). An Input in the receive buffer is one unit, at `input`.
+  // A plan writes send blocks only where each is its output unit (in
+  // place); prepareCall() copies them first otherwise. An Input in the
+  // receive buffer is one unit, at `input`.
   b.inputBlocks =
       c.input.memory == CallMemory::Send ? const_cast<void *const *>(c.args.sendBlocks) : nullptr;
   b.outputBlocks = c.output.memory == CallMemory::Recv ? c.args.recvBlocks : nullptr;

@@ -380,7 +380,10 @@ PreparedCall prepareCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs 
                   sendUnit(0) == recvUnit(inPlaceBlock(kind, rank));
       break;
     case InPlaceAlias::OutputInInput:
-      c.inPlace = outUnits == 1 && inPlaceBlock(kind, rank) < inUnits &&
+      // An in-place plan works in its whole input: never in the caller's
+      // send blocks, whose other units are the caller's own tensors (and
+      // may alias the output). Called so, it runs on a copy.
+      c.inPlace = !args.sendBlocks && outUnits == 1 && inPlaceBlock(kind, rank) < inUnits &&
                   recvUnit(0) == sendUnit(inPlaceBlock(kind, rank));
       break;
     case InPlaceAlias::None:

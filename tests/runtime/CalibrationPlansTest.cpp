@@ -67,6 +67,29 @@ TEST(CalibrationPlans, LocalCopyGivesEachThreadblockItsChunk) {
     EXPECT_EQ(out[0][i], float(i + 1)) << "element " << i;
 }
 
+TEST(CalibrationPlans, LocalStepsRunAsAnInPlacePlanCalledOutOfPlace) {
+  // The GPU calibration's probe of the staging copies: the input is
+  // copied into the output first, and the step copies it onto itself.
+  Plan p = localStepsPlan(1, 1, 8);
+  p.info.inplace = true;
+  std::vector<std::vector<float>> out = runPlan(p, 4);
+  ASSERT_EQ(out.size(), 8u);
+  for (uint32_t r = 0; r < 8; ++r)
+    for (uint64_t i = 0; i < 4; ++i)
+      EXPECT_EQ(out[r][i], float(1000 * r + i + 1)) << "rank " << r << " element " << i;
+}
+
+TEST(CalibrationPlans, DependencyChainCarriesTheFirstChunkThrough) {
+  // Every output chunk ends as input chunk 0: each threadblock copies what
+  // the one before it wrote, after it.
+  const Plan p = dependencyChainPlan(5);
+  ASSERT_EQ(p.ranks[0].threadblocks.size(), 5u);
+  std::vector<std::vector<float>> out = runPlan(p, 15);
+  ASSERT_EQ(out.size(), 1u);
+  for (uint64_t i = 0; i < 15; ++i)
+    EXPECT_EQ(out[0][i], float(i % 3 + 1)) << "element " << i;
+}
+
 TEST(CalibrationPlans, PingPongBringsRankZerosInputBack) {
   for (uint32_t trips : {1u, 4u}) {
     std::vector<std::vector<float>> out = runPlan(pingPongPlan(trips), 3);

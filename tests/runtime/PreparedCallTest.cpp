@@ -546,11 +546,19 @@ TEST(PrepareCall, BufferBlocks) {
                          {1024, 1060, 390, 1200}),
             "copy+0 recv+0 128 copy+0<-send+0:32, copy+32<-send+32:32, copy+64<-send+64:32, "
             "copy+96<-send+96:32 | ");
-  // reducescatter in place: the output is the input's block 1.
+  // reducescatter whose output is the input's block 1: not in place (the
+  // plan would work in the caller's other tensors), through a copy.
   EXPECT_EQ(blockBinding(CollectiveKind::ReduceScatter, true, 0, {}, true, &inPlace,
                          {700, 600, 900, 800}, 600),
-            "send+0 recv+0 0  | ");
-  EXPECT_TRUE(inPlace);
+            "copy+0 copy+32 128 copy+0<-send+0:32, copy+32<-send+32:32, copy+64<-send+64:32, "
+            "copy+96<-send+96:32 | recv+0<-copy+32:32");
+  EXPECT_FALSE(inPlace);
+  // The same tensor for every block, and as the output.
+  EXPECT_EQ(blockBinding(CollectiveKind::ReduceScatter, true, 0, {}, true, &inPlace,
+                         {600, 600, 600, 600}, 600),
+            "copy+0 copy+32 128 copy+0<-send+0:32, copy+32<-send+32:32, copy+64<-send+64:32, "
+            "copy+96<-send+96:32 | recv+0<-copy+32:32");
+  EXPECT_FALSE(inPlace);
   EXPECT_EQ(blockBinding(CollectiveKind::ReduceScatter, true, 0, {}, true, &inPlace,
                          {700, 600, 900, 800}, 700),
             "copy+0 copy+32 128 copy+0<-send+0:32, copy+32<-send+32:32, copy+64<-send+64:32, "

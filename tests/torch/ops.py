@@ -280,15 +280,27 @@ def run_ops(c, group, gloo):
         out = ins[root] if rank == root else torch.zeros(size, dtype=torch.float64, device=DEV)
         dist.scatter(out, ins, src=root, group=group)
         c.same("scatter in place root %d" % root, out, value(root, size, torch.float64, salt=rank))
-    ins = [value(rank, size, torch.int64, salt=j) for j in range(n)]
-    want = reduce_ref([value(r, size, torch.int64, salt=rank) for r in range(n)], R.SUM)
-    dist.reduce_scatter(ins[rank], ins, op=R.SUM, group=group)
-    c.same("reduce_scatter in place", ins[rank], want)
-    one = value(rank, size, torch.int64)
-    out = torch.zeros(size, dtype=torch.int64, device=DEV)
-    dist.reduce_scatter(out, [one] * n, op=R.MAX, group=group)
-    c.same("reduce_scatter of one tensor n times", out,
-           reduce_ref([value(r, size, torch.int64) for r in range(n)], R.MAX))
+    for size in [1001, 4096, 100003]:  # Small and large: the table's plans differ.
+        ins = [value(rank, size, torch.int64, salt=j) for j in range(n)]
+        want = reduce_ref([value(r, size, torch.int64, salt=rank) for r in range(n)], R.SUM)
+        dist.reduce_scatter(ins[rank], ins, op=R.SUM, group=group)
+        c.same("reduce_scatter in place n=%d" % size, ins[rank], want)
+        for j in range(n):  # The other inputs are the caller's, untouched.
+            if j != rank:
+                c.same("reduce_scatter in place n=%d, input %d" % (size, j), ins[j],
+                       value(rank, size, torch.int64, salt=j))
+        one = value(rank, size, torch.int64)
+        dist.reduce_scatter(one, [one] * n, op=R.SUM, group=group)
+        c.same("reduce_scatter of one tensor n times into itself n=%d" % size, one,
+               reduce_ref([value(r, size, torch.int64) for r in range(n)], R.SUM))
+        one = value(rank, size, torch.int64)
+        out = torch.zeros(size, dtype=torch.int64, device=DEV)
+        dist.reduce_scatter(out, [one] * n, op=R.MAX, group=group)
+        c.same("reduce_scatter of one tensor n times n=%d" % size, out,
+               reduce_ref([value(r, size, torch.int64) for r in range(n)], R.MAX))
+        c.same("reduce_scatter of one tensor n times, its input n=%d" % size, one,
+               value(rank, size, torch.int64))
+    size = 1001
     if BACKEND != "nccl":
         grid = torch.stack([value(rank, size, torch.int64, salt=j) for j in range(n)], dim=1)
         out = torch.zeros(size, dtype=torch.int64, device=DEV)

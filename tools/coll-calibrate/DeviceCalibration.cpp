@@ -157,11 +157,20 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
   Result<CallTimes> local257 = callTime(localStepsPlan(257), 1, 200, options);
   Result<CallTimes> ranks2 = callTime(localStepsPlan(1, 1, 2), 1, 400, options);
   Result<CallTimes> ranks8 = callTime(localStepsPlan(1, 1, 8), 1, 400, options);
+  // Not in the model yet either: the launch of the staging copies an
+  // in-place plan called out of place makes (its input put in its output
+  // first, a copy kernel before the interpreter's). Printed only.
+  Plan stagedPlan = localStepsPlan(1, 1, 8);
+  stagedPlan.info.inplace = true;
+  Result<CallTimes> ranks8Staged = callTime(stagedPlan, 1, 400, options);
   // Not in the model yet: whether a call's fixed cost grows with its
   // threadblocks (docs/prediction.md, "The GPU's one-device mode").
   const uint32_t manyTbs = std::min<uint32_t>(56, sms);
   Result<CallTimes> tbs1 = callTime(localCopyPlan(1), manyTbs, 400, options);
   Result<CallTimes> tbsMany = callTime(localCopyPlan(manyTbs), manyTbs, 400, options);
+  // Nor whether a cross-threadblock dependency costs more than its step:
+  // the same threadblocks one after another.
+  Result<CallTimes> chain = callTime(dependencyChainPlan(manyTbs), manyTbs, 400, options);
   Result<CallTimes> steps1 = callTime(localStepsPlan(65, 1), 1, 200, options);
   Result<CallTimes> steps8 = callTime(localStepsPlan(65, 8), 8, 200, options);
   Result<CallTimes> pp1 = callTime(pingPongPlan(1), 1, 400, options);
@@ -180,8 +189,9 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
   const uint64_t share = big / sms;
   whole.sliceBytes = share * sizeof(float);
   Result<CallTimes> copyAll = callTime(localCopyPlan(sms), share * sms, 10, whole);
-  for (const Result<CallTimes> *r : {&local1, &local257, &ranks2, &ranks8, &tbs1, &tbsMany, &steps1,
-                                     &steps8, &pp1, &pp65, &llPp1, &llPp65, &copy1, &copyAll})
+  for (const Result<CallTimes> *r :
+       {&local1, &local257, &ranks2, &ranks8, &tbs1, &tbsMany, &chain, &steps1, &steps8, &pp1,
+        &pp65, &llPp1, &llPp65, &copy1, &copyAll})
     if (!*r)
       return r->getStatus();
 
@@ -220,8 +230,18 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
   header += "# 1 step " + both(*local1) + ", 257 steps " + both(*local257) + "\n";
   header += "# 1 step on each of 2 ranks " + both(*ranks2) + ", of 8 ranks " + both(*ranks8) +
             " (" + us(rankCall) + " a rank)\n";
+  header += ranks8Staged ? "# the same, an in-place plan called out of place (a staging copy "
+                           "first) " +
+                               both(*ranks8Staged) + "\n"
+                         : "# an in-place plan called out of place: not measured (" +
+                               ranks8Staged.message() + ")\n";
   header += "# 1 step on each of 1 and " + std::to_string(manyTbs) + " threadblocks of one rank " +
             both(*tbs1) + ", " + both(*tbsMany) + "\n";
+  const double dependency =
+      manyTbs > 1 ? (chain->synced - tbsMany->synced) / double(manyTbs - 1) - step : 0;
+  header += "# the same one after another, a chain of " + std::to_string(manyTbs - 1) +
+            " dependencies, " + both(*chain) + " (" + us(dependency) +
+            " a dependency beyond its step)\n";
   header += "# 65 steps of 1 chunk " + both(*steps1) + ", of 8 chunks " + both(*steps8) + "\n";
   header += "# ping-pong of 1 and 65 round trips " + both(*pp1) + ", " + both(*pp65) + " (a hop " +
             us(hop) + ")\n";

@@ -35,6 +35,13 @@ Plan localStepsPlan(uint32_t steps, uint32_t chunks = 1, uint32_t ranks = 1);
 /// that many threadblocks.
 Plan localCopyPlan(uint32_t threadblocks);
 
+/// One rank whose \p threadblocks threadblocks each run one step, in a
+/// chain: threadblock 0 copies input chunk 0 to output chunk 0, and each
+/// threadblock t after it waits for threadblock t - 1's step (a
+/// cross-threadblock dependency) and copies output chunk t - 1 to output
+/// chunk t. Against localCopyPlan() of as many: what a dependency costs.
+Plan dependencyChainPlan(uint32_t threadblocks);
+
 /// Two ranks that pass one message back and forth \p roundTrips times.
 Plan pingPongPlan(uint32_t roundTrips);
 
