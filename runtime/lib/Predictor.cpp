@@ -428,7 +428,14 @@ WaitResult SimPlatform::waitDependency(uint32_t otherTb, uint32_t step, uint64_t
     sim.tbs[tb].blocked = true;
     return WaitResult::WouldBlock;
   }
-  return reached(other.done[target]);
+  // Seen dependencyLatency after the step is done (its own hop of the
+  // chain; none on the CPU executors).
+  TimedPath seen = other.done[target];
+  if (sim.topo.dependencyLatency > 0) {
+    seen.at += sim.topo.dependencyLatency;
+    seen.path = hop(seen.path, sim.topo.dependencyLatency, false);
+  }
+  return reached(seen);
 }
 
 WaitResult SimPlatform::reached(const TimedPath &e) {

@@ -276,18 +276,20 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
       }
     } else if (key == "intra-latency" || key == "inter-latency" || key == "step-latency" ||
                key == "line-step-latency" || key == "call-latency" || key == "switch-latency" ||
-               key == "piece-latency" || key == "call-rank-latency") {
+               key == "piece-latency" || key == "call-rank-latency" ||
+               key == "dependency-latency") {
       double v = 0;
       ok = parseLatency(value, v);
       expects = "a latency such as 5us or 1ms, at most 3600s";
-      (key == "intra-latency"       ? t.intra.latency
-       : key == "inter-latency"     ? t.inter.latency
-       : key == "step-latency"      ? t.stepLatency
-       : key == "call-latency"      ? t.callLatency
-       : key == "call-rank-latency" ? t.callRankLatency
-       : key == "switch-latency"    ? t.switchLatency
-       : key == "piece-latency"     ? t.pieceLatency
-                                    : t.lineStepLatency) = v;
+      (key == "intra-latency"        ? t.intra.latency
+       : key == "inter-latency"      ? t.inter.latency
+       : key == "step-latency"       ? t.stepLatency
+       : key == "call-latency"       ? t.callLatency
+       : key == "call-rank-latency"  ? t.callRankLatency
+       : key == "switch-latency"     ? t.switchLatency
+       : key == "piece-latency"      ? t.pieceLatency
+       : key == "dependency-latency" ? t.dependencyLatency
+                                     : t.lineStepLatency) = v;
     } else if (key == "direct-sends") {
       ok = value == "0" || value == "1";
       t.directSends = value == "1";
@@ -357,6 +359,8 @@ std::string formatTopology(const Topology &t) {
     o << "line-step-latency " << formatLatency(t.lineStepLatency) << "\n";
   if (t.pieceLatency > 0)
     o << "piece-latency " << formatLatency(t.pieceLatency) << "\n";
+  if (t.dependencyLatency > 0)
+    o << "dependency-latency " << formatLatency(t.dependencyLatency) << "\n";
   if (t.cpusPerNode)
     o << "cpus-per-node " << t.cpusPerNode << "\n";
   if (t.cpusPerNode || t.switchLatency > 0)

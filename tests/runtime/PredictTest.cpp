@@ -8,6 +8,7 @@
 #include "coll/Runtime/Predict.h"
 
 #include "HandPlans.h"
+#include "coll/Runtime/CalibrationPlans.h"
 #include "coll/Runtime/Topology.h"
 
 #include <gtest/gtest.h>
@@ -339,6 +340,27 @@ TEST(Predict, PieceLatencyPerChunkBeyondTheFirst) {
   EXPECT_NEAR(one->seconds, 2 * 5e-6 + 4 / 1e9, 1e-12);
 }
 
+/// A step that waits for another threadblock's step starts
+/// dependency-latency after it: two chains of steps of 5 us.
+TEST(Predict, DependencyLatencyPerCrossThreadblockWait) {
+  Topology t = oneNode(1e9, 0, 5e-6);
+  Result<Prediction> free =
+      predictPlan(dependencyChainPlan(3), t, 3, DataType::Float32, oneSlice(1));
+  ASSERT_TRUE(free.ok()) << free.message();
+  EXPECT_NEAR(free->seconds, 3 * 5e-6, 1e-12);
+  t.dependencyLatency = 2e-6;
+  Result<Prediction> paid =
+      predictPlan(dependencyChainPlan(3), t, 3, DataType::Float32, oneSlice(1));
+  ASSERT_TRUE(paid.ok()) << paid.message();
+  EXPECT_NEAR(paid->seconds, 3 * 5e-6 + 2 * 2e-6, 1e-12);
+  EXPECT_NEAR(paid->critical.latency, 2 * 2e-6, 1e-12);
+  EXPECT_EQ(paid->critical.hops, 2u);
+  // Threadblocks that wait for none pay nothing.
+  Result<Prediction> apart = predictPlan(localCopyPlan(3), t, 3, DataType::Float32, oneSlice(1));
+  ASSERT_TRUE(apart.ok()) << apart.message();
+  EXPECT_NEAR(apart->seconds, 5e-6, 1e-12);
+}
+
 /// A call pays call-latency, and call-rank-latency for each rank beyond
 /// the first on its fullest node (one host thread prepares them all).
 TEST(Predict, CallRankLatencyPerRankOfTheFullestNode) {
@@ -655,7 +677,8 @@ TEST(Topology, ParsesUnitsAndRoundTrips) {
                            "cpus-per-node 16\n"
                            "switch-latency 4us\n"
                            "piece-latency 2us\n"
-                           "call-rank-latency 1.5us\n",
+                           "call-rank-latency 1.5us\n"
+                           "dependency-latency 1.9us\n",
                            "box.topo", t);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(t.name, "box");
@@ -673,6 +696,7 @@ TEST(Topology, ParsesUnitsAndRoundTrips) {
   EXPECT_DOUBLE_EQ(t.switchLatency, 4e-6);
   EXPECT_DOUBLE_EQ(t.pieceLatency, 2e-6);
   EXPECT_DOUBLE_EQ(t.callRankLatency, 1.5e-6);
+  EXPECT_DOUBLE_EQ(t.dependencyLatency, 1.9e-6);
   EXPECT_EQ(t.nodeOf(5), 1u);
   EXPECT_EQ(t.nicOf(7), 1u);
   Topology back;

@@ -11,6 +11,9 @@
 //    host prepares every rank's call);
 //  - piece-latency: steps that copy 8 one-element chunks against steps of
 //    one chunk;
+//  - dependency-latency: one step on each of 56 threadblocks of a rank,
+//    each waiting for the one before, against the same side by side, less
+//    a step per link;
 //  - intra-latency: a message's trip beyond its two steps, from ping-pongs
 //    of 65 and 1 round trips between two ranks;
 //  - line-step-latency: the same ping-pongs under LL, the difference a
@@ -168,8 +171,8 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
   const uint32_t manyTbs = std::min<uint32_t>(56, sms);
   Result<CallTimes> tbs1 = callTime(localCopyPlan(1), manyTbs, 400, options);
   Result<CallTimes> tbsMany = callTime(localCopyPlan(manyTbs), manyTbs, 400, options);
-  // Nor whether a cross-threadblock dependency costs more than its step:
-  // the same threadblocks one after another.
+  // What a cross-threadblock dependency costs beyond its step: the same
+  // threadblocks one after another.
   Result<CallTimes> chain = callTime(dependencyChainPlan(manyTbs), manyTbs, 400, options);
   Result<CallTimes> steps1 = callTime(localStepsPlan(65, 1), 1, 200, options);
   Result<CallTimes> steps8 = callTime(localStepsPlan(65, 8), 8, 200, options);
@@ -200,6 +203,11 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
   const double step = std::max(0.0, (local257->synced - local1->synced) / 256);
   const double call = std::max(0.0, local1->synced - step);
   const double rankCall = std::max(0.0, (ranks8->synced - ranks2->synced) / 6);
+  // A chain's threadblocks run one after another: each link a step and a
+  // dependency, where side by side they take one step.
+  const double dependency =
+      manyTbs > 1 ? std::max(0.0, (chain->synced - tbsMany->synced) / double(manyTbs - 1) - step)
+                  : 0;
   const double piece = std::max(0.0, (steps8->synced - steps1->synced) / (65 * 7));
   // A round trip is two messages, each a step on each side and a trip.
   const double hop = std::max(0.0, (pp65->synced - pp1->synced) / 128);
@@ -222,6 +230,7 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
   t.pieceLatency = piece;
   t.callLatency = call;
   t.callRankLatency = rankCall;
+  t.dependencyLatency = dependency;
   t.directSends = true; // DeviceWorld's direct reads.
   std::string header = "# coll-calibrate --ranks-as gpu: every rank on one " +
                        std::string(prop.name) + " (" + std::to_string(sms) + " SMs), DeviceWorld\n";
@@ -237,8 +246,6 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
                                ranks8Staged.message() + ")\n";
   header += "# 1 step on each of 1 and " + std::to_string(manyTbs) + " threadblocks of one rank " +
             both(*tbs1) + ", " + both(*tbsMany) + "\n";
-  const double dependency =
-      manyTbs > 1 ? (chain->synced - tbsMany->synced) / double(manyTbs - 1) - step : 0;
   header += "# the same one after another, a chain of " + std::to_string(manyTbs - 1) +
             " dependencies, " + both(*chain) + " (" + us(dependency) +
             " a dependency beyond its step)\n";

@@ -84,6 +84,11 @@ struct Topology {
   /// direct sends, moves none); 0: a step costs the same whatever its
   /// chunks.
   double pieceLatency = 0;
+  /// Seconds a step that waits for a step of another threadblock of its
+  /// rank (a cross-threadblock dependency) starts after that step is done:
+  /// the GPU kernel's progress counter, published to global memory and
+  /// polled there; 0: at once (the CPU executors' shared counters).
+  double dependencyLatency = 0;
   /// The CPUs that run a node's ranks (the CPU executors: each rank's
   /// threads do its steps and copies); 0: as many as they need. With fewer
   /// CPUs than ranks, a call takes at least the node's CPU work (its steps'
