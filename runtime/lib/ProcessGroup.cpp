@@ -677,25 +677,20 @@ uint8_t directBuffers(ProcessGroup::State &st, const PreparedCall &call,
            rangeHolds(uint64_t(uintptr_t(it->first)), it->second.map.size(), uint64_t(uintptr_t(p)),
                       bytes);
   };
+  // A buffer in blocks is shared when every block is.
+  auto sharedBuffer = [&](const char *whole, uint64_t bytes, void *const *blocks, uint64_t n) {
+    if (!blocks)
+      return shared(whole, bytes);
+    for (uint64_t i = 0; i < n; ++i)
+      if (!shared(static_cast<const char *>(blocks[i]), call.unitBytes))
+        return false;
+    return true;
+  };
   std::lock_guard<std::mutex> lock(st.allocationsMutex);
   uint8_t bits = 0;
-  bool inputShared = true;
-  if (binding.inputBlocks) {
-    for (uint64_t i = 0; i < call.args.numSendBlocks && inputShared; ++i)
-      inputShared = shared(static_cast<const char *>(binding.inputBlocks[i]), call.unitBytes);
-  } else {
-    inputShared = shared(binding.input, call.inputBytes);
-  }
-  if (inputShared)
+  if (sharedBuffer(binding.input, call.inputBytes, binding.inputBlocks, call.args.numSendBlocks))
     bits |= 1u << unsigned(BufferKind::Input);
-  bool outputShared = true;
-  if (binding.outputBlocks) {
-    for (uint64_t i = 0; i < call.args.numRecvBlocks && outputShared; ++i)
-      outputShared = shared(static_cast<const char *>(binding.outputBlocks[i]), call.unitBytes);
-  } else {
-    outputShared = shared(binding.output, call.outputBytes);
-  }
-  if (outputShared)
+  if (sharedBuffer(binding.output, call.outputBytes, binding.outputBlocks, call.args.numRecvBlocks))
     bits |= 1u << unsigned(BufferKind::Output);
   return bits;
 }

@@ -155,6 +155,29 @@ TEST_P(BufferBlocksTest, AllCases) {
           "--blocks"});
 }
 
+// The same with the blocks in memory from allocate(): the peers read them
+// in place (some call must).
+TEST_P(BufferBlocksTest, AllCasesOnRegisteredBlocks) {
+#ifndef COLL_TEST_PLAN_DIR
+  GTEST_SKIP() << "collc is not built; compiled plans are not available";
+#endif
+  const CompiledCase &c = GetParam();
+  runAll(std::string("regblocks") + std::to_string(c.nranks), c.nranks,
+         {"--plan", planFile(c.plan), "--cases", "all", "--slice", "256", "--workers", c.workers,
+          "--blocks", "--registered"});
+}
+
+// The ring forwards what it received from its output blocks: registered,
+// its peers read them where they lie.
+TEST(ProcessExecutorTest, DirectReadsOfRegisteredReceiveBlocks) {
+#ifndef COLL_TEST_PLAN_DIR
+  GTEST_SKIP() << "collc is not built; compiled plans are not available";
+#endif
+  runAll("directblocks", 3,
+         {"--plan", planFile("ring_allgather_n3"), "--cases", "all", "--slice", "256", "--workers",
+          "1", "--blocks", "--registered", "--expect-direct"});
+}
+
 INSTANTIATE_TEST_SUITE_P(Plans, BufferBlocksTest,
                          ::testing::Values(CompiledCase{"ring_allgather_n3", 3, "1"},
                                            CompiledCase{"alltoall_allpairs_n4", 4, "2"},

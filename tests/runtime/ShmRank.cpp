@@ -39,7 +39,8 @@
 // each call's buffers of several units as separate blocks of one unit
 // (CallArgs::sendBlocks, recvBlocks), laid out in reverse order in memory
 // of their own (in place: the alias unit is the block), and copies the
-// received ones back for the check.
+// received ones back for the check (with --registered, the blocks are in
+// memory from allocate()).
 // --store joins through the TcpStore at HOST:PORT (ProcessGroup::create()
 // with a store: a job whose ranks may span hosts), --host sets COLL_HOST
 // first: ranks of different names talk over the network.
@@ -530,7 +531,26 @@ int main(int argc, char **argv) {
         // of one unit at a unit of the output is that block, an output of
         // one unit at a unit of the input is that block; otherwise the
         // blocks are apart (an alltoall called in place runs out of place).
-        std::vector<char> sendArena, recvArena;
+        // With --registered, in memory from allocate() (which the peers
+        // read in place), freed after the call.
+        struct Arena {
+          ProcessGroup *group = nullptr;
+          std::vector<char> own;
+          char *at = nullptr;
+          char *data() { return at; }
+          bool assign(uint64_t bytes, ProcessGroup *g) {
+            group = g;
+            if (g)
+              return (at = static_cast<char *>(g->allocate(bytes))) != nullptr;
+            own.assign(bytes, 0);
+            return (at = own.data()) != nullptr;
+          }
+          ~Arena() {
+            if (group && at)
+              group->deallocate(at);
+          }
+        } sendArena, recvArena;
+        ProcessGroup *arenaGroup = a.registered ? &g : nullptr;
         std::vector<const void *> sendBlocks;
         std::vector<void *> recvBlocks;
         const uint64_t unit = count * dataTypeSize(c.type);
@@ -542,7 +562,10 @@ int main(int argc, char **argv) {
         char *recvBase = static_cast<char *>(recv);
         if (a.blocks && units.output > 0) {
           if (units.output > 1)
-            recvArena.assign(units.output * unit + 64, 0);
+            if (!recvArena.assign(units.output * unit + 64, arenaGroup)) {
+              std::fprintf(stderr, "error: allocate: the receive blocks\n");
+              return 3;
+            }
           for (uint64_t k = 0; k < units.output; ++k) {
             char *block =
                 units.output == 1 ? recvBase : recvArena.data() + (units.output - 1 - k) * unit;
@@ -552,7 +575,10 @@ int main(int argc, char **argv) {
           }
         }
         if (a.blocks && units.input > 1) {
-          sendArena.assign(units.input * unit + 64, 0);
+          if (!sendArena.assign(units.input * unit + 64, arenaGroup)) {
+            std::fprintf(stderr, "error: allocate: the send blocks\n");
+            return 3;
+          }
           for (uint64_t k = 0; k < units.input; ++k) {
             char *block = sendArena.data() + (units.input - 1 - k) * unit;
             std::memcpy(block, sendBase + k * unit, unit);
