@@ -572,6 +572,56 @@ TEST(PrepareCall, BufferBlocks) {
             "of count 8");
 }
 
+/// A receive buffer given as blocks that lie where the whole buffer's
+/// units lie binds as the whole buffer does: every collective, in-place
+/// plans and not, at offsets in place, apart and overlapping.
+TEST(PrepareCall, ContiguousBlocksBindAsTheWholeBuffer) {
+  static char arena[8192];
+  char *copy = reinterpret_cast<char *>(uintptr_t(1) << 40); // Never followed.
+  const std::vector<std::pair<int64_t, int64_t>> places = {
+      {0, 1024}, {0, 0}, {32, 0}, {64, 0}, {0, 32}, {0, 64}, {127, 0}, {128, 0}, {0, 8}, {8, 0}};
+  for (unsigned k = 0; k < numBuiltinCollectives(); ++k) {
+    const CollectiveKind kind = CollectiveKind(k);
+    for (bool inplacePlan : {false, true}) {
+      if (inplacePlan && collectiveInfo(kind).inPlace == InPlaceAlias::None)
+        continue;
+      ValidatedPlan vp = emptyPlan(kind, inplacePlan);
+      for (auto [sendAt, recvAt] : places) {
+        CallArgs whole{arena + 2048 + sendAt, arena + 2048 + recvAt, 8, DataType::Float32,
+                       RedOp::Sum};
+        const uint64_t units = planBufferElements(vp.info(), 8).output / 8;
+        std::vector<void *> blocks;
+        for (uint64_t i = 0; i < units; ++i)
+          blocks.push_back(arena + 2048 + recvAt + i * 32);
+        CallArgs split = whole;
+        split.recvbuf = nullptr;
+        split.recvBlocks = blocks.data();
+        split.numRecvBlocks = blocks.size();
+        CallOptions o;
+        o.bufferBlocks = true;
+        const PreparedCall a = prepareCall(vp, 1, whole, o), b = prepareCall(vp, 1, split, o);
+        const std::string what = std::string(collectiveName(kind)) +
+                                 (inplacePlan ? " in-place plan" : "") + " send " +
+                                 std::to_string(sendAt) + " recv " + std::to_string(recvAt);
+        ASSERT_FALSE(a.error) << what << ": " << a.error.message;
+        ASSERT_FALSE(b.error) << what << ": " << b.error.message;
+        EXPECT_EQ(a.inPlace, b.inPlace) << what;
+        EXPECT_EQ(a.copyBytes, b.copyBytes) << what;
+        EXPECT_EQ(resolve(a.input, a, copy), resolve(b.input, b, copy)) << what;
+        EXPECT_EQ(resolve(a.output, a, copy), resolve(b.output, b, copy)) << what;
+        auto resolved = [&](const PreparedCall &c, const std::vector<StagingCopy> &v) {
+          std::vector<std::tuple<char *, char *, uint64_t>> out;
+          for (const StagingCopy &s : v)
+            out.emplace_back(resolve(s.to, c, copy), resolve(s.from, c, copy), s.bytes);
+          return out;
+        };
+        EXPECT_EQ(resolved(a, a.before), resolved(b, b.before)) << what;
+        EXPECT_EQ(resolved(a, a.after), resolved(b, b.after)) << what;
+      }
+    }
+  }
+}
+
 TEST(PrepareCall, LayoutAvgAndDescription) {
   ValidatedPlan vp = emptyPlan(CollectiveKind::Reduce, false);
   float a[100] = {}, b[100] = {};
