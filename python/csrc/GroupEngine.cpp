@@ -276,39 +276,15 @@ Result<std::shared_ptr<const ValidatedPlan>> GroupEngine::planFor(const std::str
 
 Status GroupEngine::run(const std::string &collective, uint32_t root, const void *sendbuf,
                         void *recvbuf, uint64_t count, DataType type, RedOp op) {
-  const CollectiveInfo *builtin = findCollective(collective);
-  uint64_t elements = count;
-  if (builtin) {
-    BufferElements b = collectiveBufferElements(builtin->kind, uint32_t(mySize), count);
-    elements = std::max(b.input, b.output);
-  }
-  const uint64_t bytes = elements * dataTypeSize(type);
-  if (mySize == 1 && builtin) {
-    // A group of one: every collective copies the input to the output
-    // (an average of one value is the value).
-    if (bytes && sendbuf != recvbuf)
-      std::memmove(recvbuf, sendbuf, bytes);
-    return Status::success();
-  }
-  Result<std::shared_ptr<const ValidatedPlan>> plan = planFor(collective, root, bytes);
-  if (!plan)
-    return plan.getStatus();
-  Status s = group->execute(**plan, sendbuf, recvbuf, count, type, op);
-  if (!s)
-    return Status::error("collc: " + s.message());
-  return s;
+  return execute(collective, root, CallArgs{sendbuf, recvbuf, count, type, op});
 }
 
 Status GroupEngine::runBlocks(const std::string &collective, uint32_t root, const void *sendbuf,
                               const std::vector<const void *> &sendBlocks, void *recvbuf,
                               const std::vector<void *> &recvBlocks, uint64_t count, DataType type,
                               RedOp op) {
-  const CollectiveInfo *builtin = findCollective(collective);
-  if (!builtin)
+  if (!findCollective(collective))
     return Status::error("collc: " + collective + " is not a built-in collective");
-  const BufferElements b = collectiveBufferElements(builtin->kind, uint32_t(mySize), count);
-  const uint64_t es = dataTypeSize(type);
-  const uint64_t bytes = std::max(b.input, b.output) * es;
   CallArgs args{sendbuf, recvbuf, count, type, op};
   if (!sendBlocks.empty()) {
     args.sendBlocks = sendBlocks.data();
@@ -318,14 +294,27 @@ Status GroupEngine::runBlocks(const std::string &collective, uint32_t root, cons
     args.recvBlocks = recvBlocks.data();
     args.numRecvBlocks = recvBlocks.size();
   }
-  if (mySize == 1) {
-    // A group of one: the output is the input (every built-in collective
-    // moves one unit then).
-    if (count && recvAddress(args, count * es, 0) != sendAddress(args, count * es, 0))
-      std::memmove(recvAddress(args, count * es, 0), sendAddress(args, count * es, 0), count * es);
+  return execute(collective, root, args);
+}
+
+Status GroupEngine::execute(const std::string &collective, uint32_t root, const CallArgs &args) {
+  const CollectiveInfo *builtin = findCollective(collective);
+  const uint64_t es = dataTypeSize(args.type), unit = args.count * es;
+  uint64_t elements = args.count;
+  if (builtin) {
+    BufferElements b = collectiveBufferElements(builtin->kind, uint32_t(mySize), args.count);
+    elements = std::max(b.input, b.output);
+  }
+  if (mySize == 1 && builtin) {
+    // A group of one: every collective copies the input to the output, one
+    // unit (an average of one value is the value).
+    char *to = recvAddress(args, unit, 0);
+    const char *from = sendAddress(args, unit, 0);
+    if (unit && to != from)
+      std::memmove(to, from, unit);
     return Status::success();
   }
-  Result<std::shared_ptr<const ValidatedPlan>> plan = planFor(collective, root, bytes);
+  Result<std::shared_ptr<const ValidatedPlan>> plan = planFor(collective, root, elements * es);
   if (!plan)
     return plan.getStatus();
   Status s = group->execute(**plan, args);

@@ -121,6 +121,9 @@ private:
   /// onDone (a future's callbacks, e.g. DDP's PowerSGD hook) may submit an
   /// operation and wait for it; nobody else may run it meanwhile.
   void runNested(const std::shared_ptr<Task> &task);
+  /// run() and runBlocks(): the call \p args of \p collective with root
+  /// \p root.
+  Status execute(const std::string &collective, uint32_t root, const CallArgs &args);
   /// The plan for a call of \p bytes (the larger buffer) of \p collective
   /// with root \p root: the last call's, or the selection tables'.
   Result<std::shared_ptr<const ValidatedPlan>> planFor(const std::string &collective, uint32_t root,

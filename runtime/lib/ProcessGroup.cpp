@@ -615,17 +615,21 @@ PreparedCall prepare(ProcessGroup::State &st, const Plan *plan, const ValidatedP
     auto size = [](const ProcessGroup::State::Allocation &a) { return uint64_t(a.map.size()); };
     std::string sendOver, recvOver;
     {
+      // A buffer in blocks: each block of one unit.
+      auto overrun = [&](const char *which, const void *whole, uint64_t bytes,
+                         const void *const *blocks, uint64_t n) {
+        if (!blocks)
+          return allocationOverrun(which, whole, bytes, st.allocations, size);
+        std::string over;
+        for (uint64_t i = 0; i < n && over.empty(); ++i)
+          over = allocationOverrun(cat(which, " block ", i).c_str(), blocks[i], args.count * es,
+                                   st.allocations, size);
+        return over;
+      };
       std::lock_guard<std::mutex> lock(st.allocationsMutex);
-      if (!args.sendBlocks)
-        sendOver = allocationOverrun("send", args.sendbuf, e.input * es, st.allocations, size);
-      for (uint64_t i = 0; args.sendBlocks && i < args.numSendBlocks && sendOver.empty(); ++i)
-        sendOver = allocationOverrun(cat("send block ", i).c_str(), args.sendBlocks[i],
-                                     args.count * es, st.allocations, size);
-      if (!args.recvBlocks)
-        recvOver = allocationOverrun("receive", args.recvbuf, e.output * es, st.allocations, size);
-      for (uint64_t i = 0; args.recvBlocks && i < args.numRecvBlocks && recvOver.empty(); ++i)
-        recvOver = allocationOverrun(cat("receive block ", i).c_str(), args.recvBlocks[i],
-                                     args.count * es, st.allocations, size);
+      sendOver = overrun("send", args.sendbuf, e.input * es, args.sendBlocks, args.numSendBlocks);
+      recvOver = overrun("receive", args.recvbuf, e.output * es,
+                         const_cast<const void *const *>(args.recvBlocks), args.numRecvBlocks);
     }
     for (const std::string *over : {&sendOver, &recvOver})
       if (!over->empty()) {

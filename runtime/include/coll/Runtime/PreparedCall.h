@@ -104,23 +104,26 @@ struct CallArgs {
   uint64_t numSendBlocks = 0;
 };
 
-/// Where the receive buffer's byte \p offset lies: in recvbuf, or in block
-/// offset / \p unitBytes of recvBlocks.
-inline char *recvAddress(const CallArgs &a, uint64_t unitBytes, uint64_t offset) {
-  if (!a.recvBlocks)
-    return static_cast<char *>(a.recvbuf) + offset;
+/// Where byte \p offset of a buffer lies: in \p whole, or in block
+/// offset / \p unitBytes of \p blocks (\p n of them) when they are given.
+inline const char *bufferAddress(const void *whole, const void *const *blocks, uint64_t n,
+                                 uint64_t unitBytes, uint64_t offset) {
+  if (!blocks)
+    return static_cast<const char *>(whole) + offset;
   if (unitBytes == 0)
-    return a.numRecvBlocks ? static_cast<char *>(a.recvBlocks[0]) : nullptr;
-  return static_cast<char *>(a.recvBlocks[offset / unitBytes]) + offset % unitBytes;
+    return n ? static_cast<const char *>(blocks[0]) : nullptr;
+  return static_cast<const char *>(blocks[offset / unitBytes]) + offset % unitBytes;
 }
 
-/// Where the send buffer's byte \p offset lies, as recvAddress().
+/// Where the receive buffer's byte \p offset lies (bufferAddress()).
+inline char *recvAddress(const CallArgs &a, uint64_t unitBytes, uint64_t offset) {
+  return const_cast<char *>(
+      bufferAddress(a.recvbuf, a.recvBlocks, a.numRecvBlocks, unitBytes, offset));
+}
+
+/// Where the send buffer's byte \p offset lies (bufferAddress()).
 inline const char *sendAddress(const CallArgs &a, uint64_t unitBytes, uint64_t offset) {
-  if (!a.sendBlocks)
-    return static_cast<const char *>(a.sendbuf) + offset;
-  if (unitBytes == 0)
-    return a.numSendBlocks ? static_cast<const char *>(a.sendBlocks[0]) : nullptr;
-  return static_cast<const char *>(a.sendBlocks[offset / unitBytes]) + offset % unitBytes;
+  return bufferAddress(a.sendbuf, a.sendBlocks, a.numSendBlocks, unitBytes, offset);
 }
 
 /// What an executor asks of a call besides the plan's rules.
