@@ -223,6 +223,11 @@ struct RankState {
   /// Rung after each step when the rank's threadblocks run on several
   /// workers that sleep on it; null otherwise.
   Doorbell *progressBell = nullptr;
+  /// The bytes of buffers[Scratch].
+  uint64_t scratchBytes = 0;
+  /// Copies into the Input and Output stream their stores
+  /// (streamBytes()): the call's data does not fit the cache.
+  bool streamStores = false;
 };
 
 /// One pause of a spinning thread.
@@ -432,13 +437,23 @@ public:
                                                         : recvPiece(slot, j, n);
     copy(dst, src, n);
   }
+  /// Whether a copy into \p dst (a piece of a buffer of this rank) streams
+  /// its stores: in a call that streams, into the Input or Output, not
+  /// into the scratch that a later step of this rank reads back.
+  bool streamsInto(const char *dst) const {
+    if (!rankState->streamStores)
+      return false;
+    const char *scratch = rankState->buffers[static_cast<unsigned>(BufferKind::Scratch)];
+    return !(scratch && dst >= scratch && dst < scratch + rankState->scratchBytes);
+  }
   bool sendsResult() const { return sendDirect; }
   void sendPiece(char *slot, uint32_t j, const char *src, uint64_t n) {
     if (sendDirect) {
       std::memcpy(slotPiece(slot, j), &src, sizeof src);
       noteSlotWrite(slotPiece(slot, j), sizeof src);
     } else {
-      copy(slotPiece(slot, j), src, n);
+      // Plain stores: the receiver reads the slot soon, from the cache.
+      moveBytes(slotPiece(slot, j), src, n * kernels->elementSize);
       noteSlotWrite(slotPiece(slot, j), n * kernels->elementSize);
     }
   }
@@ -574,13 +589,18 @@ public:
 
   // Arithmetic.
 
+  /// Into a buffer of this rank (never a slot).
   void copy(char *dst, const char *src, uint64_t n) {
     // memmove: `cpy` may name the same chunk as source and destination.
-    if (n && dst != src)
+    if (!n || dst == src)
+      return;
+    if (streamsInto(dst))
+      streamBytes(dst, src, n * kernels->elementSize);
+    else
       moveBytes(dst, src, n * kernels->elementSize);
   }
   void copy2(char *dst0, char *dst1, const char *src, uint64_t n) {
-    moveBytes(dst0, src, n * kernels->elementSize);
+    copy(dst0, src, n);
     moveBytes(dst1, src, n * kernels->elementSize);
     noteSlotWrite(dst1, n * kernels->elementSize);
   }

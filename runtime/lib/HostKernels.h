@@ -43,6 +43,26 @@ bool selectHostKernels(DataType type, RedOp op, HostKernels &out);
 /// run backwards, where no load follows a store of its low bits.
 void moveBytes(void *dst, const void *src, size_t n);
 
+/// memmove(\p dst, \p src, \p n) with non-temporal stores where the
+/// ranges do not overlap: \p dst is written to memory without being read
+/// into the cache first, and without evicting what the cache holds. For a
+/// destination that is not read again soon, in a call whose data does not
+/// fit the cache: a copy out of cache into memory then ran at twice a
+/// plain copy's speed on an AMD EPYC (docs/performance.md, "Streaming
+/// stores"). Ends with a store fence, so a release store after it
+/// publishes the data as it does a plain copy's.
+void streamBytes(void *dst, const void *src, size_t n);
+
+/// The bytes of the last-level cache of the CPU this process runs on (from
+/// /sys/devices/system/cpu), or 0 when it is not known.
+uint64_t lastLevelCacheBytes();
+
+/// Whether a call whose ranks on this host touch \p footprint bytes of
+/// their buffers (input and output, all ranks together) streams its stores
+/// into them (streamBytes()), under the threshold \p from: 0 is the
+/// last-level cache (32 MiB when unknown), UINT64_MAX never.
+bool streamsStores(uint64_t footprint, uint64_t from);
+
 } // namespace detail
 } // namespace coll
 

@@ -53,6 +53,13 @@ public:
                 void *const *outputBlocks, char *scratch, const PublishedCall *watch = nullptr);
 
   bool empty() const { return runs.empty(); }
+  /// Set before run(): the run's copies into the Input and Output stream
+  /// their stores (RankState::streamStores); \p scratchBytes: the bytes at
+  /// run()'s scratch.
+  void setStores(bool stream, uint64_t scratchBytes) {
+    rs.streamStores = stream;
+    rs.scratchBytes = scratchBytes;
+  }
   /// The direct messages this rank read in the last run.
   uint64_t directReceived() const;
 

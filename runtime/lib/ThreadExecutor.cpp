@@ -316,6 +316,7 @@ void resetLocalRun(const Plan &plan, const std::vector<HostBinding> &bindings,
     rs.blocks[unsigned(BufferKind::Input)] = bindings[r].inputBlocks;
     rs.blocks[unsigned(BufferKind::Output)] = bindings[r].outputBlocks;
     rs.buffers[unsigned(BufferKind::Scratch)] = run.scratch[r].data();
+    rs.scratchBytes = run.scratch[r].size();
     const size_t ntb = plan.ranks[r].threadblocks.size();
     for (size_t b = 0; b < ntb; ++b) {
       rs.progress[b].value.store(0, std::memory_order_relaxed);
@@ -479,6 +480,14 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
   }
 
   resetLocalRun(plan, bindings, outOfPlace, options.timeline != nullptr, *run);
+  {
+    uint64_t footprint = 0;
+    for (uint32_t r = 0; r < nranks; ++r)
+      footprint = addSaturated(footprint, addSaturated(calls[r].inputBytes, calls[r].outputBytes));
+    const bool stream = streamsStores(footprint, options.streamingStoresFrom);
+    for (RankState &rs : run->ranks)
+      rs.streamStores = stream;
+  }
 
   // Run: Single mode is one worker for everything, and so is a small call
   // in Threads mode that nobody watches or injects faults into; Threads

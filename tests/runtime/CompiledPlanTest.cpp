@@ -90,6 +90,32 @@ TEST_P(CompiledPlanTest, AllCountsThreads) {
     }
 }
 
+// Every call streams its stores into the buffers (ExecOptions::
+// streamingStoresFrom of 1 byte), with pieces large enough to stream (at
+// least 4 KiB of every type), counts that leave odd heads and tails, in
+// place and out of place, on threads and on the ProcessGroup.
+TEST_P(CompiledPlanTest, AllCountsStreamingStores) {
+  std::vector<DataType> types = allDataTypes();
+  std::vector<RedOp> ops = opsFor(plan.info.collective);
+  size_t k = std::hash<std::string>()(GetParam()) + 1;
+  for (uint64_t count : {uint64_t(4097), uint64_t(65539), uint64_t(100003)})
+    for (bool inplace : {false, true})
+      for (bool processGroup : {false, true}) {
+        RunCase c;
+        c.type = types[k % types.size()];
+        c.op = ops[(k / types.size()) % ops.size()];
+        ++k;
+        c.count = count;
+        c.inplace = inplace;
+        c.processGroup = processGroup;
+        c.workersPerRank = uint32_t(k % 2);
+        c.slice = count == 4097 ? 4096 : 8192 + 7;
+        c.streamingStoresFrom = 1;
+        std::string err = runAndCheck(plan, c);
+        ASSERT_EQ(err, "") << GetParam();
+      }
+}
+
 // With inexact floating-point data (random fractions, whose sums depend on
 // the order), the threads executor and the single-thread executor give the
 // same bits: the order of operations is the plan's, not the schedule's.

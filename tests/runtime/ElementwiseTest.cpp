@@ -307,3 +307,40 @@ TEST(HostKernels, MoveBytesIsMemmoveAtEveryDistance) {
     }
   }
 }
+
+/// streamBytes is memmove too: disjoint copies stream (every alignment of
+/// the destination, tails of every length), overlapping ones take
+/// moveBytes.
+TEST(HostKernels, StreamBytesIsMemmove) {
+  const size_t span = 16 * 65536;
+  std::vector<unsigned char> base(span), mine, theirs;
+  for (size_t i = 0; i < span; ++i)
+    base[i] = static_cast<unsigned char>(i * 13 + i / 241 + 5);
+  for (size_t n : {size_t(0), size_t(1), size_t(4095), size_t(4096), size_t(4096 + 63),
+                   size_t(65536 + 1), size_t(3 * 65536 + 37)}) {
+    for (long apart : {-200000L, -4096L, -8L, 1L, 15L, 16L, 63L, 4096L, 4096L + 9, 200000L + 3}) {
+      const size_t src = 210000;
+      const size_t dst = size_t(long(src) + apart);
+      ASSERT_LE(dst + n, span);
+      ASSERT_LE(src + n, span);
+      mine = base;
+      theirs = base;
+      coll::detail::streamBytes(mine.data() + dst, mine.data() + src, n);
+      std::memmove(theirs.data() + dst, theirs.data() + src, n);
+      ASSERT_EQ(mine, theirs) << n << " bytes, destination " << apart << " bytes from the source";
+    }
+  }
+}
+
+/// Calls stream their stores from the threshold given, or from the size
+/// of the last-level cache; never with noStreamingStores.
+TEST(HostKernels, StreamsStoresFromTheThreshold) {
+  using coll::detail::streamsStores;
+  EXPECT_FALSE(streamsStores(4095, 4096));
+  EXPECT_TRUE(streamsStores(4096, 4096));
+  EXPECT_FALSE(streamsStores(~uint64_t(0), coll::noStreamingStores));
+  const uint64_t llc = coll::detail::lastLevelCacheBytes();
+  const uint64_t from = llc ? llc : uint64_t(32) << 20;
+  EXPECT_FALSE(streamsStores(from - 1, 0));
+  EXPECT_TRUE(streamsStores(from, 0));
+}

@@ -110,6 +110,28 @@ TEST_P(CompiledProcessTest, AllCasesOnRegisteredBuffers) {
           "--registered"});
 }
 
+// Every copy into the buffers streams its stores (non-temporal, fenced
+// before the step is published), with pieces of 16 KiB: every count, in
+// place and out of place, on processes and on registered buffers (which
+// the peers read while the receiver streams).
+TEST(ProcessExecutorTest, StreamingStoresOfCompiledPlans) {
+#ifndef COLL_TEST_PLAN_DIR
+  GTEST_SKIP() << "collc is not built; compiled plans are not available";
+#endif
+  for (auto [plan, n] : {std::pair<const char *, int>{"alltoall_allpairs_n4", 4},
+                         {"tree_broadcast_n4", 4},
+                         {"ring_allreduce_x2_n4", 4},
+                         {"ring_allgather_n3", 3}})
+    for (bool registered : {false, true}) {
+      std::vector<std::string> args = {
+          "--plan", planFile(plan),       "--cases", "all", "--slice", "4096", "--workers",
+          "1",      "--streaming-stores", "1"};
+      if (registered)
+        args.push_back("--registered");
+      runAll(std::string("stream-") + plan + (registered ? "-reg" : ""), n, args);
+    }
+}
+
 // The same with compiled plans: a reduction, a gather of blocks, and
 // threadblocks on workers of their own.
 TEST(ProcessExecutorTest, RepeatedCallsOfCompiledPlans) {

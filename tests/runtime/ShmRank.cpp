@@ -15,6 +15,7 @@
 //                    [--delay-ms MS] [--overlap] [--fail-alloc-above BYTES]
 //                    [--recreate K] [--validated]
 //                    [--registered] [--cross-memory] [--no-direct] [--expect-direct]
+//                    [--streaming-stores BYTES]
 //                    [--blocks]
 //                    [--store HOST:PORT [--host NAME]]
 //
@@ -334,6 +335,8 @@ int main(int argc, char **argv) {
       a.validated = true;
     else if (s == "--workers")
       a.options.workers = uint32_t(std::atoi(next()));
+    else if (s == "--streaming-stores")
+      a.options.streamingStoresFrom = std::strtoull(next(), nullptr, 10);
     else if (s == "--protocol") {
       if (Status st = parseProtocolChoice(next(), a.options.protocol); !st) {
         std::fprintf(stderr, "%s\n", st.message().c_str());

@@ -39,6 +39,8 @@ struct RunCase {
   bool processGroup = false;
   /// The protocol choice of the run (the plan's by default).
   ProtocolChoice protocol;
+  /// ExecOptions::streamingStoresFrom, ProcessGroupOptions::streamingStoresFrom.
+  uint64_t streamingStoresFrom = 0;
 };
 
 inline std::string describe(const RunCase &c) {
@@ -53,6 +55,8 @@ inline std::string describe(const RunCase &c) {
     os << " workers " << c.workersPerRank;
   if (c.protocol != ProtocolChoice())
     os << " protocol " << formatProtocolChoice(c.protocol);
+  if (c.streamingStoresFrom)
+    os << " streaming stores from " << c.streamingStoresFrom << " bytes";
   return os.str();
 }
 
@@ -214,6 +218,7 @@ inline Status runOnProcessGroup(const Plan &plan, const RunCase &c,
       o.workers = c.workersPerRank;
       o.timeoutSeconds = c.timeout;
       o.protocol = c.protocol;
+      o.streamingStoresFrom = c.streamingStoresFrom;
       auto group = ProcessGroup::create(job, int(r), int(n), o);
       results[r] = group ? (*group)->execute(plan, sendbufs[r], recvbufs[r], c.count, c.type, c.op)
                          : group.getStatus();
@@ -247,6 +252,7 @@ runAndCheck(const Plan &plan, const RunCase &c, const ExecOptions *extra = nullp
   o.workersPerRank = c.workersPerRank;
   o.timeoutSeconds = c.timeout;
   o.protocol = c.protocol;
+  o.streamingStoresFrom = c.streamingStoresFrom;
   Status s = c.processGroup ? runOnProcessGroup(plan, c, b.send, b.recv)
              : world        ? world->run(plan, b.send, b.recv, c.count, c.type, c.op, o)
                             : LocalWorld().run(plan, b.send, b.recv, c.count, c.type, c.op, o);

@@ -5,7 +5,7 @@
 //           [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1]
 //           [-d f32] [-o sum] [-r root] [--placement out-of-place|in-place|both]
 //           [--slice elements] [--protocol choice] [--no-direct]
-//           [--cross-memory] [-R 0|1]
+//           [--cross-memory] [--streaming-stores auto|off|bytes] [-R 0|1]
 //           [--timeout seconds] [--csv]
 //           [-D name=value]
 //           [--collc path] [--stdlib dir]
@@ -100,6 +100,10 @@ void usage(FILE *out) {
       "                         (by default a send whose source stays put is read in place)\n"
       "  --cross-memory         processes: also read buffers the runtime did not allocate\n"
       "                         in the sender's process (process_vm_readv)\n"
+      "  --streaming-stores auto|off|BYTES\n"
+      "                         copies into the buffers bypass the caches in calls whose\n"
+      "                         buffers (all ranks) take at least BYTES (auto: the size\n"
+      "                         of the last-level cache)\n"
       "  -R 0|1                 processes: buffers from ProcessGroup::allocate(), which\n"
       "                         peers map and read in place (registered) (0)\n"
       "  --timeout SECONDS      a run that stops moving fails after this long\n"
@@ -181,18 +185,51 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.input = a;
       continue;
     }
-    static const char *const valued[] = {
-        "--coll",      "--nranks",       "--ranks-as",  "--bind",       "-b",    "--minbytes",
-        "-e",          "--maxbytes",     "-f",          "--stepfactor", "-n",    "--iters",
-        "-w",          "--warmup_iters", "-c",          "--check",      "-R",    "--local_register",
-        "-d",          "--datatype",     "-o",          "--op",         "-r",    "--root",
-        "--placement", "--slice",        "--protocol",  "--timeout",    "-D",    "--collc",
-        "--stdlib",    "--select",       "--bootstrap", "--rank",       "--job", "--predict"};
+    static const char *const valued[] = {"--coll",
+                                         "--nranks",
+                                         "--ranks-as",
+                                         "--bind",
+                                         "-b",
+                                         "--minbytes",
+                                         "-e",
+                                         "--maxbytes",
+                                         "-f",
+                                         "--stepfactor",
+                                         "-n",
+                                         "--iters",
+                                         "-w",
+                                         "--warmup_iters",
+                                         "-c",
+                                         "--check",
+                                         "-R",
+                                         "--local_register",
+                                         "-d",
+                                         "--datatype",
+                                         "-o",
+                                         "--op",
+                                         "-r",
+                                         "--root",
+                                         "--placement",
+                                         "--slice",
+                                         "--protocol",
+                                         "--timeout",
+                                         "-D",
+                                         "--collc",
+                                         "--stdlib",
+                                         "--select",
+                                         "--bootstrap",
+                                         "--rank",
+                                         "--job",
+                                         "--predict",
+                                         "--streaming-stores"};
     if (std::find(std::begin(valued), std::end(valued), a) == std::end(valued))
       return fail("unknown option: " + a);
     if (!value())
       return fail(a + " needs a value");
-    if (a == "--bootstrap") {
+    if (a == "--streaming-stores") {
+      if (!tools::parseStreamingStores(v, p.run.streamingStoresFrom))
+        return fail("--streaming-stores takes auto, off or a size");
+    } else if (a == "--bootstrap") {
       if (!o.boot.parse(v))
         return fail("--bootstrap takes tcp://host:port");
     } else if (a == "--rank") {

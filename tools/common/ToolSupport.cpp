@@ -49,6 +49,18 @@ bool parseSeconds(const std::string &text, double &out) {
   return true;
 }
 
+bool parseStreamingStores(const std::string &text, uint64_t &out) {
+  if (text == "auto") {
+    out = 0;
+    return true;
+  }
+  if (text == "off") {
+    out = noStreamingStores;
+    return true;
+  }
+  return parseSize(text, out) && out > 0;
+}
+
 ExecOptions RunSettings::execOptions(ExecMode mode) const {
   ExecOptions eo;
   eo.mode = mode;
@@ -58,6 +70,7 @@ ExecOptions RunSettings::execOptions(ExecMode mode) const {
   eo.timeoutSeconds = timeoutSeconds;
   eo.memoryLimitBytes = memoryLimitBytes;
   eo.protocol = protocol;
+  eo.streamingStoresFrom = streamingStoresFrom;
   return eo;
 }
 
@@ -70,6 +83,7 @@ ProcessGroupOptions RunSettings::processGroupOptions() const {
   po.directReads = directSends;
   po.crossMemoryReads = directSends && crossMemoryReads;
   po.protocol = protocol;
+  po.streamingStoresFrom = streamingStoresFrom;
   return po;
 }
 

@@ -35,6 +35,9 @@ namespace coll::tools {
 bool parseSize(const std::string &text, uint64_t &out);
 /// Parses a non-negative decimal integer, nothing after it.
 bool parseUnsigned(const std::string &text, uint64_t &out);
+/// Parses --streaming-stores' value: auto (0), off (noStreamingStores),
+/// or a size (at least 1 byte).
+bool parseStreamingStores(const std::string &text, uint64_t &out);
 /// Parses a positive number of seconds.
 bool parseSeconds(const std::string &text, double &out);
 
@@ -50,6 +53,9 @@ struct RunSettings {
   bool crossMemoryReads = ProcessGroupOptions().crossMemoryReads;
   /// --protocol: ExecOptions::protocol, ProcessGroupOptions::protocol.
   ProtocolChoice protocol;
+  /// --streaming-stores: ExecOptions::streamingStoresFrom,
+  /// ProcessGroupOptions::streamingStoresFrom.
+  uint64_t streamingStoresFrom = ExecOptions().streamingStoresFrom;
 
   /// LocalWorld's options in \p mode.
   ExecOptions execOptions(ExecMode mode) const;

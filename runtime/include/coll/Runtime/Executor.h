@@ -103,6 +103,12 @@ struct ExecOptions {
   /// the cap. A call that would need more fails before it allocates
   /// anything, naming the plan field that asks for the memory.
   uint64_t memoryLimitBytes = 0;
+  /// Copies into the user's buffers write past the caches (non-temporal
+  /// stores) in calls whose input and output bytes, summed over the ranks,
+  /// reach this: 0 (the default) is the size of the last-level cache,
+  /// noStreamingStores never. Copies into scratch and message slots, read
+  /// again soon, never do.
+  uint64_t streamingStoresFrom = 0;
   /// For tests: called at each FaultSite with the rank concerned. An
   /// exception it throws fails the run as any failure inside that rank's
   /// execution does: every rank gets an error naming it. Empty (the
@@ -112,6 +118,10 @@ struct ExecOptions {
 
 /// ExecOptions::memoryLimitBytes: no cap.
 constexpr uint64_t noMemoryLimit = ~uint64_t(0);
+
+/// ExecOptions::streamingStoresFrom, ProcessGroupOptions::streamingStoresFrom:
+/// never stream.
+constexpr uint64_t noStreamingStores = ~uint64_t(0);
 
 /// The default memory cap of a call whose buffers (every input and output
 /// it is given) take \p bufferBytes: 8 times that, plus 256 MiB.

@@ -110,6 +110,12 @@ struct ProcessGroupOptions {
   /// speed, and lost to the slots (docs/performance.md).
   bool crossMemoryReads = false;
   uint64_t crossMemoryMinBytes = 32768;
+  /// Copies into this rank's buffers write past the caches (non-temporal
+  /// stores) in calls whose input and output bytes, times the ranks, reach
+  /// this: 0 (the default) is the size of the last-level cache, noStreamingStores
+  /// never (ExecOptions::streamingStoresFrom). Every rank should choose
+  /// alike.
+  uint64_t streamingStoresFrom = 0;
 };
 
 /// This process's rank of a job whose ranks are processes on one host.
