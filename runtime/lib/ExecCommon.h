@@ -159,6 +159,16 @@ inline void stageHost(const PreparedCall &c, const HostBinding &b) {
     std::memcpy(resolve(s.to, c, copy), resolve(s.from, c, copy), size_t(s.bytes));
 }
 
+/// The bytes of the caller's buffers that call \p c touches: the larger
+/// buffer when they are the in-place alias (one buffer, the other inside
+/// it), both otherwise (streamsStores()' footprint, per rank).
+inline uint64_t bufferFootprint(const PreparedCall &c) {
+  if (c.inPlace)
+    return c.inputBytes > c.outputBytes ? c.inputBytes : c.outputBytes;
+  uint64_t both;
+  return __builtin_add_overflow(c.inputBytes, c.outputBytes, &both) ? ~uint64_t(0) : both;
+}
+
 /// Binds \p c in host memory: allocates the private copy (in \p kept,
 /// which keeps it for the next calls, when given; it grows to the largest
 /// copy), makes the staging copies that go before the run (unless \p stage

@@ -554,9 +554,8 @@ Status ProcessGroup::executeCall(const Plan *rawPlan, const ValidatedPlan *valid
   if (!cc->run.empty()) {
     st.phase = "running";
     // The bytes every rank's buffers take, as far as this rank can tell.
-    uint64_t footprint = ~uint64_t(0);
-    if (uint64_t both; !__builtin_add_overflow(call.inputBytes, call.outputBytes, &both) &&
-                       __builtin_mul_overflow(both, uint64_t(jc.nranks), &footprint))
+    uint64_t footprint;
+    if (__builtin_mul_overflow(bufferFootprint(call), uint64_t(jc.nranks), &footprint))
       footprint = ~uint64_t(0);
     cc->run.setStores(streamsStores(footprint, jc.options.streamingStoresFrom), cc->scratch.size());
     CallError e = cc->run.run(

@@ -483,7 +483,7 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
   {
     uint64_t footprint = 0;
     for (uint32_t r = 0; r < nranks; ++r)
-      footprint = addSaturated(footprint, addSaturated(calls[r].inputBytes, calls[r].outputBytes));
+      footprint = addSaturated(footprint, bufferFootprint(calls[r]));
     const bool stream = streamsStores(footprint, options.streamingStoresFrom);
     for (RankState &rs : run->ranks)
       rs.streamStores = stream;

@@ -104,8 +104,8 @@ struct ExecOptions {
   /// anything, naming the plan field that asks for the memory.
   uint64_t memoryLimitBytes = 0;
   /// Copies into the user's buffers write past the caches (non-temporal
-  /// stores) in calls whose input and output bytes, summed over the ranks,
-  /// reach this: 0 (the default) is the size of the last-level cache,
+  /// stores) in calls whose input and output bytes (in place: the larger
+  /// one), summed over the ranks, reach this: 0 (the default) is the size of the last-level cache,
   /// noStreamingStores never. Copies into scratch and message slots, read
   /// again soon, never do.
   uint64_t streamingStoresFrom = 0;

@@ -111,10 +111,9 @@ struct ProcessGroupOptions {
   bool crossMemoryReads = false;
   uint64_t crossMemoryMinBytes = 32768;
   /// Copies into this rank's buffers write past the caches (non-temporal
-  /// stores) in calls whose input and output bytes, times the ranks, reach
-  /// this: 0 (the default) is the size of the last-level cache, noStreamingStores
-  /// never (ExecOptions::streamingStoresFrom). Every rank should choose
-  /// alike.
+  /// stores) in calls whose input and output bytes (in place: the larger
+  /// one), times the ranks, reach this: 0 (the default) is the size of the last-level cache,
+  /// noStreamingStores never (ExecOptions::streamingStoresFrom). Every rank should choose alike.
   uint64_t streamingStoresFrom = 0;
 };
 
