@@ -16,6 +16,7 @@ import csv
 import io
 import statistics
 import subprocess
+import sys
 
 
 def main():
@@ -42,8 +43,15 @@ def main():
                 for t, table in enumerate([a.first, a.second]):
                     cmd = [perf, "--coll", coll, "--nranks", n, "--ranks-as", a.ranks_as,
                            "--select", table, "--csv"] + extra
-                    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-                    for row in csv.DictReader(io.StringIO(out)):
+                    run = subprocess.run(cmd, capture_output=True, text=True)
+                    if run.returncode != 0:
+                        # Reported, and the others go on: a point that lacks a
+                        # repetition takes the median of those it has.
+                        print("failed (exit %d): %s\n%s" % (run.returncode, " ".join(cmd),
+                                                           run.stderr.strip()[-2000:]),
+                              file=sys.stderr, flush=True)
+                        continue
+                    for row in csv.DictReader(io.StringIO(run.stdout)):
                         key = (coll, int(n), int(row["size_bytes"]), t)
                         times.setdefault(key, []).append(float(row["time_us"]))
                         progs[key] = row["algorithm"]

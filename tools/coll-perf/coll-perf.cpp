@@ -462,6 +462,12 @@ Result<std::vector<std::pair<ValidatedPlan, uint64_t>>> loadPlans(const Options 
     if (taken >= o.perf.maxBytes)
       break;
   }
+  // A row whose program does not compile for these ranks is skipped (its
+  // `require` may refuse them); a sweep that none compiles for is an error.
+  if (plans.empty())
+    return Status::error("none of the selection table's programs for " + o.collective + " on " +
+                         std::to_string(n) + " ranks that the sizes take compiled (the first: " +
+                         rows.front()->path + "); give it alone to see why");
   return plans;
 }
 
