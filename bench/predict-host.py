@@ -6,6 +6,7 @@ ratios measured / predicted per point.
 
     bench/predict-host.py BUILD TOPOLOGY [--ranks-as threads|processes]
                           [--sweeps 3] [--compare TOPOLOGY2] [--programs]
+                          [--save FILE | --measured FILE]
                           [-- coll-perf arguments]
 
 The coll-perf arguments default to -b 64K -e 32M -f 8 -n 10 -w 3
@@ -15,12 +16,15 @@ description's predictions (another model or calibration) against the same
 measurements: the median measured time over its prediction. --programs
 measures every stdlib program of each collective (a row per program and
 rank count, those whose require refuses the rank count left out) instead
-of the selection table's pick.
+of the selection table's pick. --save keeps the measured times (JSON);
+--measured reads them back instead of measuring, to try another
+description against the same runs in seconds.
 """
 import argparse
 import csv
 import glob
 import io
+import json
 import os
 import re
 import statistics
@@ -39,6 +43,9 @@ def main():
     ap.add_argument("--compare", help="a second description, tabulated against the same runs")
     ap.add_argument("--programs", action="store_true",
                     help="every stdlib program of each collective, not the table's pick")
+    ap.add_argument("--save", help="write the measured times (JSON) to this file")
+    ap.add_argument("--measured",
+                    help="measured times saved by --save: predict only, against them")
     argv = sys.argv[1:]
     rest = argv[argv.index("--") + 1:] if "--" in argv else []
     a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -50,6 +57,12 @@ def main():
     ratios = {}  # (coll, n, size) -> [measured / predicted]
     measured = {}  # (coll, n, size) -> [measured us]
     programs = {}
+    if a.measured:
+        with open(a.measured) as f:
+            for k, v in json.load(f).items():
+                label, n, size = k.split("|")
+                measured[(label, int(n), int(size))] = v
+        a.sweeps = 0
     for sweep in range(a.sweeps):
         for label, what in a.subjects:
             for n in a.nranks.split(","):
@@ -63,27 +76,35 @@ def main():
                     measured.setdefault(key, []).append(float(row["time_us"]))
                     programs.setdefault(key, set()).add(row["algorithm"])
         print("sweep %d of %d done" % (sweep + 1, a.sweeps), file=sys.stderr, flush=True)
+    if a.save:
+        with open(a.save, "w") as f:
+            json.dump({"%s|%d|%d" % k: v for k, v in sorted(measured.items())}, f, indent=0)
+    if a.measured:
+        ratios = predicted_against(a, perf, extra, a.topology, measured)
     table(a, ratios)
     if a.compare:
-        # The second description's predictions (a run of one call each:
-        # only its predicted column is read).
-        other = {}
-        quick = [x for x in extra]
-        for flag in ("-n", "-w"):
-            if flag in quick:
-                quick[quick.index(flag) + 1] = "1" if flag == "-n" else "0"
-        for label, what in a.subjects:
-            for n in a.nranks.split(","):
-                out = run(perf, what, n, a, a.compare, quick)
-                if out is None:
-                    continue
-                for row in csv.DictReader(io.StringIO(out)):
-                    key = (label, int(n), int(row["size_bytes"]))
-                    if key in measured:
-                        other[key] = [statistics.median(measured[key]) /
-                                      float(row["predicted_us"])]
         print("\nThe same runs against %s:\n" % a.compare)
-        table(a, other)
+        table(a, predicted_against(a, perf, extra, a.compare, measured))
+
+
+def predicted_against(a, perf, extra, topology, measured):
+    """The median measured time over the prediction on \p topology, per
+    point (a run of one call each: only its predicted column is read)."""
+    other = {}
+    quick = [x for x in extra]
+    for flag in ("-n", "-w"):
+        if flag in quick:
+            quick[quick.index(flag) + 1] = "1" if flag == "-n" else "0"
+    for label, what in a.subjects:
+        for n in a.nranks.split(","):
+            out = run(perf, what, n, a, topology, quick)
+            if out is None:
+                continue
+            for row in csv.DictReader(io.StringIO(out)):
+                key = (label, int(n), int(row["size_bytes"]))
+                if key in measured:
+                    other[key] = [statistics.median(measured[key]) / float(row["predicted_us"])]
+    return other
 
 
 def subjects(a):

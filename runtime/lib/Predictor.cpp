@@ -527,10 +527,14 @@ Status Simulation::setUp() {
   }
   // A threadblock's work crosses its own cap and its node's, where the
   // topology has them.
+  // With a few threads per rank, all of its threadblocks share them.
   for (SimTb &t : tbs) {
     if (topo.threadblockBandwidth > 0)
       t.local.push_back(linkOf("rank " + std::to_string(t.rank) + " tb " + std::to_string(t.index),
                                topo.threadblockBandwidth));
+    if (topo.threadblockBandwidth > 0 && topo.threadsPerRank > 0)
+      t.local.push_back(linkOf("rank " + std::to_string(t.rank) + " threads",
+                               topo.threadblockBandwidth * topo.threadsPerRank));
     if (topo.nodeBandwidth > 0)
       t.local.push_back(linkOf("node " + std::to_string(topo.nodeOf(t.rank)), topo.nodeBandwidth));
   }
@@ -634,6 +638,9 @@ Path Simulation::stagingPath(uint32_t r) {
   Path p;
   if (topo.threadblockBandwidth > 0)
     p.push_back(linkOf("rank " + std::to_string(r) + " staging", topo.threadblockBandwidth));
+  if (topo.threadblockBandwidth > 0 && topo.threadsPerRank > 0)
+    p.push_back(linkOf("rank " + std::to_string(r) + " threads",
+                       topo.threadblockBandwidth * topo.threadsPerRank));
   if (topo.nodeBandwidth > 0)
     p.push_back(linkOf("node " + std::to_string(topo.nodeOf(r)), topo.nodeBandwidth));
   return p;
@@ -1166,12 +1173,20 @@ Result<Prediction> predictPlan(const Plan &plan, const Topology &topo, uint64_t 
         staging[r].after += double(a.bytes);
     }
   }
-  Simulation sim(plan, topo, layout, es, out.protocol, options.recordSpans, std::move(staging));
+  // The buffers of the fullest node: each rank's input and output, or the
+  // one buffer of an in-place call (Topology::forFootprint()).
+  const uint32_t nranks = plan.info.nranks;
+  const uint64_t perRank = plan.info.inplace && !options.outOfPlace
+                               ? std::max(elems.input, elems.output) * es
+                               : (elems.input + elems.output) * es;
+  const uint32_t onNode = topo.ranksPerNode ? std::min(topo.ranksPerNode, nranks) : nranks;
+  const Topology sized = topo.forFootprint(perRank * onNode);
+  Simulation sim(plan, sized, layout, es, out.protocol, options.recordSpans, std::move(staging));
   if (Status s = sim.setUp(); !s)
     return s;
   if (Status s = sim.run(out); !s)
     return s;
-  out.seconds = std::max(out.seconds + callSeconds(topo, plan.info.nranks), out.cpuSeconds);
+  out.seconds = std::max(out.seconds + callSeconds(sized, nranks), out.cpuSeconds);
   if (out.seconds > 0) {
     out.algbw = double(out.sizeBytes) / out.seconds;
     out.busbw = out.algbw * busBandwidthFactor(plan.info.collective, plan.info.nranks);

@@ -50,6 +50,22 @@ bool parseLatency(const std::string &text, double &out) {
   return parseQuantity(text, units, out) && out <= 3600;
 }
 
+bool parseBytes(const std::string &text, uint64_t &out) {
+  static const std::pair<const char *, double> units[] = {{"", 1},
+                                                          {"B", 1},
+                                                          {"KiB", 1024},
+                                                          {"MiB", 1024.0 * 1024},
+                                                          {"GiB", 1024.0 * 1024 * 1024},
+                                                          {"KB", 1e3},
+                                                          {"MB", 1e6},
+                                                          {"GB", 1e9}};
+  double v = 0;
+  if (!parseQuantity(text, units, v) || v >= 1.8e19)
+    return false;
+  out = uint64_t(v);
+  return true;
+}
+
 bool parseCount(const std::string &text, uint32_t &out) {
   const char *s = text.c_str();
   char *end = nullptr;
@@ -240,6 +256,9 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
     } else if (key == "ranks-per-node") {
       ok = parseCount(value, t.ranksPerNode);
       expects = "a number of ranks";
+    } else if (key == "threads-per-rank") {
+      ok = parseCount(value, t.threadsPerRank);
+      expects = "a number of threads, or 0 for one per threadblock";
     } else if (key == "cpus-per-node") {
       ok = parseCount(value, t.cpusPerNode);
       expects = "a number of CPUs, or 0 for no limit";
@@ -253,10 +272,14 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
     } else if (key == "nics-per-node") {
       ok = parseCount(value, t.nicsPerNode) && t.nicsPerNode > 0;
       expects = "a number of NICs, at least 1";
+    } else if (key == "cache-bytes") {
+      ok = parseBytes(value, t.cacheBytes);
+      expects = "a size such as 32MiB, or 0";
     } else if (key == "intra-bandwidth" || key == "inter-bandwidth" || key == "copy-bandwidth" ||
-               key == "threadblock-bandwidth" || key == "node-bandwidth") {
-      const bool zeroOk =
-          key == "copy-bandwidth" || key == "threadblock-bandwidth" || key == "node-bandwidth";
+               key == "threadblock-bandwidth" || key == "node-bandwidth" ||
+               key == "cached-intra-bandwidth" || key == "cached-threadblock-bandwidth" ||
+               key == "cached-node-bandwidth") {
+      const bool zeroOk = key != "intra-bandwidth" && key != "inter-bandwidth";
       double v = 0;
       ok = parseBandwidth(value, v) && (zeroOk || v > 0);
       expects = zeroOk ? "a bandwidth such as 1500GB/s, or 0"
@@ -271,6 +294,12 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
         t.copyBandwidth = v;
       } else if (key == "node-bandwidth") {
         t.nodeBandwidth = v;
+      } else if (key == "cached-intra-bandwidth") {
+        t.cachedIntraBandwidth = v;
+      } else if (key == "cached-threadblock-bandwidth") {
+        t.cachedThreadblockBandwidth = v;
+      } else if (key == "cached-node-bandwidth") {
+        t.cachedNodeBandwidth = v;
       } else {
         t.threadblockBandwidth = v;
       }
@@ -350,6 +379,8 @@ std::string formatTopology(const Topology &t) {
   o << "copy-bandwidth " << formatBandwidth(t.copyBandwidth) << "\n";
   o << "threadblock-bandwidth " << formatBandwidth(t.threadblockBandwidth) << "\n";
   o << "node-bandwidth " << formatBandwidth(t.nodeBandwidth) << "\n";
+  if (t.threadsPerRank)
+    o << "threads-per-rank " << t.threadsPerRank << "\n";
   o << "call-latency " << formatLatency(t.callLatency) << "\n";
   if (t.callRankLatency > 0)
     o << "call-rank-latency " << formatLatency(t.callRankLatency) << "\n";
@@ -365,6 +396,15 @@ std::string formatTopology(const Topology &t) {
     o << "cpus-per-node " << t.cpusPerNode << "\n";
   if (t.cpusPerNode || t.switchLatency > 0)
     o << "switch-latency " << formatLatency(t.switchLatency) << "\n";
+  if (t.cacheBytes) {
+    o << "cache-bytes " << t.cacheBytes << "\n";
+    if (t.cachedIntraBandwidth > 0)
+      o << "cached-intra-bandwidth " << formatBandwidth(t.cachedIntraBandwidth) << "\n";
+    if (t.cachedThreadblockBandwidth > 0)
+      o << "cached-threadblock-bandwidth " << formatBandwidth(t.cachedThreadblockBandwidth) << "\n";
+    if (t.cachedNodeBandwidth > 0)
+      o << "cached-node-bandwidth " << formatBandwidth(t.cachedNodeBandwidth) << "\n";
+  }
   return o.str();
 }
 

@@ -527,6 +527,62 @@ TEST(Predict, NodeBandwidthIsShared) {
   EXPECT_NEAR(p->seconds, 4e-3 + 5e-6 + 7e-6, 1e-12);
 }
 
+TEST(Predict, ThreadsPerRankShareTheirThreadblocksWork) {
+  // Ranks 0 and 1 each send 1 MB to rank 2, whose two receiving
+  // threadblocks copy out of their slots at 1 GB/s each (ports and node
+  // unlimited): 1 ms of sending, then 1 ms of copying out at once; on one
+  // thread of rank 2, 2 ms of copying out.
+  Topology t = oneNode(100e9, 0);
+  t.threadblockBandwidth = 1e9;
+  const uint64_t count = 250000; // 1 MB
+  Result<Prediction> apart =
+      predictPlan(twoIntoOne(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(apart.ok()) << apart.message();
+  EXPECT_NEAR(apart->seconds, 2e-3, 1e-12);
+  t.threadsPerRank = 1;
+  Result<Prediction> one = predictPlan(twoIntoOne(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(one.ok()) << one.message();
+  EXPECT_NEAR(one->seconds, 3e-3, 1e-12);
+}
+
+TEST(Predict, CallsThatFitTheCacheRunAtTheCachedFigures) {
+  // Two ranks, 1 MB each way (input and output of 1 MB per rank: 4 MB on
+  // the node). Under a cache of 4 MB and 1 byte the ports run at the cached
+  // 4 GB/s and the threadblocks at 2 GB/s: the send's copy into the slot
+  // 0.5 ms at the threadblock's cap, then the receiver's copy out 0.5 ms.
+  // At a cache of 4 MB the buffers do not fit: the plain 1 GB/s of the
+  // ports, 1 ms each.
+  Topology t = oneNode(1e9, 0);
+  t.threadblockBandwidth = 1e9;
+  t.cachedIntraBandwidth = 4e9;
+  t.cachedThreadblockBandwidth = 2e9;
+  const uint64_t count = 250000; // 1 MB
+  t.cacheBytes = 4000001;
+  Result<Prediction> in = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(in.ok()) << in.message();
+  EXPECT_NEAR(in->seconds, 1e-3, 1e-12);
+  t.cacheBytes = 4000000;
+  Result<Prediction> out = predictPlan(transfer(), t, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(out.ok()) << out.message();
+  EXPECT_NEAR(out->seconds, 2e-3, 1e-12);
+  // Node bandwidth likewise: two senders into one receiver share the
+  // node's 1 GB/s, or its cached 2 GB/s (a gather of 3 ranks: each rank's
+  // input of 1 MB and output of 3 MB, 12 MB on the node).
+  Topology n = oneNode(100e9, 0);
+  n.nodeBandwidth = 1e9;
+  n.cachedNodeBandwidth = 2e9;
+  n.cacheBytes = 12000001;
+  Result<Prediction> shared =
+      predictPlan(twoIntoOne(), n, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(shared.ok()) << shared.message();
+  n.cacheBytes = 0;
+  Result<Prediction> plain =
+      predictPlan(twoIntoOne(), n, count, DataType::Float32, oneSlice(count));
+  ASSERT_TRUE(plain.ok()) << plain.message();
+  EXPECT_NEAR(plain->seconds, 4e-3, 1e-12);
+  EXPECT_NEAR(shared->seconds, 2e-3, 1e-12);
+}
+
 TEST(Predict, NodeCpusBoundTheCall) {
   // Three ranks of one node, copies at 1 GB/s per threadblock, steps of
   // 1 us, calls of 2 us. Their CPU work: four steps (4 us), two 1 MB sends
@@ -678,7 +734,12 @@ TEST(Topology, ParsesUnitsAndRoundTrips) {
                            "switch-latency 4us\n"
                            "piece-latency 2us\n"
                            "call-rank-latency 1.5us\n"
-                           "dependency-latency 1.9us\n",
+                           "dependency-latency 1.9us\n"
+                           "threads-per-rank 2\n"
+                           "cache-bytes 32MiB\n"
+                           "cached-intra-bandwidth 900GB/s\n"
+                           "cached-threadblock-bandwidth 30GB/s\n"
+                           "cached-node-bandwidth 2TB/s\n",
                            "box.topo", t);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(t.name, "box");
@@ -697,6 +758,11 @@ TEST(Topology, ParsesUnitsAndRoundTrips) {
   EXPECT_DOUBLE_EQ(t.pieceLatency, 2e-6);
   EXPECT_DOUBLE_EQ(t.callRankLatency, 1.5e-6);
   EXPECT_DOUBLE_EQ(t.dependencyLatency, 1.9e-6);
+  EXPECT_EQ(t.threadsPerRank, 2u);
+  EXPECT_EQ(t.cacheBytes, uint64_t(32) << 20);
+  EXPECT_DOUBLE_EQ(t.cachedIntraBandwidth, 900e9);
+  EXPECT_DOUBLE_EQ(t.cachedThreadblockBandwidth, 30e9);
+  EXPECT_DOUBLE_EQ(t.cachedNodeBandwidth, 2e12);
   EXPECT_EQ(t.nodeOf(5), 1u);
   EXPECT_EQ(t.nicOf(7), 1u);
   Topology back;
@@ -746,6 +812,11 @@ TEST(Topology, ErrorsNameTheLine) {
             "t.topo:2: 'oversubscription' expects a ratio of at least 1, not '0.5'");
   EXPECT_EQ(error("intra-bandwidth 1GB/s\nnics-per-node 0\n"),
             "t.topo:2: 'nics-per-node' expects a number of NICs, at least 1, not '0'");
+  EXPECT_EQ(error("intra-bandwidth 1GB/s\ncache-bytes 32MB/s\n"),
+            "t.topo:2: 'cache-bytes' expects a size such as 32MiB, or 0, not '32MB/s'");
+  EXPECT_EQ(error("intra-bandwidth 1GB/s\ncached-intra-bandwidth fast\n"),
+            "t.topo:2: 'cached-intra-bandwidth' expects a bandwidth such as 1500GB/s, or 0, not "
+            "'fast'");
   EXPECT_EQ(error("intra-bandwidth 1GB/s\ncpus-per-node -2\n"),
             "t.topo:2: 'cpus-per-node' expects a number of CPUs, or 0 for no limit, not '-2'");
 }

@@ -24,9 +24,15 @@
 ///     line-step-latency 1.2us      # the same under LL and LL128 (default: step-latency)
 ///     cpus-per-node     0          # the CPUs the ranks of a node share; 0: no limit
 ///     switch-latency    0us        # a message's extra trip when its receiver must get a CPU
+///     threads-per-rank  0          # the threads that run a rank's threadblocks; 0: one each
+///     cache-bytes       0          # a node's last-level cache; 0: not described
+///     cached-intra-bandwidth 0     # intra-bandwidth of calls that fit the cache; 0: the same
+///     cached-threadblock-bandwidth 0 # likewise
+///     cached-node-bandwidth  0     # likewise
 ///
 /// Bandwidths take B/s, KB/s, MB/s, GB/s (powers of ten) or bit/s, Kbit/s,
-/// Mbit/s, Gbit/s; latencies s, ms, us or ns. Every key is optional except
+/// Mbit/s, Gbit/s; latencies s, ms, us or ns; cache-bytes a size (B, KiB,
+/// MiB, GiB, KB, MB, GB). Every key is optional except
 /// intra-bandwidth (and inter-bandwidth when ranks-per-node is not 0).
 //===----------------------------------------------------------------------===//
 #ifndef COLL_RUNTIME_TOPOLOGY_H
@@ -67,7 +73,12 @@ struct Topology {
   double copyBandwidth = 0;        ///< Bytes per second of a local copy or reduction; 0: free.
   double threadblockBandwidth = 0; ///< The most one threadblock moves per second; 0: no limit.
   double nodeBandwidth = 0; ///< The most all threadblocks of a node move per second; 0: no limit.
-  double callLatency = 0;   ///< Seconds every call costs besides its steps.
+  /// The threads that run each rank's threadblocks (the CPU executors'
+  /// workers: one by default, ProcessGroupOptions::workers and
+  /// ExecOptions::workersPerRank); 0: a thread each. All threadblocks of a
+  /// rank then move at most this many times threadblockBandwidth together.
+  uint32_t threadsPerRank = 0;
+  double callLatency = 0; ///< Seconds every call costs besides its steps.
   /// Seconds a call costs for each rank beyond the first that one host
   /// thread of a node prepares: the one-device mode's (DeviceWorld prepares
   /// every rank's call on the host before its launch); 0 where each rank
@@ -102,6 +113,32 @@ struct Topology {
   /// CPUs, a receiver gets one after the R / C - 1 others queued on it, and
   /// every trip there gains that many switches.
   double switchLatency = 0;
+  /// Bytes of the last-level cache of a node's CPUs (the CPU executors);
+  /// 0: not described. A call whose buffers on its fullest node (each
+  /// rank's input and output; an in-place call's one buffer once) take
+  /// less runs at the cached figures below, where they are given: its
+  /// data stays in the cache from call to call, and its copies into the
+  /// buffers do not stream past it (docs/performance.md, "Streaming
+  /// stores").
+  uint64_t cacheBytes = 0;
+  double cachedIntraBandwidth = 0;       ///< intra.bandwidth in the cache; 0: the same.
+  double cachedThreadblockBandwidth = 0; ///< threadblockBandwidth in the cache; 0: the same.
+  double cachedNodeBandwidth = 0;        ///< nodeBandwidth in the cache; 0: the same.
+
+  /// This topology for a call whose buffers take \p footprint bytes on
+  /// its fullest node: with the cached figures when it fits the cache.
+  Topology forFootprint(uint64_t footprint) const {
+    Topology t = *this;
+    if (cacheBytes == 0 || footprint >= cacheBytes)
+      return t;
+    if (cachedIntraBandwidth > 0)
+      t.intra.bandwidth = cachedIntraBandwidth;
+    if (cachedThreadblockBandwidth > 0)
+      t.threadblockBandwidth = cachedThreadblockBandwidth;
+    if (cachedNodeBandwidth > 0)
+      t.nodeBandwidth = cachedNodeBandwidth;
+    return t;
+  }
 
   /// The node of \p rank.
   uint32_t nodeOf(uint32_t rank) const { return ranksPerNode ? rank / ranksPerNode : 0; }
