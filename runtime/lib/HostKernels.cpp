@@ -3,6 +3,7 @@
 #include "HostKernels.h"
 
 #include "coll/Runtime/Elementwise.h"
+#include "coll/Runtime/Executor.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -162,7 +163,7 @@ uint64_t lastLevelCacheBytes() {
 }
 
 bool streamsStores(uint64_t footprint, uint64_t from) {
-  if (from == ~uint64_t(0))
+  if (from == noStreamingStores)
     return false;
   if (from == 0) {
     static const uint64_t defaultFrom = [] {

@@ -60,7 +60,7 @@ uint64_t lastLevelCacheBytes();
 /// Whether a call whose ranks on this host touch \p footprint bytes of
 /// their buffers (input and output, all ranks together) streams its stores
 /// into them (streamBytes()), under the threshold \p from: 0 is the
-/// last-level cache (32 MiB when unknown), UINT64_MAX never.
+/// last-level cache (32 MiB when unknown), noStreamingStores never.
 bool streamsStores(uint64_t footprint, uint64_t from);
 
 } // namespace detail

@@ -396,6 +396,10 @@ private:
   void stagingEnded(uint32_t r, bool after, const PathSum &chain, double at);
   /// The links a rank's staging copies cross (none: a private rate).
   Path stagingPath(uint32_t r);
+  /// Appends to \p path the link of rank \p r's worker threads, which all
+  /// of its threadblocks' work crosses (Topology::threadsPerRank), where
+  /// the topology has one.
+  void addRankThreads(Path &path, uint32_t r);
 };
 
 // SimPlatform, which needs Simulation.
@@ -532,9 +536,7 @@ Status Simulation::setUp() {
     if (topo.threadblockBandwidth > 0)
       t.local.push_back(linkOf("rank " + std::to_string(t.rank) + " tb " + std::to_string(t.index),
                                topo.threadblockBandwidth));
-    if (topo.threadblockBandwidth > 0 && topo.threadsPerRank > 0)
-      t.local.push_back(linkOf("rank " + std::to_string(t.rank) + " threads",
-                               topo.threadblockBandwidth * topo.threadsPerRank));
+    addRankThreads(t.local, t.rank);
     if (topo.nodeBandwidth > 0)
       t.local.push_back(linkOf("node " + std::to_string(topo.nodeOf(t.rank)), topo.nodeBandwidth));
   }
@@ -638,12 +640,16 @@ Path Simulation::stagingPath(uint32_t r) {
   Path p;
   if (topo.threadblockBandwidth > 0)
     p.push_back(linkOf("rank " + std::to_string(r) + " staging", topo.threadblockBandwidth));
-  if (topo.threadblockBandwidth > 0 && topo.threadsPerRank > 0)
-    p.push_back(linkOf("rank " + std::to_string(r) + " threads",
-                       topo.threadblockBandwidth * topo.threadsPerRank));
+  addRankThreads(p, r);
   if (topo.nodeBandwidth > 0)
     p.push_back(linkOf("node " + std::to_string(topo.nodeOf(r)), topo.nodeBandwidth));
   return p;
+}
+
+void Simulation::addRankThreads(Path &path, uint32_t r) {
+  if (topo.threadblockBandwidth > 0 && topo.threadsPerRank > 0)
+    path.push_back(linkOf("rank " + std::to_string(r) + " threads",
+                          topo.threadblockBandwidth * topo.threadsPerRank));
 }
 
 void Simulation::startStaging(uint32_t r, bool after, const PathSum &chain, double at) {
