@@ -9,9 +9,12 @@
 //  3. the latency of an empty kernel launch, and of 4 KiB allreduces of 8
 //     ranks on this one GPU (all-pairs, one-shot, ring), launch included,
 //     then where the time goes: the device's step trace of the same runs
-//     (span, start spread, step and wait);
+//     (span, start spread, step and wait; with COLL_GPU_TRACE_DIR set, each
+//     plan's traced launch of the median span as Chrome trace JSON there);
 //  4. the latency of allreduces from 256 B to 1 MiB per rank in each
-//     protocol (Simple, LL, LL128), for choosing the thresholds;
+//     protocol (Simple, LL, LL128), for choosing the thresholds, and in
+//     Simple, synchronised and back to back, with the time launch() takes
+//     on the host;
 //  5. the algorithm bandwidth of 8-rank allreduces of 256 MiB per rank;
 //  6. the same with every message through the slots and with direct reads
 //     (DeviceOptions::directReads), side by side.
@@ -276,10 +279,17 @@ int main(int argc, char **argv) {
   // An fp32 sum allreduce of n elements per rank: the median of
   // `iters` launches each followed by a synchronisation, and the time per
   // launch of `iters` back to back, in microseconds.
+  // Also the median time launch() takes on the host in the synchronised
+  // calls (its preparation of every rank's call and the launches' API
+  // calls), the third of the tuple.
   auto latencyUs = [&](DeviceWorld &world, const std::vector<const void *> &in,
                        const std::vector<void *> &out, uint64_t n, int iters, const char *what) {
+    std::vector<double> host;
     const double sync = medianUs(iters, [&] {
+      auto s = std::chrono::steady_clock::now();
       check(world.launch(in, out, n, DataType::Float32, RedOp::Sum), "launch");
+      host.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s).count());
       cudaStreamSynchronize(nullptr);
     });
     check(world.wait(), what);
@@ -288,7 +298,8 @@ int main(int argc, char **argv) {
                [&] { check(world.launch(in, out, n, DataType::Float32, RedOp::Sum), "launch"); }) *
         1e3;
     check(world.wait(), what);
-    return std::make_pair(sync, b2b);
+    std::sort(host.begin(), host.end());
+    return std::make_tuple(sync, b2b, host[host.size() / 2]);
   };
   std::printf("\nlatency, microseconds (median of 2000; launch + stream synchronize on the "
               "host, and per launch back to back)\n");
@@ -401,7 +412,8 @@ int main(int argc, char **argv) {
       std::vector<const void *> in;
       std::vector<void *> out;
       bindLatency(lc, plan->info.nranks, in, out);
-      const auto [sync, pipelined] = latencyUs(**world, in, out, count, 2000, name.c_str());
+      const auto [sync, pipelined, host] = latencyUs(**world, in, out, count, 2000, name.c_str());
+      (void)host;
       std::printf("%-48s %8.1f %8.1f\n", (name + ", 4 KiB fp32 sum").c_str(), sync, pipelined);
     }
 
@@ -434,7 +446,8 @@ int main(int argc, char **argv) {
         }
         std::printf("%-24s %9llu", name, static_cast<unsigned long long>(size));
         for (auto &w : worlds) {
-          const auto [sync, pipelined] = latencyUs(*w, in, out, size / 4, 500, name);
+          const auto [sync, pipelined, host] = latencyUs(*w, in, out, size / 4, 500, name);
+          (void)host;
           std::printf("   %6.1f (%6.1f)", pipelined, sync);
         }
         std::printf("\n");
@@ -448,7 +461,14 @@ int main(int argc, char **argv) {
                 "(from the CTA's start or its previous step's end); end = last step to CTA end\n");
     std::printf("%-36s %7s %7s %6s %6s %6s %6s  %s\n", "plan", "span", "spread", "steps", "step",
                 "wait", "end", "mean step by opcode");
-    for (const LatencyCase &lc : latencyCases) {
+    // COLL_GPU_TRACE_DIR: each plan's traced launch of the median span
+    // there as Chrome trace JSON (<plan>.json, coll-run --trace's format),
+    // to set against collc --emit=predict-trace (bench/compare-trace.py).
+    const char *traceDir = std::getenv("COLL_GPU_TRACE_DIR");
+    std::vector<LatencyCase> traceCases(std::begin(latencyCases), std::end(latencyCases));
+    traceCases.push_back({"twoshot_allreduce_n8", false, false});
+    traceCases.push_back({"recursive_doubling_allreduce_n8", false, false});
+    for (const LatencyCase &lc : traceCases) {
       if (lc.plain)
         continue;
       const std::string name = caseName(lc);
@@ -468,6 +488,7 @@ int main(int argc, char **argv) {
         first += plan->ranks[r].threadblocks.size();
       }
       std::vector<double> span, spread, step, wait, end;
+      std::vector<std::pair<double, Timeline>> kept; // With COLL_GPU_TRACE_DIR.
       std::map<std::string, std::pair<double, uint64_t>> byOp;
       double granularity = 1e30;
       size_t steps = 0;
@@ -507,6 +528,8 @@ int main(int argc, char **argv) {
           endSum += t.ctaEndUs[ctaOf(*prev)] - prev->endUs;
         steps = t.timeline.events.size();
         span.push_back(lastEnd - first);
+        if (traceDir)
+          kept.emplace_back(lastEnd - first, std::move(t.timeline));
         spread.push_back(lastBegin - first);
         step.push_back(steps ? stepSum / double(steps) : 0);
         wait.push_back(steps ? waitSum / double(steps) : 0);
@@ -516,6 +539,15 @@ int main(int argc, char **argv) {
         std::sort(v.begin(), v.end());
         return v.empty() ? 0.0 : v[v.size() / 2];
       };
+      if (!kept.empty()) {
+        std::sort(kept.begin(), kept.end(),
+                  [](const auto &a, const auto &b) { return a.first < b.first; });
+        std::string file = std::string(traceDir) + "/" + name + ".json";
+        for (char &ch : file)
+          if (ch == ' ')
+            ch = '_';
+        check(kept[kept.size() / 2].second.writeChromeTraceFile(file, *plan), "trace file");
+      }
       std::string ops;
       char buf[64];
       for (const auto &[mnemonic, sum] : byOp) {
@@ -533,6 +565,7 @@ int main(int argc, char **argv) {
     // synchronised (median of 300) and back to back (mean of 300), fp32
     // sum, ranks 1 MiB apart; the in-place ring runs in place.
     std::printf("\nallreduce latency per size, microseconds: synchronised / back to back\n");
+    std::vector<std::string> hostRows;
     const uint64_t sizes[] = {256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20};
     std::printf("%-40s", "plan");
     for (uint64_t s : sizes)
@@ -559,12 +592,25 @@ int main(int argc, char **argv) {
         in[r] = lc.inPlace ? out[r] : a + uint64_t(r) * (1 << 20);
       }
       std::printf("%-40s", caseName(lc).c_str());
+      char cell[64];
+      std::snprintf(cell, sizeof cell, "%-40s", caseName(lc).c_str());
+      std::string hostRow = cell;
       for (uint64_t s : sizes) {
-        const auto [sync, b2b] = latencyUs(**world, in, out, s / 4, 300, lc.plan);
+        const auto [sync, b2b, host] = latencyUs(**world, in, out, s / 4, 300, lc.plan);
         std::printf(" %6.1f/%6.1f", sync, b2b);
+        std::snprintf(cell, sizeof cell, " %13.1f", host);
+        hostRow += cell;
       }
       std::printf("\n");
+      hostRows.push_back(hostRow);
     }
+    // What of a synchronised call is the host's: launch() itself (every
+    // rank's call prepared, the launches' API calls), the median of the
+    // same calls.
+    std::printf("\nallreduce launch() on the host per size, microseconds (median of the "
+                "synchronised calls above)\n");
+    for (const std::string &row : hostRows)
+      std::printf("%s\n", row.c_str());
 
     std::printf("\nallreduce of 8 ranks on one GPU, 32 MiB fp32 per rank: algorithm bandwidth "
                 "GB/s (size / time)\n");

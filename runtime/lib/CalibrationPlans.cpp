@@ -49,6 +49,14 @@ Plan localCopyPlan(uint32_t threadblocks) {
   return p;
 }
 
+Plan localReducePlan(uint32_t threadblocks) {
+  Plan p = localCopyPlan(threadblocks);
+  p.info.name = "calibrate_reduce";
+  for (Threadblock &tb : p.ranks[0].threadblocks)
+    tb.steps[0].op = Opcode::Reduce;
+  return p;
+}
+
 Plan dependencyChainPlan(uint32_t threadblocks) {
   Plan p = calibrationPlan("calibrate_dependencies", CollectiveKind::AllReduce, 1);
   p.info.inputChunks = p.info.outputChunks = threadblocks;
@@ -67,21 +75,33 @@ Plan dependencyChainPlan(uint32_t threadblocks) {
   return p;
 }
 
-Plan pingPongPlan(uint32_t roundTrips) {
+Plan pingPongPlan(uint32_t roundTrips, Opcode recvOp, uint32_t waiters) {
   Plan p = calibrationPlan("calibrate_pingpong", CollectiveKind::Broadcast, 2);
+  p.info.inputChunks = p.info.outputChunks = 1 + (waiters + 1) / 2;
   for (uint32_t r = 0; r < 2; ++r) {
     Threadblock tb;
     tb.sendPeer = tb.recvPeer = int32_t(1 - r);
     for (uint32_t i = 0; i < roundTrips; ++i) {
       if (r == 0) {
         tb.steps.push_back(step(Opcode::Send, I, O));
-        tb.steps.push_back(step(Opcode::Recv, I, O));
+        tb.steps.push_back(step(recvOp, I, O));
       } else {
-        tb.steps.push_back(step(Opcode::Recv, I, O));
+        tb.steps.push_back(step(recvOp, I, O));
         tb.steps.push_back(step(Opcode::Send, O, O));
       }
     }
     p.ranks[r].threadblocks.push_back(tb);
+    // Threadblocks that wait for the ping-pong's last step, each then
+    // copying a chunk of its own: they poll while it runs.
+    for (uint32_t w = r; w < waiters; w += 2) {
+      Threadblock waiter;
+      Instruction in = makeInstruction(Opcode::Copy, I, 1 + w / 2, O, 1 + w / 2, 1);
+      in.depBegin = 0;
+      in.depCount = 1;
+      waiter.deps.push_back(Dependency{0, 2 * roundTrips - 1});
+      waiter.steps.push_back(in);
+      p.ranks[r].threadblocks.push_back(waiter);
+    }
   }
   return p;
 }

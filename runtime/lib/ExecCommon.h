@@ -228,16 +228,20 @@ inline Status addRankDemand(MemoryDemand &d, const Plan &plan, uint32_t r,
   Result<uint64_t> scratch = scratchBytes(plan, r, layout, es);
   if (!scratch)
     return scratch.getStatus();
-  if (Status s = d.add(scratchWhat(plan, r, layout, es), *scratch); !s)
+  if (Status s = d.add([&] { return scratchWhat(plan, r, layout, es); }, *scratch); !s)
     return s;
   if (!fifos || layout.numSlices == 0)
     return Status::success();
   const uint64_t pieceBytes = layout.sliceElements * es;
   for (uint32_t b = 0; b < plan.ranks[r].threadblocks.size(); ++b) {
-    std::string what;
-    Result<uint64_t> slots = fifoSlotBytes(plan, r, b, pieceBytes, &what, protocol);
+    Result<uint64_t> slots = fifoSlotBytes(plan, r, b, pieceBytes, nullptr, protocol);
     if (!slots)
       return slots.getStatus();
+    auto what = [&] {
+      std::string w;
+      (void)fifoSlotBytes(plan, r, b, pieceBytes, &w, protocol);
+      return w;
+    };
     if (*slots)
       if (Status s = d.add(what, *slots); !s)
         return s;
@@ -536,9 +540,11 @@ inline Status checkRankMemory(const ValidatedPlan &plan, const PreparedCall &c,
   if (Status s = addRankDemand(d, plan.plan(), c.rank, c.layout, c.elementSize, /*fifos=*/false);
       !s)
     return s;
-  if (Status s = d.add(cat("rank ", c.rank, "'s connections (shared memory)"), segmentBytes); !s)
+  if (Status s = d.add([&] { return cat("rank ", c.rank, "'s connections (shared memory)"); },
+                       segmentBytes);
+      !s)
     return s;
-  if (Status s = d.add(cat("a copy of rank ", c.rank, "'s input"), c.copyBytes); !s)
+  if (Status s = d.add([&] { return cat("a copy of rank ", c.rank, "'s input"); }, c.copyBytes); !s)
     return s;
   uint64_t bufferBytes = 0;
   if (__builtin_add_overflow(c.inputBytes, c.outputBytes, &bufferBytes))

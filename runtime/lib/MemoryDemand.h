@@ -13,6 +13,7 @@
 #include "Text.h"
 #include "coll/Runtime/ChunkLayout.h"
 #include "coll/Runtime/Executor.h"
+#include "coll/Runtime/Interpreter.h"
 #include "coll/Runtime/Plan.h"
 #include "coll/Runtime/Status.h"
 
@@ -20,9 +21,21 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 namespace coll {
 namespace detail {
+
+/// The text of \p what: a string, or a callable that makes one. The sizes
+/// below take either, so that a call describes a part of its memory only
+/// when an error (or the largest part so far) needs the words: formatting
+/// a description for each FIFO of every call cost microseconds a call.
+template <class What> std::string describe(const What &what) {
+  if constexpr (std::is_invocable_v<const What &>)
+    return what();
+  else
+    return std::string(what);
+}
 
 /// The most chunks one message of \p tb carries: received (\p recv) or
 /// sent. 0 when it has no such step.
@@ -44,34 +57,36 @@ struct MemoryDemand {
   uint64_t largestBytes = 0;
   std::string largest; ///< "rank 1's scratch (scratchChunks 4 x 1024 elements x 4 bytes)".
 
-  /// Adds \p bytes for \p what; an error when the total overflows.
-  Status add(const std::string &what, uint64_t bytes) {
+  /// Adds \p bytes for \p what (a string, or a callable that makes one:
+  /// describe()); an error when the total overflows.
+  template <class What> Status add(const What &what, uint64_t bytes) {
     if (__builtin_add_overflow(total, bytes, &total))
-      return Status::error(
-          cat("the memory of the call overflows 64 bits at ", what, ", ", bytes, " bytes"));
+      return Status::error(cat("the memory of the call overflows 64 bits at ", describe(what), ", ",
+                               bytes, " bytes"));
     if (bytes > largestBytes) {
       largestBytes = bytes;
-      largest = what;
+      largest = describe(what);
     }
     return Status::success();
   }
 };
 
-/// \p a * \p b * \p c bytes of \p what, or an error naming it when the
-/// product overflows 64 bits.
-inline Result<uint64_t> checkedBytes(const std::string &what, uint64_t a, uint64_t b, uint64_t c) {
+/// \p a * \p b * \p c bytes of \p what (describe()), or an error naming
+/// it when the product overflows 64 bits.
+template <class What>
+Result<uint64_t> checkedBytes(const What &what, uint64_t a, uint64_t b, uint64_t c) {
   uint64_t ab = 0, abc = 0;
   if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc))
-    return Status::error(cat(what, " overflows 64 bits"));
+    return Status::error(cat(describe(what), " overflows 64 bits"));
   return abc;
 }
 
 /// \p x rounded up to a multiple of \p a (nonzero), or an error naming
-/// \p what when that overflows 64 bits.
-inline Result<uint64_t> checkedRoundUp(const std::string &what, uint64_t x, uint64_t a) {
+/// \p what (describe()) when that overflows 64 bits.
+template <class What> Result<uint64_t> checkedRoundUp(const What &what, uint64_t x, uint64_t a) {
   uint64_t up = 0;
   if (__builtin_add_overflow(x, a - 1, &up))
-    return Status::error(cat(what, " overflows 64 bits"));
+    return Status::error(cat(describe(what), " overflows 64 bits"));
   return up / a * a;
 }
 
@@ -92,8 +107,8 @@ inline std::string scratchWhat(const Plan &plan, uint32_t r, const ChunkLayout &
 /// checked.
 inline Result<uint64_t> scratchBytes(uint32_t rank, uint32_t scratchChunks,
                                      const ChunkLayout &layout, size_t es) {
-  return checkedBytes(scratchWhat(rank, scratchChunks, layout, es), scratchChunks, layout.maxChunk,
-                      es);
+  return checkedBytes([&] { return scratchWhat(rank, scratchChunks, layout, es); }, scratchChunks,
+                      layout.maxChunk, es);
 }
 
 /// The bytes of rank \p r's scratch in \p plan (which holds every rank),
@@ -116,18 +131,20 @@ inline std::string fifoWhat(uint32_t rank, uint32_t b, uint32_t depth, uint32_t 
 }
 
 /// The bytes of \p depth slots of messages of up to \p dataBytes data
-/// bytes in \p protocol, or an error naming \p what when they overflow.
-inline Result<uint64_t> checkedSlotBytes(const std::string &what, uint32_t depth,
-                                         uint64_t dataBytes, ProtocolKind protocol) {
+/// bytes in \p protocol, or an error naming \p what (describe()) when they
+/// overflow.
+template <class What>
+Result<uint64_t> checkedSlotBytes(const What &what, uint32_t depth, uint64_t dataBytes,
+                                  ProtocolKind protocol) {
   // A line protocol's slot is at most 2 bytes per data byte, plus a line.
   if (protocol != ProtocolKind::Simple && dataBytes > (~uint64_t(0) >> 2))
-    return Status::error(cat(what, " overflows 64 bits"));
+    return Status::error(cat(describe(what), " overflows 64 bits"));
   return checkedBytes(what, depth, slotBytesFor(protocol, dataBytes), 1);
 }
 
 /// The slot bytes of the FIFO that threadblock \p b of rank \p r receives
-/// on in \p protocol (0: it receives nothing), checked; \p what receives
-/// its description.
+/// on in \p protocol (0: it receives nothing), checked; \p what, when not
+/// null, receives its description (made only then).
 inline Result<uint64_t> fifoSlotBytes(const Plan &plan, uint32_t r, uint32_t b, uint64_t pieceBytes,
                                       std::string *what = nullptr,
                                       ProtocolKind protocol = ProtocolKind::Simple) {
@@ -135,13 +152,15 @@ inline Result<uint64_t> fifoSlotBytes(const Plan &plan, uint32_t r, uint32_t b, 
   uint32_t maxCount = tb.recvPeer >= 0 ? maxMessageChunks(tb, /*recv=*/true) : 0;
   if (maxCount == 0)
     return uint64_t(0);
-  std::string w = fifoWhat(r, b, plan.info.connectionDepth, maxCount, pieceBytes, protocol);
+  auto w = [&] {
+    return fifoWhat(r, b, plan.info.connectionDepth, maxCount, pieceBytes, protocol);
+  };
   Result<uint64_t> data = checkedBytes(w, 1, maxCount, pieceBytes);
   if (!data)
     return data;
   Result<uint64_t> bytes = checkedSlotBytes(w, plan.info.connectionDepth, *data, protocol);
   if (what)
-    *what = std::move(w);
+    *what = w();
   return bytes;
 }
 

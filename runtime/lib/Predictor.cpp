@@ -185,19 +185,20 @@ public:
     note(dst0, n);
     note(dst1, n);
   }
-  void reduce(char *dst, const char *, const char *, uint64_t n) { note(dst, n); }
+  void reduce(char *dst, const char *, const char *, uint64_t n) { noteReduced(dst, n); }
   void reduce2(char *dst0, char *dst1, const char *, const char *, uint64_t n) {
-    note(dst0, n);
-    note(dst1, n);
+    noteReduced(dst0, n);
+    note(dst1, n); // The second destination is a copy of the first's result.
   }
 
   void stepBegin(uint64_t, uint32_t) {
-    local = sent = sentInPlace = 0;
+    local = sent = sentInPlace = reducedLocal = 0;
     releases = publishes = false;
   }
   void stepEnd(uint64_t slice, uint32_t step, const Instruction &);
 
   uint64_t local = 0, sent = 0; ///< Elements of the step.
+  uint64_t reducedLocal = 0;    ///< Of `local`, those a reduction wrote.
   uint64_t sentInPlace = 0;     ///< Sent where they lie (direct sends).
   bool releases = false, publishes = false;
   uint64_t received = 0, posted = 0; ///< Messages taken and sent so far.
@@ -210,6 +211,13 @@ private:
       sent += n;
     else
       local += n;
+  }
+  /// The same for a reduction's result: a local one costs more than a copy
+  /// where the topology says so (reduce-bandwidth).
+  void noteReduced(const char *dst, uint64_t n) {
+    if (!inSendSlot(dst))
+      reducedLocal += n;
+    note(dst, n);
   }
   Simulation &sim;
   uint32_t tb;
@@ -289,8 +297,8 @@ public:
       t.enabler = path;
     }
   }
-  void startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems, bool publishes,
-                 uint32_t chunks);
+  void startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems, uint64_t reducedElems,
+                 bool publishes, uint32_t chunks, bool reducesReceived);
   /// A flow of \p bytes over \p path for \p tb's step, from \p start;
   /// its index. A detached flow is not waited for by the step.
   uint32_t addFlow(uint32_t tb, const Path &path, double bytes, double start, bool detached = false,
@@ -480,7 +488,12 @@ void SimPlatform::stepEnd(uint64_t slice, uint32_t step, const Instruction &in) 
   sim.tbs[tb].runStep = step;
   // Each chunk a step moves is a copy of its own on a GPU (piece-latency);
   // a send that leaves its chunks where they lie moves none.
-  sim.startStep(tb, sent, local, publishes, local + sent > 0 ? in.count : 1);
+  // A step that reduces what it receives into a buffer of its own costs
+  // more (recv-reduce-latency).
+  const bool reducesReceived =
+      in.op == Opcode::RecvReduceCopy || in.op == Opcode::RecvReduceCopySend;
+  sim.startStep(tb, sent, local, reducedLocal, publishes, local + sent > 0 ? in.count : 1,
+                reducesReceived);
 }
 
 // Simulation.
@@ -692,8 +705,9 @@ void Simulation::stagingEnded(uint32_t r, bool after, const PathSum &chain, doub
   }
 }
 
-void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems, bool publishes,
-                           uint32_t chunks) {
+void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
+                           uint64_t reducedElems, bool publishes, uint32_t chunks,
+                           bool reducesReceived) {
   SimTb &t = tbs[tb];
   ++stepCount;
   t.busy = true;
@@ -702,7 +716,7 @@ void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
   t.stepBase = t.enabler;
   t.stepBase.waiting += now - t.enablerAt;
   t.stepStart = now;
-  t.stepFixed = stepLatency(chunks);
+  t.stepFixed = stepLatency(chunks) + (reducesReceived ? topo.recvReduceLatency : 0);
   const double start = now + t.stepFixed;
   nodeCpu[topo.nodeOf(t.rank)] += t.stepFixed;
   // A step that waited, on a node whose ranks outnumber its CPUs: its rank
@@ -716,7 +730,9 @@ void Simulation::startStep(uint32_t tb, uint64_t sentElems, uint64_t localElems,
   // Local copies: a flow over the threadblock's and the node's caps, or a
   // private rate.
   if (localElems) {
-    const double bytes = double(localElems * es);
+    // A reduction's result weighs reduceCost() bytes of a copy's.
+    const double bytes =
+        double(localElems * es) + double(reducedElems * es) * (topo.reduceCost() - 1);
     if (!t.local.empty())
       addFlow(tb, t.local, bytes, start);
     else if (topo.copyBandwidth > 0) {

@@ -407,7 +407,9 @@ Status runLocalWorldUnguarded(const ValidatedPlan &vp, const std::vector<const v
       if (Status s = addRankDemand(demand, plan, r, layout, es, /*fifos=*/true, calls[r].protocol);
           !s)
         return s;
-      if (Status s = demand.add(cat("a copy of rank ", r, "'s input"), calls[r].copyBytes); !s)
+      if (Status s =
+              demand.add([&] { return cat("a copy of rank ", r, "'s input"); }, calls[r].copyBytes);
+          !s)
         return s;
       bufferBytes =
           addSaturated(bufferBytes, addSaturated(calls[r].inputBytes, calls[r].outputBytes));

@@ -278,7 +278,7 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
     } else if (key == "intra-bandwidth" || key == "inter-bandwidth" || key == "copy-bandwidth" ||
                key == "threadblock-bandwidth" || key == "node-bandwidth" ||
                key == "cached-intra-bandwidth" || key == "cached-threadblock-bandwidth" ||
-               key == "cached-node-bandwidth") {
+               key == "cached-node-bandwidth" || key == "reduce-bandwidth") {
       const bool zeroOk = key != "intra-bandwidth" && key != "inter-bandwidth";
       double v = 0;
       ok = parseBandwidth(value, v) && (zeroOk || v > 0);
@@ -300,25 +300,28 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
         t.cachedThreadblockBandwidth = v;
       } else if (key == "cached-node-bandwidth") {
         t.cachedNodeBandwidth = v;
+      } else if (key == "reduce-bandwidth") {
+        t.reduceBandwidth = v;
       } else {
         t.threadblockBandwidth = v;
       }
     } else if (key == "intra-latency" || key == "inter-latency" || key == "step-latency" ||
                key == "line-step-latency" || key == "call-latency" || key == "switch-latency" ||
                key == "piece-latency" || key == "call-rank-latency" ||
-               key == "dependency-latency") {
+               key == "dependency-latency" || key == "recv-reduce-latency") {
       double v = 0;
       ok = parseLatency(value, v);
       expects = "a latency such as 5us or 1ms, at most 3600s";
-      (key == "intra-latency"        ? t.intra.latency
-       : key == "inter-latency"      ? t.inter.latency
-       : key == "step-latency"       ? t.stepLatency
-       : key == "call-latency"       ? t.callLatency
-       : key == "call-rank-latency"  ? t.callRankLatency
-       : key == "switch-latency"     ? t.switchLatency
-       : key == "piece-latency"      ? t.pieceLatency
-       : key == "dependency-latency" ? t.dependencyLatency
-                                     : t.lineStepLatency) = v;
+      (key == "intra-latency"         ? t.intra.latency
+       : key == "inter-latency"       ? t.inter.latency
+       : key == "step-latency"        ? t.stepLatency
+       : key == "call-latency"        ? t.callLatency
+       : key == "call-rank-latency"   ? t.callRankLatency
+       : key == "switch-latency"      ? t.switchLatency
+       : key == "piece-latency"       ? t.pieceLatency
+       : key == "dependency-latency"  ? t.dependencyLatency
+       : key == "recv-reduce-latency" ? t.recvReduceLatency
+                                      : t.lineStepLatency) = v;
     } else if (key == "direct-sends") {
       ok = value == "0" || value == "1";
       t.directSends = value == "1";
@@ -379,6 +382,8 @@ std::string formatTopology(const Topology &t) {
   o << "copy-bandwidth " << formatBandwidth(t.copyBandwidth) << "\n";
   o << "threadblock-bandwidth " << formatBandwidth(t.threadblockBandwidth) << "\n";
   o << "node-bandwidth " << formatBandwidth(t.nodeBandwidth) << "\n";
+  if (t.reduceBandwidth > 0)
+    o << "reduce-bandwidth " << formatBandwidth(t.reduceBandwidth) << "\n";
   if (t.threadsPerRank)
     o << "threads-per-rank " << t.threadsPerRank << "\n";
   o << "call-latency " << formatLatency(t.callLatency) << "\n";
@@ -392,6 +397,8 @@ std::string formatTopology(const Topology &t) {
     o << "piece-latency " << formatLatency(t.pieceLatency) << "\n";
   if (t.dependencyLatency > 0)
     o << "dependency-latency " << formatLatency(t.dependencyLatency) << "\n";
+  if (t.recvReduceLatency > 0)
+    o << "recv-reduce-latency " << formatLatency(t.recvReduceLatency) << "\n";
   if (t.cpusPerNode)
     o << "cpus-per-node " << t.cpusPerNode << "\n";
   if (t.cpusPerNode || t.switchLatency > 0)

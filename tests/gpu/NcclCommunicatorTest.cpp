@@ -774,9 +774,9 @@ TEST(LaunchHelpers, StagingCopiesInOneLaunch) {
   if (gpuCount() < 1)
     GTEST_SKIP() << "no usable CUDA device";
   // 80 small copies (two batches) and empty ones, every misalignment and
-  // size class, and two large ones (cudaMemcpyAsync), into disjoint places
-  // of one buffer.
-  const uint64_t srcBytes = 4ull << 20, dstBytes = 32ull << 20;
+  // size class, two of 1 and 3 MiB (in the batch kernel too) and one of
+  // 17 MiB (cudaMemcpyAsync), into disjoint places of one buffer.
+  const uint64_t srcBytes = 20ull << 20, dstBytes = 64ull << 20;
   std::vector<unsigned char> src(srcBytes);
   for (uint64_t i = 0; i < srcBytes; ++i)
     src[i] = static_cast<unsigned char>((i * 7 + i / 251) % 253);
@@ -798,7 +798,9 @@ TEST(LaunchHelpers, StagingCopiesInOneLaunch) {
   copies.push_back({ddst + at + 3, dsrc + 1, 3ull << 20});
   at += (3ull << 20) + 4096;
   copies.push_back({ddst + at, dsrc, 1ull << 20});
-  ASSERT_LE(at + (1ull << 20), dstBytes);
+  at += (1ull << 20) + 4096;
+  copies.push_back({ddst + at + 5, dsrc + 7, 17ull << 20});
+  ASSERT_LE(at + 5 + (17ull << 20), dstBytes);
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   ASSERT_EQ(launchStagingCopies(copies, stream), cudaSuccess);

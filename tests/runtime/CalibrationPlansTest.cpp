@@ -106,3 +106,47 @@ TEST(CalibrationPlans, OneWayDeliversEveryMessage) {
   for (uint64_t i = 0; i < 10; ++i)
     EXPECT_EQ(out[1][i], float(i + 1)) << "element " << i;
 }
+
+TEST(CalibrationPlans, LocalReduceAddsTheInputToTheOutput) {
+  // re: output = input + output, the output starting at -1.
+  const Plan p = localReducePlan(3);
+  ASSERT_EQ(p.ranks[0].threadblocks.size(), 3u);
+  EXPECT_EQ(p.ranks[0].threadblocks[2].steps[0].op, Opcode::Reduce);
+  std::vector<std::vector<float>> out = runPlan(p, 6);
+  ASSERT_EQ(out.size(), 1u);
+  for (uint64_t i = 0; i < 6; ++i)
+    EXPECT_EQ(out[0][i], float(i)) << "element " << i;
+}
+
+TEST(CalibrationPlans, PingPongReceivedByReductions) {
+  // Rank 1 reduces rank 0's input into its own, and rank 0 reduces that
+  // with its input again, however many round trips.
+  for (uint32_t trips : {1u, 3u}) {
+    std::vector<std::vector<float>> out = runPlan(pingPongPlan(trips, Opcode::RecvReduceCopy), 3);
+    ASSERT_EQ(out.size(), 2u);
+    for (uint64_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(out[1][i], float(1002 + 2 * i)) << "trips " << trips << " element " << i;
+      EXPECT_EQ(out[0][i], float(1003 + 3 * i)) << "trips " << trips << " element " << i;
+    }
+  }
+}
+
+TEST(CalibrationPlans, PingPongBesideWaitingThreadblocks) {
+  // Five waiters, three on rank 0 and two on rank 1, each copying a chunk
+  // of its own (chunks 1 to 3 of 2 elements) after the ping-pong, which
+  // moves chunk 0.
+  const Plan p = pingPongPlan(2, Opcode::Recv, 5);
+  ASSERT_EQ(p.ranks[0].threadblocks.size(), 4u);
+  ASSERT_EQ(p.ranks[1].threadblocks.size(), 3u);
+  EXPECT_EQ(p.ranks[1].threadblocks[2].deps.at(0).step, 3u);
+  std::vector<std::vector<float>> out = runPlan(p, 8);
+  ASSERT_EQ(out.size(), 2u);
+  for (uint32_t r = 0; r < 2; ++r)
+    for (uint64_t i = 0; i < 8; ++i) {
+      const uint64_t chunk = i / 2;
+      const float want = chunk == 0             ? float(i + 1)
+                         : chunk == 3 && r == 1 ? -1.0f
+                                                : float(1000 * r + i + 1);
+      EXPECT_EQ(out[r][i], want) << "rank " << r << " element " << i;
+    }
+}

@@ -361,6 +361,21 @@ TEST(Predict, DependencyLatencyPerCrossThreadblockWait) {
   EXPECT_NEAR(apart->seconds, 5e-6, 1e-12);
 }
 
+TEST(Predict, RecvReduceLatencyPerStepThatReducesAReceive) {
+  // A ping-pong of 3 round trips: 6 messages, each a step on both sides
+  // (5 us each) and a trip of 1 us (and 4 bytes at 1 TB/s, 4 ps, within the
+  // tolerance); received by rrc, each receiving step costs 2 us more. A
+  // receive that copies (r) does not.
+  Topology t = oneNode(1e12, 1e-6, 5e-6);
+  t.recvReduceLatency = 2e-6;
+  EXPECT_NEAR(whole(pingPongPlan(3), t, 1).seconds, 6 * (2 * 5e-6 + 1e-6), 1e-10);
+  EXPECT_NEAR(whole(pingPongPlan(3, Opcode::RecvReduceCopy), t, 1).seconds,
+              6 * (2 * 5e-6 + 1e-6 + 2e-6), 1e-10);
+  t.recvReduceLatency = 0;
+  EXPECT_NEAR(whole(pingPongPlan(3, Opcode::RecvReduceCopy), t, 1).seconds, 6 * (2 * 5e-6 + 1e-6),
+              1e-10);
+}
+
 /// A call pays call-latency, and call-rank-latency for each rank beyond
 /// the first on its fullest node (one host thread prepares them all).
 TEST(Predict, CallRankLatencyPerRankOfTheFullestNode) {
@@ -512,6 +527,38 @@ TEST(Predict, ThreadblockBandwidthCapsAThreadblocksWork) {
   ASSERT_EQ(p->links.size(), 4u);
   EXPECT_EQ(p->links[0].name, "rank 0 tb 0");
   EXPECT_EQ(p->links[1].name, "rank 1 tb 0");
+}
+
+TEST(Predict, ReductionsCostReduceBandwidth) {
+  // One threadblock copies 1 MB, or reduces it (dst = src + dst), at a
+  // threadblock's 1 GB/s; its reductions at 0.5 GB/s of result: 1 ms and
+  // 2 ms. Without reduce-bandwidth, a reduction costs what a copy does.
+  const uint64_t count = 250000; // 1 MB
+  Topology t = oneNode(100e9, 0);
+  t.threadblockBandwidth = 1e9;
+  EXPECT_NEAR(whole(localCopyPlan(1), t, count).seconds, 1e-3, 1e-12);
+  EXPECT_NEAR(whole(localReducePlan(1), t, count).seconds, 1e-3, 1e-12);
+  t.reduceBandwidth = 0.5e9;
+  EXPECT_DOUBLE_EQ(t.reduceCost(), 2);
+  EXPECT_NEAR(whole(localCopyPlan(1), t, count).seconds, 1e-3, 1e-12);
+  EXPECT_NEAR(whole(localReducePlan(1), t, count).seconds, 2e-3, 1e-12);
+  // Two threadblocks, each reducing half of it, share the node's 1.5 GB/s
+  // as 2 MB of copies: 2 x 0.5 MB x 2 / 1.5 GB/s (each alone would take
+  // 1 ms).
+  t.nodeBandwidth = 1.5e9;
+  EXPECT_NEAR(whole(localReducePlan(2), t, count).seconds, 2e-3 / 1.5, 1e-12);
+  // At the private copy-bandwidth, the same ratio.
+  Topology c = oneNode(100e9, 0);
+  c.copyBandwidth = 4e9;
+  c.reduceBandwidth = 1e9;
+  EXPECT_NEAR(whole(localReducePlan(1), c, count).seconds, 1e-3, 1e-12);
+  // In the cache, the reduction keeps its cost against the cached copies.
+  t.nodeBandwidth = 0;
+  t.cacheBytes = 64 << 20;
+  t.cachedThreadblockBandwidth = 4e9;
+  const Topology cached = t.forFootprint(2 * 1000000);
+  EXPECT_DOUBLE_EQ(cached.reduceBandwidth, 2e9);
+  EXPECT_DOUBLE_EQ(cached.reduceCost(), 2);
 }
 
 TEST(Predict, NodeBandwidthIsShared) {
@@ -739,7 +786,9 @@ TEST(Topology, ParsesUnitsAndRoundTrips) {
                            "cache-bytes 32MiB\n"
                            "cached-intra-bandwidth 900GB/s\n"
                            "cached-threadblock-bandwidth 30GB/s\n"
-                           "cached-node-bandwidth 2TB/s\n",
+                           "cached-node-bandwidth 2TB/s\n"
+                           "reduce-bandwidth 25GB/s\n"
+                           "recv-reduce-latency 0.9us\n",
                            "box.topo", t);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(t.name, "box");
@@ -763,6 +812,8 @@ TEST(Topology, ParsesUnitsAndRoundTrips) {
   EXPECT_DOUBLE_EQ(t.cachedIntraBandwidth, 900e9);
   EXPECT_DOUBLE_EQ(t.cachedThreadblockBandwidth, 30e9);
   EXPECT_DOUBLE_EQ(t.cachedNodeBandwidth, 2e12);
+  EXPECT_DOUBLE_EQ(t.reduceBandwidth, 25e9);
+  EXPECT_DOUBLE_EQ(t.recvReduceLatency, 0.9e-6);
   EXPECT_EQ(t.nodeOf(5), 1u);
   EXPECT_EQ(t.nicOf(7), 1u);
   Topology back;

@@ -183,6 +183,15 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
   ll.protocol.forced = ProtocolKind::LL;
   Result<CallTimes> llPp1 = callTime(pingPongPlan(1), 1, 400, ll);
   Result<CallTimes> llPp65 = callTime(pingPongPlan(65), 1, 200, ll);
+  // A receive that reduces (rrc) against one that copies: the model's
+  // recv-reduce-latency. Not in the model: the ping-pong beside
+  // threadblocks that poll for its end (printed only). Each only where it
+  // ran.
+  Result<CallTimes> rrcPp1 = callTime(pingPongPlan(1, Opcode::RecvReduceCopy), 1, 400, options);
+  Result<CallTimes> rrcPp65 = callTime(pingPongPlan(65, Opcode::RecvReduceCopy), 1, 200, options);
+  const uint32_t waiters = manyTbs > 2 ? manyTbs - 2 : 0;
+  Result<CallTimes> waitPp1 = callTime(pingPongPlan(1, Opcode::Recv, waiters), 64, 400, options);
+  Result<CallTimes> waitPp65 = callTime(pingPongPlan(65, Opcode::Recv, waiters), 64, 200, options);
   // Bandwidth: 256 MiB in one step of each threadblock (a slice as large as
   // its chunk), one threadblock and then one per SM.
   const uint64_t big = 64ull << 20; // Floats.
@@ -192,9 +201,13 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
   const uint64_t share = big / sms;
   whole.sliceBytes = share * sizeof(float);
   Result<CallTimes> copyAll = callTime(localCopyPlan(sms), share * sms, 10, whole);
+  // A reduction reads two inputs where a copy reads one: 256 MiB of result
+  // by one threadblock.
+  whole.sliceBytes = big * sizeof(float);
+  Result<CallTimes> reduce1 = callTime(localReducePlan(1), big, 10, whole);
   for (const Result<CallTimes> *r :
        {&local1, &local257, &ranks2, &ranks8, &tbs1, &tbsMany, &chain, &steps1, &steps8, &pp1,
-        &pp65, &llPp1, &llPp65, &copy1, &copyAll})
+        &pp65, &llPp1, &llPp65, &copy1, &copyAll, &reduce1})
     if (!*r)
       return r->getStatus();
 
@@ -217,6 +230,7 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
   const double one = double(big) * sizeof(float) / std::max(1e-9, copy1->synced - call - step);
   const double all =
       double(share * sms) * sizeof(float) / std::max(1e-9, copyAll->synced - call - step);
+  const double reduce = double(big) * sizeof(float) / std::max(1e-9, reduce1->synced - call - step);
 
   Topology t;
   t.name = name;
@@ -225,12 +239,18 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
   t.copyBandwidth = one;
   t.threadblockBandwidth = one;
   t.nodeBandwidth = all;
+  t.reduceBandwidth = reduce;
   t.stepLatency = step;
   t.lineStepLatency = lineStep;
   t.pieceLatency = piece;
   t.callLatency = call;
   t.callRankLatency = rankCall;
   t.dependencyLatency = dependency;
+  double rrcHop = 0;
+  if (rrcPp1 && rrcPp65) {
+    rrcHop = std::max(0.0, (rrcPp65->synced - rrcPp1->synced) / 128);
+    t.recvReduceLatency = std::max(0.0, rrcHop - hop);
+  }
   t.directSends = true; // DeviceWorld's direct reads.
   std::string header = "# coll-calibrate --ranks-as gpu: every rank on one " +
                        std::string(prop.name) + " (" + std::to_string(sms) + " SMs), DeviceWorld\n";
@@ -253,8 +273,26 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
   header += "# ping-pong of 1 and 65 round trips " + both(*pp1) + ", " + both(*pp65) + " (a hop " +
             us(hop) + ")\n";
   header += "# under LL " + both(*llPp1) + ", " + both(*llPp65) + " (a hop " + us(llHop) + ")\n";
+  if (rrcPp1 && rrcPp65) {
+    header += "# received by rrc (reduced into the output) " + both(*rrcPp1) + ", " +
+              both(*rrcPp65) + " (a hop " + us(rrcHop) + ", " + us(rrcHop - hop) +
+              " more a step than r)\n";
+  } else {
+    header += "# received by rrc: not measured (" +
+              (rrcPp1 ? rrcPp65.message() : rrcPp1.message()) + ")\n";
+  }
+  if (waitPp1 && waitPp65) {
+    const double waitHop = std::max(0.0, (waitPp65->synced - waitPp1->synced) / 128);
+    header += "# beside " + std::to_string(waiters) + " threadblocks that wait for its end " +
+              both(*waitPp1) + ", " + both(*waitPp65) + " (a hop " + us(waitHop) + ")\n";
+  } else {
+    header += "# beside waiting threadblocks: not measured (" +
+              (waitPp1 ? waitPp65.message() : waitPp1.message()) + ")\n";
+  }
   header += "# 256 MiB copied by 1 threadblock " + both(*copy1) + " (" + gbs(one) + "), by " +
             std::to_string(sms) + " " + both(*copyAll) + " (" + gbs(all) + ")\n";
+  header += "# 256 MiB reduced (fp32 sum) by 1 threadblock " + both(*reduce1) + " (" + gbs(reduce) +
+            " of result)\n";
   return header + formatTopology(t);
 }
 

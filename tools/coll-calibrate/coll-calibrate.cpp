@@ -139,6 +139,24 @@ double copyRate(unsigned threads, size_t bytes, bool stream) {
   return median(rates);
 }
 
+/// Bytes of result per second of one thread's fp32 sum of two buffers of
+/// \p bytes into a third, with the executors' host kernel (which does not
+/// stream its stores): the median of 7 passes of 4.
+double reduceRate(size_t bytes) {
+  detail::HostKernels k;
+  detail::selectHostKernels(DataType::Float32, RedOp::Sum, k);
+  const size_t n = bytes / sizeof(float);
+  std::vector<float> a(n, 1), b(n, 2), c(n, 0);
+  std::vector<double> rates;
+  for (int pass = 0; pass < 7; ++pass) {
+    const auto start = Clock::now();
+    for (int r = 0; r < 4; ++r)
+      k.reduce(c.data(), a.data(), b.data(), n);
+    rates.push_back(4 * double(n * sizeof(float)) / seconds(start, Clock::now()));
+  }
+  return median(rates);
+}
+
 /// The median seconds of a call of \p plan with one element per rank.
 Result<double> callTime(const Plan &plan) {
   Result<ValidatedPlan> vp = ValidatedPlan::make(plan);
@@ -435,6 +453,7 @@ int main(int argc, char **argv) {
   const double all = copyRate(threads, outBytes, true);
   const size_t inBytes = size_t(cache / (4 * threads));
   const double cachedAll = cache ? copyRate(threads, inBytes, false) : 0;
+  const double reduceOne = reduceRate(outBytes);
   Result<double> local1 = callTime(localStepsPlan(1)), local257 = callTime(localStepsPlan(257));
   Result<double> pp1 = callTime(pingPongPlan(1)), pp65 = callTime(pingPongPlan(65));
   for (const Result<double> *r : {&local1, &local257, &pp1, &pp65})
@@ -465,6 +484,9 @@ int main(int argc, char **argv) {
   std::string header = std::string("# coll-calibrate: ranks as ") +
                        (processes ? "processes" : "threads") + " on this host, " +
                        std::to_string(threads) + " CPUs\n";
+  header += "# one thread copies " + std::to_string(one / 1e9) + " GB/s and reduces (fp32 sum) " +
+            std::to_string(reduceOne / 1e9) + " GB/s of result, on " +
+            std::to_string(outBytes >> 20) + " MiB buffers\n";
   if (processes) {
     double sharedHop = 0;
     Result<LinkFigures> f = [&]() -> Result<LinkFigures> {

@@ -25,9 +25,11 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <sstream>
+#include <tuple>
 #include <unistd.h>
 
 using namespace coll;
@@ -53,6 +55,7 @@ enum class EmitKind {
   DotDag,
   MscclXml,
   Predict,
+  PredictTrace,
   Html
 };
 cl::opt<EmitKind>
@@ -72,6 +75,9 @@ cl::opt<EmitKind>
                     clEnumValN(EmitKind::DotDag, "dot-dag", "the dependence DAG as Graphviz"),
                     clEnumValN(EmitKind::Predict, "predict",
                                "predicted time per size on --topology (nccl-tests' columns)"),
+                    clEnumValN(EmitKind::PredictTrace, "predict-trace",
+                               "the steps of one predicted call of -b bytes on --topology as "
+                               "Chrome trace JSON (coll-run --trace's format), to -o or stdout"),
                     clEnumValN(EmitKind::MscclXml, "msccl-xml",
                                "the plan as MSCCL-IR XML (to -o, or standard output)"),
                     clEnumValN(EmitKind::Html, "html",
@@ -384,6 +390,79 @@ Result<Topology> loadTopologyFile(DiagnosticEngine &diag) {
   return topo;
 }
 
+/// The options of --emit=predict and predict-trace: --slice-bytes,
+/// --protocol and --out-of-place for calls of \p type; false after a
+/// diagnostic.
+bool parsePredictOptions(DiagnosticEngine &diag, DataType type, PredictOptions &options) {
+  if (!parseSlice(diag, type, options))
+    return false;
+  if (!predictProtocol.empty()) {
+    if (!parseProtocol(predictProtocol.c_str(), options.protocol)) {
+      diag.errorNoLoc("--protocol takes Simple, LL or LL128, not '" + llvm::Twine(predictProtocol) +
+                      "'");
+      return false;
+    }
+    options.forceProtocol = true;
+  }
+  options.outOfPlace = predictOutOfPlace;
+  return true;
+}
+
+/// --emit=predict-trace: the steps of one predicted call of -b bytes of
+/// \p plan on --topology as Chrome trace JSON, the format in which
+/// coll-run --trace writes a measured run (one process per rank, one track
+/// per threadblock, times from the call's first step), to -o or standard
+/// output: the two open side by side, and bench/compare-trace.py sets them
+/// step by step against each other.
+int writePredictedTrace(const Plan &plan, DiagnosticEngine &diag) {
+  if (topologyFile.empty()) {
+    diag.errorNoLoc("--emit=predict-trace needs --topology <file>");
+    return 1;
+  }
+  Result<Topology> topo = loadTopologyFile(diag);
+  if (!topo)
+    return 1;
+  uint64_t lo = 0, hi = 0;
+  DataType type;
+  if (!parseSweep(diag, lo, hi, type))
+    return 1;
+  PredictOptions options;
+  if (!parsePredictOptions(diag, type, options))
+    return 1;
+  options.recordSpans = true;
+  const BufferElements unit = planBufferElements(plan.info, 1);
+  const uint64_t perCount = std::max<uint64_t>(1, std::max(unit.input, unit.output));
+  Result<Prediction> p =
+      predictPlan(plan, *topo, lo / dataTypeSize(type) / perCount, type, options);
+  if (!p) {
+    diag.errorNoLoc(p.message());
+    return 1;
+  }
+  Timeline timeline;
+  timeline.protocol = p->protocol;
+  for (const StepSpan &s : p->spans) {
+    const Instruction &in = plan.ranks[s.rank].threadblocks[s.tb].steps[s.step];
+    TraceEvent e;
+    e.rank = s.rank;
+    e.tb = s.tb;
+    e.slice = s.slice;
+    e.step = s.step;
+    e.op = in.op;
+    e.count = in.count;
+    e.beginUs = s.start * 1e6;
+    e.endUs = s.end * 1e6;
+    timeline.events.push_back(e);
+  }
+  std::sort(timeline.events.begin(), timeline.events.end(),
+            [](const TraceEvent &a, const TraceEvent &b) {
+              return std::tie(a.rank, a.tb, a.beginUs, a.slice, a.step) <
+                     std::tie(b.rank, b.tb, b.beginUs, b.slice, b.step);
+            });
+  std::ostringstream json;
+  timeline.writeChromeTrace(json, plan);
+  return writeOutput(json.str(), outputFile.empty() ? "-" : std::string(outputFile), diag) ? 0 : 1;
+}
+
 /// --emit=predict: \p plan's predicted time per size on --topology, as
 /// nccl-tests prints measurements.
 int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
@@ -399,17 +478,8 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
   if (!parseSweep(diag, lo, hi, type))
     return 1;
   PredictOptions options;
-  if (!parseSlice(diag, type, options))
+  if (!parsePredictOptions(diag, type, options))
     return 1;
-  if (!predictProtocol.empty()) {
-    if (!parseProtocol(predictProtocol.c_str(), options.protocol)) {
-      diag.errorNoLoc("--protocol takes Simple, LL or LL128, not '" + llvm::Twine(predictProtocol) +
-                      "'");
-      return 1;
-    }
-    options.forceProtocol = true;
-  }
-  options.outOfPlace = predictOutOfPlace;
   const BufferElements unit = planBufferElements(plan.info, 1);
   const uint64_t perCount = std::max<uint64_t>(1, std::max(unit.input, unit.output));
   const uint64_t es = dataTypeSize(type);
@@ -859,6 +929,8 @@ int main(int argc, char **argv) {
     return writeMscclXml(c->plan, diag);
   case EmitKind::Html:
     return writePlanPage(c->plan, diag);
+  case EmitKind::PredictTrace:
+    return writePredictedTrace(c->plan, diag);
   case EmitKind::Predict:
     if (int rc = printPrediction(c->plan, diag))
       return rc;

@@ -87,9 +87,11 @@ cudaError_t launchDivide(DataType type, void *p, uint64_t n, uint32_t nranks, cu
 }
 
 cudaError_t launchStagingCopies(const std::vector<StagingCopy> &copies, cudaStream_t stream) {
-  // Small copies share one kernel (a launch each would cost more than the
-  // copy); large ones go to cudaMemcpyAsync, the fastest copy there is.
-  constexpr uint64_t kSmall = 1ull << 20;
+  // Copies share one kernel up to 16 MiB each: a cudaMemcpyAsync costs the
+  // host some 5 us, so the 1 MiB copies of 8 ranks took 40 us of a call's
+  // time on an H200 (docs/gpu.md, "The one-device mode made to fit"), where
+  // one kernel moves them all at once. Larger ones go to cudaMemcpyAsync.
+  constexpr uint64_t kSmall = 16ull << 20;
   constexpr uint64_t kChunk = 64ull << 10; // Bytes per CTA.
   CopyBatch b = {};
   uint32_t batched = 0;

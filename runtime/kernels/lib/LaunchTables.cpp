@@ -159,8 +159,10 @@ Result<LaunchMemory> layoutLaunchMemory(const LaunchTables &tables,
     // A connection to a rank reached over the network (a remote send)
     // runs Simple whatever the launch's protocol.
     const ProtocolKind p = i < tables.numRecvFifos ? protocol : ProtocolKind::Simple;
-    const std::string what = detail::fifoWhat(sections[tb.rank].rank, tb.tb, tables.fifos[i].depth,
-                                              tables.fifoMaxCount[i], pieceStride, p);
+    auto what = [&] {
+      return detail::fifoWhat(sections[tb.rank].rank, tb.tb, tables.fifos[i].depth,
+                              tables.fifoMaxCount[i], pieceStride, p);
+    };
     Result<uint64_t> data = checkedBytes(what, 1, tables.fifoMaxCount[i], pieceStride);
     if (!data)
       return data.getStatus();
@@ -174,8 +176,9 @@ Result<LaunchMemory> layoutLaunchMemory(const LaunchTables &tables,
       m.stageBytes = std::max(m.stageBytes, stageBytesFor(p, *data));
   }
   if (m.stageBytes) {
-    const std::string what =
-        cat("the ", protocolName(protocol), " staging copies of ", tables.tbs.size(), " CTAs");
+    auto what = [&] {
+      return cat("the ", protocolName(protocol), " staging copies of ", tables.tbs.size(), " CTAs");
+    };
     Result<uint64_t> bytes = checkedBytes(what, tables.tbs.size(), 2, m.stageBytes);
     if (!bytes)
       return bytes.getStatus();
@@ -189,7 +192,7 @@ Result<LaunchMemory> layoutLaunchMemory(const LaunchTables &tables,
   m.copyOffset.resize(sections.size());
   for (size_t s = 0; s < sections.size(); ++s) {
     const uint32_t rank = sections[s].rank, chunks = sections[s].plan->scratchChunks;
-    const std::string what = detail::scratchWhat(rank, chunks, layout, es);
+    auto what = [&] { return detail::scratchWhat(rank, chunks, layout, es); };
     Result<uint64_t> bytes = detail::scratchBytes(rank, chunks, layout, es);
     if (bytes)
       bytes = checkedRoundUp(what, *bytes, kAlign);
@@ -201,7 +204,7 @@ Result<LaunchMemory> layoutLaunchMemory(const LaunchTables &tables,
     m.scratchBytes += *bytes;
     m.copyOffset[s] = m.copyBytes;
     if (s < copyBytes.size() && copyBytes[s]) {
-      const std::string copyWhat = cat("a copy of rank ", rank, "'s input");
+      auto copyWhat = [&] { return cat("a copy of rank ", rank, "'s input"); };
       Result<uint64_t> copy = checkedRoundUp(copyWhat, copyBytes[s], kAlign);
       if (!copy)
         return copy.getStatus();

@@ -35,6 +35,10 @@ Plan localStepsPlan(uint32_t steps, uint32_t chunks = 1, uint32_t ranks = 1);
 /// that many threadblocks.
 Plan localCopyPlan(uint32_t threadblocks);
 
+/// The same with a reduction instead of the copy (re: output chunk t =
+/// input chunk t op output chunk t): the reduction bandwidth.
+Plan localReducePlan(uint32_t threadblocks);
+
 /// One rank whose \p threadblocks threadblocks each run one step, in a
 /// chain: threadblock 0 copies input chunk 0 to output chunk 0, and each
 /// threadblock t after it waits for threadblock t - 1's step (a
@@ -42,8 +46,13 @@ Plan localCopyPlan(uint32_t threadblocks);
 /// chunk t. Against localCopyPlan() of as many: what a dependency costs.
 Plan dependencyChainPlan(uint32_t threadblocks);
 
-/// Two ranks that pass one message back and forth \p roundTrips times.
-Plan pingPongPlan(uint32_t roundTrips);
+/// Two ranks that pass one message back and forth \p roundTrips times,
+/// each received by a step of \p recvOp (r, or rrc: reduced with the
+/// receiver's input into its output). \p waiters more threadblocks, split
+/// between the ranks, each wait for the ping-pong's last step of their
+/// rank (a cross-threadblock dependency) and then copy a chunk of their
+/// own: what waiting threadblocks cost the others (on a GPU, their polls).
+Plan pingPongPlan(uint32_t roundTrips, Opcode recvOp = Opcode::Recv, uint32_t waiters = 0);
 
 /// Rank 0 sends \p messages messages of its input to rank 1, a chunk each
 /// (a broadcast of \p messages chunks), four slots in flight.

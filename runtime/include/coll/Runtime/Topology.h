@@ -18,10 +18,12 @@
 ///     copy-bandwidth    1500GB/s   # a threadblock's local copy or reduction; 0: free
 ///     threadblock-bandwidth 50GB/s # the most one threadblock moves; 0: no limit
 ///     node-bandwidth    0          # what all threadblocks of a node move together
+///     reduce-bandwidth  0          # a threadblock's reduction, bytes of result; 0: as a copy
 ///     call-latency      0us        # a call's fixed cost (launch and completion)
 ///     direct-sends      0          # 1: a receiver reads a sent chunk where it lies
 ///     step-latency      1.5us      # the fixed cost of a step (Simple)
 ///     line-step-latency 1.2us      # the same under LL and LL128 (default: step-latency)
+///     recv-reduce-latency 0us      # more for a step that reduces a receive into its buffer
 ///     cpus-per-node     0          # the CPUs the ranks of a node share; 0: no limit
 ///     switch-latency    0us        # a message's extra trip when its receiver must get a CPU
 ///     threads-per-rank  0          # the threads that run a rank's threadblocks; 0: one each
@@ -73,6 +75,10 @@ struct Topology {
   double copyBandwidth = 0;        ///< Bytes per second of a local copy or reduction; 0: free.
   double threadblockBandwidth = 0; ///< The most one threadblock moves per second; 0: no limit.
   double nodeBandwidth = 0; ///< The most all threadblocks of a node move per second; 0: no limit.
+  /// Bytes of result per second of one threadblock's local reduction
+  /// (dst = src op dst: two reads and a write where a copy makes one of
+  /// each); 0: a reduction costs what a copy does. See reduceCost().
+  double reduceBandwidth = 0;
   /// The threads that run each rank's threadblocks (the CPU executors'
   /// workers: one by default, ProcessGroupOptions::workers and
   /// ExecOptions::workersPerRank); 0: a thread each. All threadblocks of a
@@ -100,6 +106,11 @@ struct Topology {
   /// the GPU kernel's progress counter, published to global memory and
   /// polled there; 0: at once (the CPU executors' shared counters).
   double dependencyLatency = 0;
+  /// Seconds a step that reduces a received chunk into a buffer of its
+  /// own (rrc, rrcs) costs beyond step-latency: on a GPU, the receiver
+  /// reads the sender's data and its own before it writes (coll-calibrate:
+  /// the ping-pong received by rrc against r); 0: what any step costs.
+  double recvReduceLatency = 0;
   /// The CPUs that run a node's ranks (the CPU executors: each rank's
   /// threads do its steps and copies); 0: as many as they need. With fewer
   /// CPUs than ranks, a call takes at least the node's CPU work (its steps'
@@ -125,6 +136,16 @@ struct Topology {
   double cachedThreadblockBandwidth = 0; ///< threadblockBandwidth in the cache; 0: the same.
   double cachedNodeBandwidth = 0;        ///< nodeBandwidth in the cache; 0: the same.
 
+  /// What a byte of a reduction's local result costs in bytes of a copy:
+  /// the threadblock's copy rate (threadblock-bandwidth, else
+  /// copy-bandwidth) over reduce-bandwidth; 1 when either is not given.
+  /// The simulator moves each local reduction as that many times its bytes
+  /// over the threadblock's and the node's caps.
+  double reduceCost() const {
+    const double copy = threadblockBandwidth > 0 ? threadblockBandwidth : copyBandwidth;
+    return reduceBandwidth > 0 && copy > 0 ? copy / reduceBandwidth : 1;
+  }
+
   /// This topology for a call whose buffers take \p footprint bytes on
   /// its fullest node: with the cached figures when it fits the cache.
   Topology forFootprint(uint64_t footprint) const {
@@ -133,8 +154,12 @@ struct Topology {
       return t;
     if (cachedIntraBandwidth > 0)
       t.intra.bandwidth = cachedIntraBandwidth;
-    if (cachedThreadblockBandwidth > 0)
+    if (cachedThreadblockBandwidth > 0) {
+      // A reduction keeps its cost against a copy (reduceCost()).
+      if (reduceBandwidth > 0 && threadblockBandwidth > 0)
+        t.reduceBandwidth = reduceBandwidth * cachedThreadblockBandwidth / threadblockBandwidth;
       t.threadblockBandwidth = cachedThreadblockBandwidth;
+    }
     if (cachedNodeBandwidth > 0)
       t.nodeBandwidth = cachedNodeBandwidth;
     return t;
