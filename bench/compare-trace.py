@@ -68,7 +68,8 @@ def main():
           + (f" ({only_m} only measured, {only_p} only predicted)" if only_m or only_p else ""))
     span_m = max(s[2] for s in m.values())
     span_p = max(s[2] for s in p.values())
-    print(f"span: measured {span_m:.2f} us, predicted {span_p:.2f} us, ratio {span_m / span_p:.2f}")
+    ratio = f"{span_m / span_p:.2f}" if span_p > 0 else "-"
+    print(f"span: measured {span_m:.2f} us, predicted {span_p:.2f} us, ratio {ratio}")
     tbs_m, wait_m = per_tb(m)
     tbs_p, wait_p = per_tb(p)
 

@@ -774,7 +774,8 @@ TEST(LaunchHelpers, StagingCopiesInOneLaunch) {
   if (gpuCount() < 1)
     GTEST_SKIP() << "no usable CUDA device";
   // 80 small copies (two batches) and empty ones, every misalignment and
-  // size class, two of 1 and 3 MiB (in the batch kernel too) and one of
+  // size class; of 3 MiB misaligned byte-wise (cudaMemcpyAsync), of 1 MiB
+  // and 2 MiB aligned alike and to 4 bytes (in the batch kernel), and of
   // 17 MiB (cudaMemcpyAsync), into disjoint places of one buffer.
   const uint64_t srcBytes = 20ull << 20, dstBytes = 64ull << 20;
   std::vector<unsigned char> src(srcBytes);
@@ -799,6 +800,8 @@ TEST(LaunchHelpers, StagingCopiesInOneLaunch) {
   at += (3ull << 20) + 4096;
   copies.push_back({ddst + at, dsrc, 1ull << 20});
   at += (1ull << 20) + 4096;
+  copies.push_back({ddst + at + 4, dsrc + 8, (2ull << 20) + 3});
+  at += (2ull << 20) + 4096;
   copies.push_back({ddst + at + 5, dsrc + 7, 17ull << 20});
   ASSERT_LE(at + 5 + (17ull << 20), dstBytes);
   cudaStream_t stream;

@@ -559,6 +559,10 @@ TEST(Predict, ReductionsCostReduceBandwidth) {
   const Topology cached = t.forFootprint(2 * 1000000);
   EXPECT_DOUBLE_EQ(cached.reduceBandwidth, 2e9);
   EXPECT_DOUBLE_EQ(cached.reduceCost(), 2);
+  // Likewise against the copy-bandwidth where no threadblock cap is given.
+  c.cacheBytes = 64 << 20;
+  c.cachedThreadblockBandwidth = 8e9;
+  EXPECT_DOUBLE_EQ(c.forFootprint(1000).reduceCost(), 4);
 }
 
 TEST(Predict, NodeBandwidthIsShared) {

@@ -87,11 +87,19 @@ cudaError_t launchDivide(DataType type, void *p, uint64_t n, uint32_t nranks, cu
 }
 
 cudaError_t launchStagingCopies(const std::vector<StagingCopy> &copies, cudaStream_t stream) {
-  // Copies share one kernel up to 16 MiB each: a cudaMemcpyAsync costs the
-  // host some 5 us, so the 1 MiB copies of 8 ranks took 40 us of a call's
-  // time on an H200 (docs/gpu.md, "The one-device mode made to fit"), where
-  // one kernel moves them all at once. Larger ones go to cudaMemcpyAsync.
-  constexpr uint64_t kSmall = 16ull << 20;
+  // Copies share one kernel below 1 MiB, and below 16 MiB where the
+  // kernel copies in words (the two pointers alike modulo 16, or both
+  // 4-byte aligned; copyBytes() goes byte by byte otherwise): a
+  // cudaMemcpyAsync costs the host some 5 us, so the 1 MiB copies of 8
+  // ranks took 40 us of a call's time on an H200 (docs/gpu.md, "The
+  // one-device mode made to fit"), where one kernel moves them all at once.
+  // The others go to cudaMemcpyAsync.
+  constexpr uint64_t kSmall = 1ull << 20, kWords = 16ull << 20;
+  auto batches = [&](const StagingCopy &c) {
+    const uintptr_t from = uintptr_t(c.from), to = uintptr_t(c.to);
+    return c.bytes < kSmall ||
+           (c.bytes < kWords && ((from & 15) == (to & 15) || ((from | to) & 3) == 0));
+  };
   constexpr uint64_t kChunk = 64ull << 10; // Bytes per CTA.
   CopyBatch b = {};
   uint32_t batched = 0;
@@ -110,7 +118,7 @@ cudaError_t launchStagingCopies(const std::vector<StagingCopy> &copies, cudaStre
     cudaError_t err = cudaSuccess;
     if (c.bytes == 0)
       continue;
-    if (c.bytes >= kSmall) {
+    if (!batches(c)) {
       err = cudaMemcpyAsync(c.to, c.from, c.bytes, cudaMemcpyDeviceToDevice, stream);
     } else {
       b.copies[batched++] = c;

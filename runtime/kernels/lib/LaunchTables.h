@@ -143,8 +143,9 @@ struct StagingCopy {
 
 /// Enqueues \p copies on \p stream, all at once: no copy's destination
 /// may overlap another copy's source or destination (one wave of a
-/// launch's staging copies). Copies below 16 MiB share a kernel launch,
-/// up to 64 at a time; larger ones are cudaMemcpyAsync calls.
+/// launch's staging copies). Copies below 1 MiB, and those below 16 MiB
+/// that the kernel copies in words, share a kernel launch, up to 64 at a
+/// time; the others are cudaMemcpyAsync calls.
 cudaError_t launchStagingCopies(const std::vector<StagingCopy> &copies, cudaStream_t stream);
 
 /// Enqueues p[i] = p[i] / nranks for n elements of \p type in every buffer

@@ -156,8 +156,9 @@ struct Topology {
       t.intra.bandwidth = cachedIntraBandwidth;
     if (cachedThreadblockBandwidth > 0) {
       // A reduction keeps its cost against a copy (reduceCost()).
-      if (reduceBandwidth > 0 && threadblockBandwidth > 0)
-        t.reduceBandwidth = reduceBandwidth * cachedThreadblockBandwidth / threadblockBandwidth;
+      const double copy = threadblockBandwidth > 0 ? threadblockBandwidth : copyBandwidth;
+      if (reduceBandwidth > 0 && copy > 0)
+        t.reduceBandwidth = reduceBandwidth * cachedThreadblockBandwidth / copy;
       t.threadblockBandwidth = cachedThreadblockBandwidth;
     }
     if (cachedNodeBandwidth > 0)
