@@ -408,6 +408,38 @@ bool parsePredictOptions(DiagnosticEngine &diag, DataType type, PredictOptions &
   return true;
 }
 
+/// What --emit=predict and predict-trace share: the topology, the sizes
+/// (-b, -e), the data type and the options, and a size's elements per
+/// count (the larger buffer's units).
+struct PredictSetup {
+  Topology topo;
+  uint64_t lo = 0, hi = 0;
+  DataType type = DataType::Float32;
+  uint64_t es = 4, perCount = 1;
+  PredictOptions options;
+};
+
+/// PredictSetup of --emit=\p emitName for \p plan; nothing after a
+/// diagnostic.
+std::optional<PredictSetup> predictSetup(const Plan &plan, DiagnosticEngine &diag,
+                                         const char *emitName) {
+  if (topologyFile.empty()) {
+    diag.errorNoLoc("--emit=" + llvm::Twine(emitName) + " needs --topology <file>");
+    return std::nullopt;
+  }
+  Result<Topology> topo = loadTopologyFile(diag);
+  if (!topo)
+    return std::nullopt;
+  PredictSetup s;
+  s.topo = std::move(*topo);
+  if (!parseSweep(diag, s.lo, s.hi, s.type) || !parsePredictOptions(diag, s.type, s.options))
+    return std::nullopt;
+  const BufferElements unit = planBufferElements(plan.info, 1);
+  s.perCount = std::max<uint64_t>(1, std::max(unit.input, unit.output));
+  s.es = dataTypeSize(s.type);
+  return s;
+}
+
 /// --emit=predict-trace: the steps of one predicted call of -b bytes of
 /// \p plan on --topology as Chrome trace JSON, the format in which
 /// coll-run --trace writes a measured run (one process per rank, one track
@@ -415,25 +447,13 @@ bool parsePredictOptions(DiagnosticEngine &diag, DataType type, PredictOptions &
 /// output: the two open side by side, and bench/compare-trace.py sets them
 /// step by step against each other.
 int writePredictedTrace(const Plan &plan, DiagnosticEngine &diag) {
-  if (topologyFile.empty()) {
-    diag.errorNoLoc("--emit=predict-trace needs --topology <file>");
+  std::optional<PredictSetup> setup = predictSetup(plan, diag, "predict-trace");
+  if (!setup)
     return 1;
-  }
-  Result<Topology> topo = loadTopologyFile(diag);
-  if (!topo)
-    return 1;
-  uint64_t lo = 0, hi = 0;
-  DataType type;
-  if (!parseSweep(diag, lo, hi, type))
-    return 1;
-  PredictOptions options;
-  if (!parsePredictOptions(diag, type, options))
-    return 1;
+  PredictOptions options = setup->options;
   options.recordSpans = true;
-  const BufferElements unit = planBufferElements(plan.info, 1);
-  const uint64_t perCount = std::max<uint64_t>(1, std::max(unit.input, unit.output));
   Result<Prediction> p =
-      predictPlan(plan, *topo, lo / dataTypeSize(type) / perCount, type, options);
+      predictPlan(plan, setup->topo, setup->lo / setup->es / setup->perCount, setup->type, options);
   if (!p) {
     diag.errorNoLoc(p.message());
     return 1;
@@ -466,23 +486,13 @@ int writePredictedTrace(const Plan &plan, DiagnosticEngine &diag) {
 /// --emit=predict: \p plan's predicted time per size on --topology, as
 /// nccl-tests prints measurements.
 int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
-  if (topologyFile.empty()) {
-    diag.errorNoLoc("--emit=predict needs --topology <file>");
+  std::optional<PredictSetup> setup = predictSetup(plan, diag, "predict");
+  if (!setup)
     return 1;
-  }
-  Result<Topology> topo = loadTopologyFile(diag);
-  if (!topo)
-    return 1;
-  uint64_t lo = 0, hi = 0;
-  DataType type;
-  if (!parseSweep(diag, lo, hi, type))
-    return 1;
-  PredictOptions options;
-  if (!parsePredictOptions(diag, type, options))
-    return 1;
-  const BufferElements unit = planBufferElements(plan.info, 1);
-  const uint64_t perCount = std::max<uint64_t>(1, std::max(unit.input, unit.output));
-  const uint64_t es = dataTypeSize(type);
+  const Topology *topo = &setup->topo;
+  const uint64_t lo = setup->lo, hi = setup->hi, perCount = setup->perCount, es = setup->es;
+  const DataType type = setup->type;
+  const PredictOptions &options = setup->options;
   llvm::outs() << "# " << plan.info.name << " (" << collectiveName(plan.info.collective) << "), "
                << plan.info.nranks << " ranks, predicted on '" << topo->name << "', "
                << dataTypeName(type) << ", protocol "
