@@ -392,8 +392,7 @@ private:
   /// Charges \p bytes of a copy by rank \p r to its node's CPUs, at the
   /// rate one CPU copies (a threadblock's cap, else the private rate).
   void chargeCopy(uint32_t r, double bytes) {
-    const double rate =
-        topo.threadblockBandwidth > 0 ? topo.threadblockBandwidth : topo.copyBandwidth;
+    const double rate = topo.threadblockCopyRate();
     if (rate > 0)
       nodeCpu[topo.nodeOf(r)] += bytes / rate;
   }

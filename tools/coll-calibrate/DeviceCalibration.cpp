@@ -222,10 +222,14 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
       manyTbs > 1 ? std::max(0.0, (chain->synced - tbsMany->synced) / double(manyTbs - 1) - step)
                   : 0;
   const double piece = std::max(0.0, (steps8->synced - steps1->synced) / (65 * 7));
-  // A round trip is two messages, each a step on each side and a trip.
-  const double hop = std::max(0.0, (pp65->synced - pp1->synced) / 128);
+  // A round trip is two messages, each a step on each side and a trip:
+  // a hop from ping-pongs of 1 and 65 round trips.
+  auto hopOf = [](const CallTimes &one, const CallTimes &many) {
+    return std::max(0.0, (many.synced - one.synced) / 128);
+  };
+  const double hop = hopOf(*pp1, *pp65);
   const double latency = std::max(0.0, hop - 2 * step);
-  const double llHop = std::max(0.0, (llPp65->synced - llPp1->synced) / 128);
+  const double llHop = hopOf(*llPp1, *llPp65);
   const double lineStep = std::max(0.0, (llHop - latency) / 2);
   const double one = double(big) * sizeof(float) / std::max(1e-9, copy1->synced - call - step);
   const double all =
@@ -248,7 +252,7 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
   t.dependencyLatency = dependency;
   double rrcHop = 0;
   if (rrcPp1 && rrcPp65) {
-    rrcHop = std::max(0.0, (rrcPp65->synced - rrcPp1->synced) / 128);
+    rrcHop = hopOf(*rrcPp1, *rrcPp65);
     t.recvReduceLatency = std::max(0.0, rrcHop - hop);
   }
   t.directSends = true; // DeviceWorld's direct reads.
@@ -282,7 +286,7 @@ Result<std::string> calibrateDevice(const std::string &name, int device) {
               (rrcPp1 ? rrcPp65.message() : rrcPp1.message()) + ")\n";
   }
   if (waitPp1 && waitPp65) {
-    const double waitHop = std::max(0.0, (waitPp65->synced - waitPp1->synced) / 128);
+    const double waitHop = hopOf(*waitPp1, *waitPp65);
     header += "# beside " + std::to_string(waiters) + " threadblocks that wait for its end " +
               both(*waitPp1) + ", " + both(*waitPp65) + " (a hop " + us(waitHop) + ")\n";
   } else {

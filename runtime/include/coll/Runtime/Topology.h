@@ -136,13 +136,19 @@ struct Topology {
   double cachedThreadblockBandwidth = 0; ///< threadblockBandwidth in the cache; 0: the same.
   double cachedNodeBandwidth = 0;        ///< nodeBandwidth in the cache; 0: the same.
 
+  /// Bytes per second one threadblock copies: its cap
+  /// (threadblock-bandwidth), else the private rate (copy-bandwidth); 0
+  /// when neither is given.
+  double threadblockCopyRate() const {
+    return threadblockBandwidth > 0 ? threadblockBandwidth : copyBandwidth;
+  }
+
   /// What a byte of a reduction's local result costs in bytes of a copy:
-  /// the threadblock's copy rate (threadblock-bandwidth, else
-  /// copy-bandwidth) over reduce-bandwidth; 1 when either is not given.
-  /// The simulator moves each local reduction as that many times its bytes
-  /// over the threadblock's and the node's caps.
+  /// threadblockCopyRate() over reduce-bandwidth; 1 when either is not
+  /// given. The simulator moves each local reduction as that many times
+  /// its bytes over the threadblock's and the node's caps.
   double reduceCost() const {
-    const double copy = threadblockBandwidth > 0 ? threadblockBandwidth : copyBandwidth;
+    const double copy = threadblockCopyRate();
     return reduceBandwidth > 0 && copy > 0 ? copy / reduceBandwidth : 1;
   }
 
@@ -156,7 +162,7 @@ struct Topology {
       t.intra.bandwidth = cachedIntraBandwidth;
     if (cachedThreadblockBandwidth > 0) {
       // A reduction keeps its cost against a copy (reduceCost()).
-      const double copy = threadblockBandwidth > 0 ? threadblockBandwidth : copyBandwidth;
+      const double copy = threadblockCopyRate();
       if (reduceBandwidth > 0 && copy > 0)
         t.reduceBandwidth = reduceBandwidth * cachedThreadblockBandwidth / copy;
       t.threadblockBandwidth = cachedThreadblockBandwidth;
