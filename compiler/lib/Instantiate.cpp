@@ -101,6 +101,13 @@ private:
   /// The arguments of the function call being evaluated.
   const std::vector<int64_t> *funcArgs = nullptr;
   uint64_t iterations = 0;
+  uint64_t userCalls = 0; ///< Calls of user functions so far.
+  /// evalInt() calls being evaluated: the parser bounds an expression's
+  /// depth, calls of functions add their bodies' (each level takes stack).
+  uint32_t evalDepth = 0;
+  /// "in this call of" notes written for the error, at most maxCallNotes.
+  uint32_t callNotes = 0;
+  static constexpr uint32_t maxCallNotes = 8;
   uint32_t phase = 0; ///< Fences executed so far.
   bool failed = false;
   uint16_t physical = InputBuffer; ///< In-place: the buffer both names mean.
@@ -131,6 +138,11 @@ bool Instantiator::evalInt(const Expr &e, int64_t &out) {
     out = *c;
     return true;
   }
+  struct Level {
+    uint32_t &depth;
+    explicit Level(uint32_t &depth) : depth(depth) { ++depth; }
+    ~Level() { --depth; }
+  } level(evalDepth);
   switch (e.getKind()) {
   case NodeKind::Name: {
     const Decl *d = llvm::cast<NameExpr>(e).decl;
@@ -197,6 +209,16 @@ bool Instantiator::evalInt(const Expr &e, int64_t &out) {
   }
   case NodeKind::UserCall: {
     auto &c = llvm::cast<UserCallExpr>(e);
+    // Functions cannot recurse, but a chain of them can nest deeply (one
+    // stack frame per level) and calls can multiply (f(x) = g(x) + g(x)
+    // doubles at each level): both are bounded.
+    if (evalDepth > opts.maxEvalDepth)
+      return fail(c.getRange(), "function calls nest more than " + Twine(opts.maxEvalDepth) +
+                                    " expression levels deep" + forN() +
+                                    "; that is the compiler's limit");
+    if (++userCalls > opts.maxFunctionCalls)
+      return fail(c.getRange(), "the program makes more than " + Twine(opts.maxFunctionCalls) +
+                                    " function calls" + forN() + "; that is the compiler's limit");
     std::vector<int64_t> args(c.args.size());
     for (size_t k = 0; k < args.size(); ++k)
       if (!evalInt(*c.args[k], args[k]))
@@ -207,8 +229,12 @@ bool Instantiator::evalInt(const Expr &e, int64_t &out) {
     funcArgs = &args;
     bool ok = evalInt(*c.func->body, out);
     funcArgs = outer;
-    if (!ok)
+    // A note for each call that led to the error, the innermost first; a
+    // few are enough to follow a long chain.
+    if (!ok && callNotes < maxCallNotes) {
+      ++callNotes;
       diag.note(c.getRange(), "in this call of '" + c.callee + "'");
+    }
     return ok;
   }
   default:

@@ -11,6 +11,7 @@
 #include "coll/Lang/IntArith.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace coll;
@@ -66,6 +67,13 @@ private:
 #define COLL_INT_FUNCTION(Id, Name, MinArgs, MaxArgs) Name,
 #include "coll/Lang/Builtins.def"
       "copy", "reduce"};
+  /// functionNames as a set, for the lookups (a program may declare many).
+  llvm::StringSet<> knownFunctions = [this] {
+    llvm::StringSet<> set;
+    for (const std::string &name : functionNames)
+      set.insert(name);
+    return set;
+  }();
 };
 
 } // namespace
@@ -80,6 +88,7 @@ ExprPtr Builder::invalid(SMRange r) {
 void Builder::collectFunctionNames(antlr4::tree::ParseTree *tree) {
   if (auto *f = dynamic_cast<CollParser::FuncDeclContext *>(tree)) {
     functionNames.push_back(identText(f->name));
+    knownFunctions.insert(functionNames.back());
     return; // a function's body declares no functions
   }
   for (antlr4::tree::ParseTree *child : tree->children)
@@ -405,9 +414,10 @@ ExprPtr Builder::buildCall(CollParser::CallExprContext &ctx) {
   for (const FnInfo &f : table)
     if (callee == f.name)
       info = &f;
-  if (!info && llvm::find(functionNames, callee) == functionNames.end()) {
+  if (!info && !knownFunctions.contains(callee)) {
     diag.error(range(ctx.callee), "unknown function '" + callee + "'");
-    std::string guess = detail::closestName(callee, functionNames);
+    // The guess compares every name: only for errors that are printed.
+    std::string guess = diag.shouldStop() ? "" : detail::closestName(callee, functionNames);
     if (!guess.empty())
       diag.note(range(ctx.callee), "did you mean '" + guess + "'?");
     return invalid(range(&ctx));

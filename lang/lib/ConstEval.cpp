@@ -99,11 +99,29 @@ std::string coll::intFunctionDomainMessage(IntFunction fn, llvm::ArrayRef<int64_
   }
 }
 
+namespace {
+/// What folding may spend: a call whose evaluation nests or multiplies
+/// beyond it is left to the instantiation, which reports it.
+struct FoldBudget {
+  uint64_t calls = uint64_t(1) << 16; ///< Function calls left.
+  uint32_t depth = 0;                 ///< Levels being folded.
+  static constexpr uint32_t maxDepth = 10000;
+};
+} // namespace
+
 /// The value of \p e inside a function whose parameters hold \p args, or
 /// empty.
-static std::optional<int64_t> foldInFunction(const Expr &e, llvm::ArrayRef<int64_t> args) {
+static std::optional<int64_t> foldInFunction(const Expr &e, llvm::ArrayRef<int64_t> args,
+                                             FoldBudget &budget) {
   if (std::optional<int64_t> c = e.getConstant())
     return c;
+  if (budget.depth >= FoldBudget::maxDepth)
+    return std::nullopt;
+  struct Level {
+    uint32_t &depth;
+    explicit Level(uint32_t &depth) : depth(depth) { ++depth; }
+    ~Level() { --depth; }
+  } level(budget.depth);
   auto value = [](ArithResult r) -> std::optional<int64_t> {
     if (r.ok())
       return r.value;
@@ -118,27 +136,27 @@ static std::optional<int64_t> foldInFunction(const Expr &e, llvm::ArrayRef<int64
   }
   case NodeKind::Unary: {
     auto &u = llvm::cast<UnaryExpr>(e);
-    std::optional<int64_t> v = foldInFunction(*u.operand, args);
+    std::optional<int64_t> v = foldInFunction(*u.operand, args, budget);
     return v ? value(evalUnaryOp(u.op, *v)) : std::nullopt;
   }
   case NodeKind::Binary: {
     auto &b = llvm::cast<BinaryExpr>(e);
-    std::optional<int64_t> l = foldInFunction(*b.lhs, args);
+    std::optional<int64_t> l = foldInFunction(*b.lhs, args, budget);
     if (!l)
       return std::nullopt;
     if (b.op == BinaryOp::And && *l == 0)
       return 0;
     if (b.op == BinaryOp::Or && *l != 0)
       return 1;
-    std::optional<int64_t> r = foldInFunction(*b.rhs, args);
+    std::optional<int64_t> r = foldInFunction(*b.rhs, args, budget);
     return r ? value(evalBinaryOp(b.op, *l, *r)) : std::nullopt;
   }
   case NodeKind::Cond: {
     auto &c = llvm::cast<CondExpr>(e);
-    std::optional<int64_t> v = foldInFunction(*c.cond, args);
+    std::optional<int64_t> v = foldInFunction(*c.cond, args, budget);
     if (!v)
       return std::nullopt;
-    return foldInFunction(*v ? *c.thenExpr : *c.elseExpr, args);
+    return foldInFunction(*v ? *c.thenExpr : *c.elseExpr, args, budget);
   }
   case NodeKind::Call:
   case NodeKind::UserCall: {
@@ -147,14 +165,18 @@ static std::optional<int64_t> foldInFunction(const Expr &e, llvm::ArrayRef<int64
     const std::vector<ExprPtr> &operands = call ? call->args : user->args;
     std::vector<int64_t> values;
     for (const ExprPtr &a : operands) {
-      std::optional<int64_t> v = foldInFunction(*a, args);
+      std::optional<int64_t> v = foldInFunction(*a, args, budget);
       if (!v)
         return std::nullopt;
       values.push_back(*v);
     }
     if (call)
       return value(evalIntFunction(call->fn, values));
-    return user->func ? foldFunctionCall(*user->func, values) : std::nullopt;
+    if (!user->func || !user->func->body || values.size() != user->func->params.size() ||
+        budget.calls == 0)
+      return std::nullopt;
+    --budget.calls;
+    return foldInFunction(*user->func->body, values, budget);
   }
   default:
     return std::nullopt;
@@ -164,5 +186,6 @@ static std::optional<int64_t> foldInFunction(const Expr &e, llvm::ArrayRef<int64
 std::optional<int64_t> coll::foldFunctionCall(const FuncDecl &f, llvm::ArrayRef<int64_t> args) {
   if (!f.body || args.size() != f.params.size())
     return std::nullopt;
-  return foldInFunction(*f.body, args);
+  FoldBudget budget;
+  return foldInFunction(*f.body, args, budget);
 }

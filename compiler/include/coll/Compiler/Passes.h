@@ -34,6 +34,11 @@ struct InstantiateOptions {
   llvm::StringMap<int64_t> defines; ///< -D name=value
   uint64_t maxOps = 20'000'000;     ///< Chunk operations per program.
   uint64_t maxIterations = 1'000'000'000;
+  /// Calls of user functions (`def`) evaluated per program.
+  uint64_t maxFunctionCalls = uint64_t(1) << 24;
+  /// Levels of an expression under evaluation, counting the bodies of the
+  /// functions it calls (each level takes stack).
+  uint32_t maxEvalDepth = 10000;
   uint32_t maxRanks = LanguageLimits::maxRanks;
   uint32_t maxChunksPerBuffer = LanguageLimits::maxChunksPerBuffer;
   /// Chunks of every buffer of every rank together: verification and
