@@ -259,6 +259,8 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
   algo.outOfPlace = outofplace < 0 ? inplace == 0 : outofplace == 1;
   plan.ranks.resize(size_t(ngpus));
   std::vector<bool> seen(size_t(ngpus), false);
+  // By gpu id, whatever order the file lists the gpus in.
+  algo.positions.assign(size_t(ngpus), {});
   if (algoTag.selfClosing)
     return a.error("it has no <gpu> elements");
 
@@ -497,7 +499,7 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
                 "see it finish");
         }
       }
-    foldNops(rp, algo.positions.emplace_back());
+    foldNops(rp, algo.positions[size_t(id)]);
   }
   ev = reader.next(tag);
   if (ev == XmlReader::Event::Error)

@@ -359,6 +359,10 @@ uint64_t planformat::storedChecksum(const uint8_t *data, size_t size) {
   return size >= headerBytes ? readU64At(data, checksumPos) : 0;
 }
 
+Result<std::vector<uint8_t>> readPlanFile(const std::string &path) {
+  return readPlanBytes(path);
+}
+
 Result<Plan> loadPlanFile(const std::string &path, int rank) {
   Result<std::vector<uint8_t>> bytes = readPlanBytes(path);
   if (!bytes)

@@ -17,9 +17,7 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <string>
 
 using namespace coll;
@@ -114,17 +112,14 @@ int main(int argc, char **argv) {
   if (cmd != "dump" && cmd != "info" && cmd != "check")
     return usage();
 
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::cerr << "coll-plan: error: cannot open '" << path << "': " << std::strerror(errno) << "\n";
+  // The loader's reader: it checks the size against the plan limit before
+  // reading, and refuses directories and what it cannot size.
+  Result<std::vector<uint8_t>> read = readPlanFile(path);
+  if (!read) {
+    std::cerr << "coll-plan: error: " << read.message() << "\n";
     return 1;
   }
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-  if (in.bad()) {
-    std::cerr << "coll-plan: error: cannot read '" << path << "'\n";
-    return 1;
-  }
+  const std::vector<uint8_t> &bytes = *read;
   Result<Plan> plan = parsePlan(bytes.data(), bytes.size(), rank);
   if (!plan) {
     std::cerr << "coll-plan: error: " << path << ": " << plan.message() << "\n";

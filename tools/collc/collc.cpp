@@ -678,19 +678,22 @@ int writeMscclXml(const Plan &plan, DiagnosticEngine &diag) {
   return writeOutput(xml, outputFile.empty() ? "-" : std::string(outputFile), diag) ? 0 : 1;
 }
 
+/// The largest MSCCL XML file read (1 GiB): a device or a larger file is
+/// refused after that much, not read until memory runs out.
+constexpr uint64_t maxMscclXmlBytes = uint64_t(1) << 30;
+
 /// collc --import-msccl-xml: read the XML as a plan, simulate it against
 /// its collective, print or write it.
 int importXml(DiagnosticEngine &diag) {
-  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(inputFile);
-  if (!buffer) {
-    diag.errorNoLoc("cannot read '" + inputFile + "': " + buffer.getError().message());
+  std::string text, error;
+  if (!readFileBounded(inputFile, maxMscclXmlBytes, text, error)) {
+    diag.errorNoLoc(error);
     return 1;
   }
   compiler::MscclImportOptions options;
   options.connectionDepth = connectionDepth;
   compiler::MscclAlgoInfo algo;
-  Result<Plan> plan =
-      compiler::importMscclXml((*buffer)->getBuffer().str(), inputFile, options, &algo);
+  Result<Plan> plan = compiler::importMscclXml(text, inputFile, options, &algo);
   for (const std::string &w : algo.warnings)
     llvm::errs() << w << "\n";
   if (!plan) {

@@ -19,6 +19,12 @@ namespace coll {
 unsigned loadSourceFile(llvm::StringRef path, DiagnosticEngine &diag,
                         const ParserLimits &limits = {});
 
+/// Reads \p path ("-": standard input) whole into \p out, but no more than
+/// \p limit bytes: a larger file, or a device or pipe that goes on (as
+/// /dev/zero does), fails with \p error saying so, after at most \p limit
+/// bytes read. False with \p error ("cannot open 'p': ...") on failure.
+bool readFileBounded(llvm::StringRef path, uint64_t limit, std::string &out, std::string &error);
+
 /// Adds \p text as a buffer named \p name; returns its id.
 unsigned addSourceString(llvm::StringRef text, llvm::StringRef name, DiagnosticEngine &diag);
 

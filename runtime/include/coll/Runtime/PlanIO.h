@@ -33,6 +33,10 @@ Result<Plan> parsePlan(const uint8_t *data, size_t size, int rank = -1);
 /// Reads and parses a plan file.
 Result<Plan> loadPlanFile(const std::string &path, int rank = -1);
 
+/// The bytes of a plan file, unparsed: a directory, a file that cannot be
+/// sized, or one over PlanLimits::maxFileBytes is refused before it is read.
+Result<std::vector<uint8_t>> readPlanFile(const std::string &path);
+
 /// Checks everything about a plan in memory: limits, opcodes, buffer ranges,
 /// peers, channels, connection ownership, dependencies (in range, acyclic),
 /// and, when all ranks are present, that both ends of every connection agree

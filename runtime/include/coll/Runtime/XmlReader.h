@@ -30,7 +30,15 @@ public:
   /// Reads \p text, named \p fileName in errors; \p dialect names the
   /// format in the error for text between elements ("MSCCL-IR").
   XmlReader(const std::string &text, std::string fileName, std::string dialect)
-      : text(text), fileName(std::move(fileName)), dialect(std::move(dialect)) {}
+      : text(text), fileName(std::move(fileName)), dialect(std::move(dialect)) {
+    // A UTF-8 byte order mark is no text: XML allows one before the root.
+    if (text.compare(0, 3, "\xEF\xBB\xBF") == 0)
+      pos = 3;
+  }
+
+  /// Attributes one element may have: the formats read here use a dozen at
+  /// most, and the check for repeats compares each with the others.
+  static constexpr size_t maxAttributes = 256;
 
   enum class Event { Start, End, Eof, Error };
 
@@ -120,6 +128,10 @@ public:
         std::string value;
         if (!unescape(raw, value))
           return failAt(aLine, aCol, "the value of '" + name + "' has a bad entity: '" + raw + "'");
+        if (tag.attrs.size() >= maxAttributes)
+          return failAt(aLine, aCol,
+                        "<" + tag.name + "> has more than " + std::to_string(maxAttributes) +
+                            " attributes");
         for (const auto &a : tag.attrs)
           if (a.first == name)
             return failAt(aLine, aCol,
