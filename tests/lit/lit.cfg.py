@@ -21,6 +21,11 @@ config.substitutions.append(("%examples", os.path.join(config.coll_src_root, "ex
 config.substitutions.append(("%topologies", os.path.join(config.coll_src_root, "topologies")))
 config.substitutions.append(("%python", config.python_executable))
 
+# Sanitized builds reserve terabytes of address space: tests that cap the
+# address space (ulimit -v) say UNSUPPORTED: sanitize.
+if config.coll_sanitize.upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("sanitize")
+
 # lit's own shell implements `not` by inverting the exit status, so a crash
 # (a signal) would count as the failure a test expects. LLVM's `not` binary
 # fails on a crash: use it wherever a RUN line starts a command with `not`.

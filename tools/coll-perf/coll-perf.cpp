@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OutOfMemory.h"
 #include "PerfDriver.h"
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/PreparedCall.h"
@@ -474,6 +475,7 @@ Result<std::vector<std::pair<ValidatedPlan, uint64_t>>> loadPlans(const Options 
 } // namespace
 
 int main(int argc, char **argv) {
+  coll::tools::exitCleanlyWhenOutOfMemory("coll-perf");
   Options o;
   if (int rc = parseArgs(argc, argv, o); rc >= 0)
     return rc;

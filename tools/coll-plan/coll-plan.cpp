@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OutOfMemory.h"
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/PlanIO.h"
 #include "coll/Runtime/PlanSimulator.h"
@@ -80,6 +81,7 @@ void printInfo(const Plan &plan, uint64_t checksum, size_t bytes, std::ostream &
 } // namespace
 
 int main(int argc, char **argv) {
+  coll::tools::exitCleanlyWhenOutOfMemory("coll-plan");
   if (argc < 3)
     return usage();
   std::string cmd = argv[1], path = argv[2];

@@ -49,6 +49,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OutOfMemory.h"
 #include "ToolSupport.h"
 #include "coll/Runtime/Executor.h"
 #include "coll/Runtime/PlanIO.h"
@@ -392,6 +393,7 @@ struct RankBuffers {
 } // namespace
 
 int main(int argc, char **argv) {
+  coll::tools::exitCleanlyWhenOutOfMemory("coll-run");
   Options o;
   if (int rc = parseArgs(argc, argv, o))
     return rc < 0 ? 0 : rc;

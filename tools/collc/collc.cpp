@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OutOfMemory.h"
 #include "coll/Compiler/MscclXml.h"
 #include "coll/Compiler/Pipeline.h"
 #include "coll/Compiler/PlanPage.h"
@@ -19,6 +20,7 @@
 #include "coll/Runtime/Selection.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
@@ -744,6 +746,10 @@ int importXml(DiagnosticEngine &diag) {
 int main(int argc, char **argv) {
   restartWithHugePages(argv);
   llvm::InitLLVM init(argc, argv);
+  coll::tools::exitCleanlyWhenOutOfMemory("collc");
+  // LLVM's containers report a failed allocation through their own hook.
+  llvm::install_bad_alloc_error_handler(
+      [](void *, const char *, bool) { coll::tools::detail::outOfMemoryExit(); });
   cl::HideUnrelatedOptions(collcCategory);
   cl::SetVersionPrinter([](llvm::raw_ostream &os) { os << "collc 0.1\n"; });
   cl::ParseCommandLineOptions(
