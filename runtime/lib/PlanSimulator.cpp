@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <random>
@@ -23,7 +24,9 @@ constexpr uint64_t maxSimulatedChunks = uint64_t(1) << 25;
 /// A symbolic chunk: a multiset of input chunks, summarised.
 struct Term {
   uint64_t h1 = 0, h2 = 0;
-  uint32_t count = 0;
+  /// Operands, saturating: the key sums wrap modulo 2^64, so a count that
+  /// wrapped too would let a chunk counted 2^64 extra times pass.
+  uint64_t count = 0;
   bool defined = false;
   bool operator==(const Term &o) const {
     return defined == o.defined && count == o.count && h1 == o.h1 && h2 == o.h2;
@@ -33,7 +36,7 @@ struct Term {
 Term reduceTerms(const Term &a, const Term &b) {
   Term t;
   t.defined = a.defined && b.defined;
-  t.count = a.count + b.count;
+  t.count = a.count > UINT64_MAX - b.count ? UINT64_MAX : a.count + b.count;
   t.h1 = a.h1 + b.h1;
   t.h2 = a.h2 + b.h2;
   return t;
@@ -360,6 +363,8 @@ private:
       if (auto it = leafOf.find(t.h1); it != leafOf.end() && keys[it->second].second == t.h2)
         return "input chunk " + std::to_string(it->second % plan.info.inputChunks) + " of gpu " +
                std::to_string(it->second / plan.info.inputChunks);
+    if (t.count == UINT64_MAX)
+      return "a reduction of 2^64 - 1 or more input chunks";
     return "a reduction of " + std::to_string(t.count) + " input chunks";
   }
 
