@@ -169,14 +169,23 @@ uint64_t countMismatchesIn(DataType type, const void *got, const void *want,
   return wrong;
 }
 
-void fillTestInput(DataType type, RedOp op, uint32_t nranks, uint32_t rank, uint64_t n, void *buf) {
+uint32_t testInputOperands(const Plan &plan) {
+  uint64_t most = plan.info.nranks;
+  if (plan.contract)
+    for (size_t t = 0; t + 1 < plan.contract->termBegin.size(); ++t)
+      most = std::max<uint64_t>(most, plan.contract->termBegin[t + 1] - plan.contract->termBegin[t]);
+  return uint32_t(std::min<uint64_t>(most, UINT32_MAX));
+}
+
+void fillTestInput(DataType type, RedOp op, uint32_t nranks, uint32_t rank, uint64_t n, void *buf,
+                   uint32_t operands) {
   nranks = nranks ? nranks : 1;
   visitDataType(type, [&](auto traits) {
     using Traits = decltype(traits);
     constexpr DataType D = Traits::type;
     auto *p = static_cast<typename Traits::Storage *>(buf);
     for (uint64_t e = 0; e < n; ++e)
-      p[e] = testInputElement<D>(op, nranks, rank, e);
+      p[e] = testInputElement<D>(op, nranks, rank, e, operands);
   });
 }
 

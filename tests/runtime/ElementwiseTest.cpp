@@ -5,8 +5,10 @@
 #include "HostKernels.h"
 #include "coll/Runtime/ChunkLayout.h"
 #include "coll/Runtime/Executor.h"
+#include "coll/Runtime/Plan.h"
 #include "coll/Runtime/Reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <gtest/gtest.h>
@@ -248,6 +250,29 @@ TEST(TestData, FloatSumsAreExactInAnyOrder) {
   fillTestInput(DataType::Float32, RedOp::Prod, 8, 3, prod.size(), prod.data());
   for (float f : prod)
     EXPECT_TRUE(std::fabs(f) == 0.5f || std::fabs(f) == 1.0f || std::fabs(f) == 2.0f) << f;
+}
+
+TEST(TestData, BoundsFollowTheLargestReduction) {
+  // A user-declared collective whose post-condition reduces 2N chunks on 2
+  // ranks: the values leave room for 4 operands, not 2.
+  Plan plan;
+  plan.info.nranks = 2;
+  EXPECT_EQ(testInputOperands(plan), 2u);
+  PlanContract c;
+  c.termBegin = {0, 1, 5};
+  c.operands = {{0, 0}, {0, 0}, {0, 1}, {1, 0}, {1, 1}};
+  plan.contract = c;
+  EXPECT_EQ(testInputOperands(plan), 4u);
+  std::vector<uint16_t> buf(4000);
+  float most = 0;
+  for (uint32_t r = 0; r < 2; ++r) {
+    fillTestInput(DataType::Float16, RedOp::Sum, 2, r, buf.size(), buf.data(),
+                  testInputOperands(plan));
+    for (uint16_t v : buf)
+      most = std::max(most, std::fabs(halfToFloat(v)));
+  }
+  EXPECT_LE(most, 2048.0f / 4);
+  EXPECT_GT(most, 2048.0f / 8); // Still as large as the bound allows.
 }
 
 TEST(TestData, MismatchesCountByValue) {

@@ -368,7 +368,8 @@ std::string Sweep::prepare() {
   for (uint32_t r = 0; r < nranks; ++r) {
     RankMemory &m = ranks[r];
     m.original.resize(inBytes);
-    fillTestInput(opts.type, opts.op, nranks, r, most.input, m.original.data());
+    fillTestInput(opts.type, opts.op, nranks, r, most.input, m.original.data(),
+                  testInputOperands(plan.plan()));
     originals[r] = m.original.data();
     if (!mine(r))
       continue;

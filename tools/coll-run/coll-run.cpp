@@ -271,7 +271,8 @@ int runBootstrapped(const ValidatedPlan &plan, Options &o) {
   std::vector<const void *> originals(nranks);
   for (uint32_t r = 0; r < nranks; ++r) {
     inputs[r].resize(elems.input * es);
-    fillTestInput(o.type, o.op, nranks, r, elems.input, inputs[r].data());
+    fillTestInput(o.type, o.op, nranks, r, elems.input, inputs[r].data(),
+                  testInputOperands(plan.plan()));
     originals[r] = inputs[r].data();
   }
   std::vector<char> in, out, both;
@@ -443,7 +444,8 @@ int main(int argc, char **argv) {
   for (uint32_t r = 0; r < nranks; ++r) {
     RankBuffers &b = ranks[r];
     b.original.resize(elems.input * es);
-    fillTestInput(o.type, o.op, nranks, r, elems.input, b.original.data());
+    fillTestInput(o.type, o.op, nranks, r, elems.input, b.original.data(),
+                  testInputOperands(plan->plan()));
     originals[r] = b.original.data();
     if (o.inplace) {
       RankPointers p = inPlacePointers(info.collective, r, unitBytes,

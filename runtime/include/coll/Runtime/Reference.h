@@ -57,7 +57,15 @@ uint64_t countMismatchesIn(DataType type, const void *got, const void *want,
 /// are small integers for Sum and Avg, and +-2^-1, +-1, +-2 for Prod, so
 /// every partial result of \p nranks ranks is exact in any order; any
 /// integers for Max and Min.
-void fillTestInput(DataType type, RedOp op, uint32_t nranks, uint32_t rank, uint64_t n, void *buf);
+/// \p operands: the most operands a reduction of the plan has, when more
+/// than nranks (testInputOperands()).
+void fillTestInput(DataType type, RedOp op, uint32_t nranks, uint32_t rank, uint64_t n, void *buf,
+                   uint32_t operands = 0);
+
+/// The most operands one output element of \p plan reduces: nranks for the
+/// built-in collectives, the largest term of a user-declared collective's
+/// contract (or nranks, when that is more). For fillTestInput().
+uint32_t testInputOperands(const Plan &plan);
 
 /// Number of the \p n elements where \p got and \p want differ (floating
 /// point: by value, NaN equal to NaN). *firstIndex receives the first one.

@@ -38,10 +38,13 @@ COLL_HOST_DEVICE constexpr int significandDigits(DataType type) {
 }
 
 /// Element \p e of rank \p rank's test input for \p op on \p nranks ranks
-/// (nranks >= 1).
+/// (nranks >= 1), whose reductions have at most \p operands operands (0:
+/// nranks; a user-declared collective's post-condition may reduce more
+/// chunks than there are ranks, and the values must stay exact for them).
 template <DataType D>
 COLL_HOST_DEVICE inline typename DataTypeTraits<D>::Storage
-testInputElement(RedOp op, uint32_t nranks, uint32_t rank, uint64_t e) {
+testInputElement(RedOp op, uint32_t nranks, uint32_t rank, uint64_t e, uint32_t operands = 0) {
+  const uint64_t bound = operands > nranks ? operands : nranks;
   using S = typename DataTypeTraits<D>::Storage;
   using C = typename DataTypeTraits<D>::Compute;
   if constexpr (std::is_integral_v<C>) {
@@ -52,7 +55,7 @@ testInputElement(RedOp op, uint32_t nranks, uint32_t rank, uint64_t e) {
   } else if (op == RedOp::Prod) {
     // +-2^k, k in {-1, 0, 1}: every product of nranks of them is exact
     // (fp16 keeps k = 0 past 14 ranks, where 2^nranks would overflow).
-    bool small = D != DataType::Float16 || nranks <= 14;
+    bool small = D != DataType::Float16 || bound <= 14;
     uint64_t h = testDataMix(e * nranks + rank);
     C v = small ? C(h % 3 == 0 ? 0.5 : h % 3 == 1 ? 1.0 : 2.0) : C(1);
     return storeElement<D>((h >> 8) & 1 ? -v : v);
@@ -61,7 +64,7 @@ testInputElement(RedOp op, uint32_t nranks, uint32_t rank, uint64_t e) {
     // nranks of them add up exactly.
     constexpr int digits = significandDigits(D);
     uint64_t limit = (op == RedOp::Max || op == RedOp::Min) ? (uint64_t(1) << (digits - 1))
-                                                            : (uint64_t(1) << digits) / nranks;
+                                                            : (uint64_t(1) << digits) / bound;
     int64_t v = int64_t(testDataMix(e * nranks + rank) % (2 * limit + 1)) - int64_t(limit);
     return storeElement<D>(C(v));
   }
