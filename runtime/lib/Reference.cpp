@@ -173,7 +173,8 @@ uint32_t testInputOperands(const Plan &plan) {
   uint64_t most = plan.info.nranks;
   if (plan.contract)
     for (size_t t = 0; t + 1 < plan.contract->termBegin.size(); ++t)
-      most = std::max<uint64_t>(most, plan.contract->termBegin[t + 1] - plan.contract->termBegin[t]);
+      most =
+          std::max<uint64_t>(most, plan.contract->termBegin[t + 1] - plan.contract->termBegin[t]);
   return uint32_t(std::min<uint64_t>(most, UINT32_MAX));
 }
 
