@@ -45,6 +45,18 @@ Term reduceTerms(const Term &a, const Term &b) {
 struct Message {
   std::vector<Term> chunks;
   uint32_t tb = 0, step = 0; ///< The sender's.
+  /// The sender's vector clock after the send (race checking only).
+  std::vector<uint32_t> clock;
+};
+
+/// The last accesses of one buffer chunk, for race checking: threadblock
+/// (global index, -1: none) and its clock at the access (the step is the
+/// clock - 1).
+struct Access {
+  int32_t writer = -1;
+  uint32_t writeClock = 0;
+  int32_t reader = -1;
+  uint32_t readClock = 0;
 };
 
 /// Who wrote a chunk last.
@@ -92,6 +104,7 @@ public:
     makeBuffers();
     if (!makeConnections())
       return std::move(report);
+    setUpRaceChecks();
     execute();
     if (report.ok())
       checkOutputs();
@@ -241,6 +254,8 @@ private:
     Message outgoing;
     outgoing.tb = t;
     outgoing.step = pc;
+    if (checkRaces)
+      orderStep(r, t, in, oi, incoming, recvConn, sendConn);
     for (uint32_t j = 0; j < in.count; ++j) {
       Term v;
       switch (in.op) {
@@ -272,6 +287,8 @@ private:
       if (oi.send)
         outgoing.chunks.push_back(v);
     }
+    if (checkRaces)
+      finishStep(r, t, pc, oi, outgoing, recvConn);
     if (oi.send) {
       fifos[sendConn].push_back(std::move(outgoing));
       wake(dataWaiters[sendConn]);
@@ -280,6 +297,159 @@ private:
     ++report.stepsRun;
     wake(progressWaiters[self]);
     return true;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Races between the threadblocks of a rank
+  //===--------------------------------------------------------------------===//
+  //
+  // The run above is one order of many: the executors run a rank's
+  // threadblocks concurrently, ordered only by dependencies, messages (a
+  // send before its receive) and slots (the receive that frees a slot
+  // before the send that reuses it, `depth` sends later). Two steps of one
+  // rank that touch the same chunk, one of them writing, must be ordered
+  // so, or the result depends on timing. Vector clocks over every
+  // threadblock carry that order (happens-before); each chunk keeps its
+  // last write and its last reads.
+
+  void setUpRaceChecks() {
+    uint64_t total = 0, steps = 0, waitedFor = 0;
+    for (const RankPlan &rp : plan.ranks)
+      for (const Threadblock &tb : rp.threadblocks) {
+        ++total;
+        steps += tb.steps.size();
+        waitedFor += tb.deps.size();
+      }
+    // Each step joins clocks of `total` words, and every step waited for,
+    // message in flight and freed slot keeps one: bounded in time and
+    // memory, or not checked.
+    const uint64_t budget = uint64_t(1) << 28;
+    checkRaces = total <= maxRaceCheckedThreadblocks && steps * total <= budget &&
+                 (waitedFor + uint64_t(fifos.size()) * depth * 2) * total <= budget / 4;
+    report.racesChecked = checkRaces;
+    if (!checkRaces)
+      return;
+    numTbs = uint32_t(total);
+    std::vector<uint32_t> base(plan.ranks.size(), 0);
+    for (uint32_t r = 1; r < plan.ranks.size(); ++r)
+      base[r] = base[r - 1] + uint32_t(plan.ranks[r - 1].threadblocks.size());
+    clocks.assign(numTbs, std::vector<uint32_t>(numTbs, 0));
+    for (uint32_t r = 0; r < plan.ranks.size(); ++r)
+      for (const Threadblock &tb : plan.ranks[r].threadblocks)
+        for (const Dependency &d : tb.deps)
+          depClocks.emplace(clockKey(base[r] + d.tb, d.step), std::vector<uint32_t>());
+    freed.assign(fifos.size(), {});
+    sends.assign(fifos.size(), 0);
+    accesses.resize(plan.info.nranks);
+    for (uint32_t r = 0; r < plan.info.nranks; ++r) {
+      const uint32_t sizes[3] = {plan.info.inputChunks, plan.info.outputChunks,
+                                 plan.ranks[r].scratchChunks};
+      for (unsigned k = 0; k < 3; ++k)
+        accesses[r][k].assign(sizes[k], Access());
+    }
+  }
+
+  static uint64_t clockKey(uint32_t tb, uint32_t step) { return uint64_t(tb) << 32 | step; }
+
+  static void join(std::vector<uint32_t> &into, const std::vector<uint32_t> &from) {
+    for (size_t i = 0; i < from.size(); ++i)
+      into[i] = std::max(into[i], from[i]);
+  }
+
+  /// Before step pc of (r, t) runs: what it waited for happened before it;
+  /// then its reads and writes are checked against the chunks' last ones.
+  void orderStep(uint32_t r, uint32_t t, const Instruction &in, const OpcodeInfo &oi,
+                 const Message &incoming, uint32_t recvConn, uint32_t sendConn) {
+    const uint32_t self = tbBase[r] + t;
+    std::vector<uint32_t> &v = clocks[self];
+    const Threadblock &tb = plan.ranks[r].threadblocks[t];
+    for (uint32_t d = 0; d < in.depCount; ++d) {
+      const Dependency &dep = tb.deps[in.depBegin + d];
+      join(v, depClocks[clockKey(tbBase[r] + dep.tb, dep.step)]);
+    }
+    if (oi.recv)
+      join(v, incoming.clock);
+    (void)recvConn;
+    if (oi.send && sends[sendConn]++ >= depth) {
+      join(v, freed[sendConn].front());
+      freed[sendConn].pop_front();
+    }
+    const uint32_t c = ++v[self];
+    for (uint32_t j = 0; j < in.count && racesFound < maxRaceProblems; ++j) {
+      if (oi.readSrc)
+        readChunk(r, self, c, in.srcBuf, in.srcOff + j);
+      if (in.op == Opcode::Reduce)
+        readChunk(r, self, c, in.dstBuf, in.dstOff + j);
+      if (oi.writeDst)
+        writeChunk(r, self, c, in.dstBuf, in.dstOff + j);
+    }
+  }
+
+  /// After step pc of (r, t): what waits for it learns its clock.
+  void finishStep(uint32_t r, uint32_t t, uint32_t pc, const OpcodeInfo &oi, Message &outgoing,
+                  uint32_t recvConn) {
+    const uint32_t self = tbBase[r] + t;
+    const std::vector<uint32_t> &v = clocks[self];
+    if (auto it = depClocks.find(clockKey(self, pc)); it != depClocks.end())
+      it->second = v;
+    if (oi.send)
+      outgoing.clock = v;
+    if (oi.recv)
+      freed[recvConn].push_back(v);
+  }
+
+  /// "gpu R tb T step S" of global threadblock \p g at clock \p c.
+  std::string stepAt(uint32_t r, int32_t g, uint32_t c) const {
+    return where(r, uint32_t(g) - tbBase[r], c - 1);
+  }
+
+  void race(uint32_t r, BufferKind kind, uint32_t index, int32_t g1, uint32_t c1, const char *did1,
+            uint32_t g2, uint32_t c2, const char *did2) {
+    ++racesFound;
+    problem(stepAt(r, g1, c1) + " " + did1 + " " + bufferName(kind) + " chunk " +
+            std::to_string(index) + " and " + stepAt(r, int32_t(g2), c2) + " " + did2 +
+            " it, with nothing that orders them (no dependency, message or slot between "
+            "them): the result depends on which runs first");
+  }
+
+  void readChunk(uint32_t r, uint32_t self, uint32_t c, BufferKind b, uint32_t chunk) {
+    auto [kind, index] = aliasedChunk(plan.info, r, b, chunk);
+    Access &a = accesses[r][unsigned(kind)][index];
+    const std::vector<uint32_t> &v = clocks[self];
+    if (a.writer >= 0 && uint32_t(a.writer) != self && v[a.writer] < a.writeClock)
+      return race(r, kind, index, a.writer, a.writeClock, "writes", self, c, "reads");
+    // A read ordered after the last one stands for both (a write ordered
+    // after it is ordered after the other); concurrent ones are all kept.
+    if (a.reader < 0 || uint32_t(a.reader) == self || v[a.reader] >= a.readClock) {
+      a.reader = int32_t(self);
+      a.readClock = c;
+    } else {
+      otherReads[accessKey(r, kind, index)].push_back({self, c});
+    }
+  }
+
+  void writeChunk(uint32_t r, uint32_t self, uint32_t c, BufferKind b, uint32_t chunk) {
+    auto [kind, index] = aliasedChunk(plan.info, r, b, chunk);
+    Access &a = accesses[r][unsigned(kind)][index];
+    const std::vector<uint32_t> &v = clocks[self];
+    if (a.writer >= 0 && uint32_t(a.writer) != self && v[a.writer] < a.writeClock)
+      return race(r, kind, index, a.writer, a.writeClock, "writes", self, c, "writes");
+    if (a.reader >= 0 && uint32_t(a.reader) != self && v[a.reader] < a.readClock)
+      return race(r, kind, index, a.reader, a.readClock, "reads", self, c, "writes");
+    if (!otherReads.empty())
+      if (auto it = otherReads.find(accessKey(r, kind, index)); it != otherReads.end()) {
+        for (auto [g, rc] : it->second)
+          if (g != self && v[g] < rc)
+            return race(r, kind, index, int32_t(g), rc, "reads", self, c, "writes");
+        otherReads.erase(it);
+      }
+    a.writer = int32_t(self);
+    a.writeClock = c;
+    a.reader = -1;
+  }
+
+  uint64_t accessKey(uint32_t r, BufferKind kind, uint32_t index) const {
+    return (uint64_t(r) << 34) | (uint64_t(kind) << 32) | index;
   }
 
   /// Puts \p waiters back on the work list.
@@ -316,6 +486,7 @@ private:
       }
     }
     // Whatever did not finish waits for something that never comes.
+    bool stuck = false;
     for (uint32_t r = 0; r < plan.ranks.size(); ++r)
       for (uint32_t t = 0; t < plan.ranks[r].threadblocks.size(); ++t) {
         const Threadblock &tb = plan.ranks[r].threadblocks[t];
@@ -337,10 +508,11 @@ private:
         if (why.empty() && oi.send)
           why = "waits for a free slot to gpu " + std::to_string(tb.sendPeer) + " on channel " +
                 std::to_string(tb.channel) + " (all " + std::to_string(depth) + " are full)";
+        stuck = true;
         if (!problem(where(r, t, pc) + " (" + oi.mnemonic + ") never runs: it " + why))
           return;
       }
-    if (!report.ok()) {
+    if (stuck) {
       problem("the plan does not finish: the steps above wait for each other or for messages "
               "nobody sends (a deadlock with " +
               std::to_string(depth) + " slots per connection, or unmatched steps)");
@@ -453,6 +625,22 @@ private:
   std::vector<uint32_t> work;   ///< Threadblocks to run.
   /// Who waits on a threadblock's progress, a connection's data, its room.
   std::vector<std::vector<uint32_t>> progressWaiters, dataWaiters, spaceWaiters;
+
+  // Race checking (setUpRaceChecks()).
+  static constexpr uint32_t maxRaceProblems = 5;
+  bool checkRaces = false;
+  uint32_t numTbs = 0;
+  uint32_t racesFound = 0;
+  std::vector<std::vector<uint32_t>> clocks; ///< Per global threadblock.
+  /// The clock of each step another waits for, once it ran.
+  std::unordered_map<uint64_t, std::vector<uint32_t>> depClocks;
+  /// Per connection: the clocks of the receives that freed slots, not yet
+  /// taken by a send; and the sends so far.
+  std::vector<std::deque<std::vector<uint32_t>>> freed;
+  std::vector<uint64_t> sends;
+  std::vector<std::array<std::vector<Access>, 3>> accesses;
+  /// Reads concurrent with the chunk's last read (accessKey()).
+  std::unordered_map<uint64_t, std::vector<std::pair<uint32_t, uint32_t>>> otherReads;
 };
 
 } // namespace

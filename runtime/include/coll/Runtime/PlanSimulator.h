@@ -13,7 +13,10 @@
 ///   sender's send of the same number of chunks, and no message is left;
 /// - that every output chunk holds what the collective defines (for a
 ///   built-in collective; in place, through the collective's alias), or the
-///   plan's contract (a user-declared collective).
+///   plan's contract (a user-declared collective);
+/// - that no two threadblocks of a rank race: steps that touch the same
+///   chunk, one of them writing, are ordered by dependencies, messages or
+///   slots, so that no other order of the threadblocks gives another result.
 ///
 /// A value is kept as the number of input chunks it combines and two sums
 /// of random 64-bit keys of those chunks: two different multisets have the
@@ -51,8 +54,16 @@ struct SimulateOptions {
 struct SimulateReport {
   std::vector<std::string> problems;
   uint64_t stepsRun = 0;
+  /// Whether races between threadblocks were looked for: in plans of at
+  /// most maxRaceCheckedThreadblocks threadblocks over all ranks, whose
+  /// steps times threadblocks stay under 2^28 (the clocks' cost).
+  bool racesChecked = false;
   bool ok() const { return problems.empty(); }
 };
+
+/// Plans with more threadblocks over all ranks than this are not checked
+/// for races (the vector clocks take threadblocks^2 words).
+constexpr uint32_t maxRaceCheckedThreadblocks = 2048;
 
 /// Simulates \p plan (structurally valid: validatePlan()), every rank. A
 /// plan whose buffers hold more than 2^25 chunks over all ranks is refused
