@@ -157,6 +157,8 @@ def _backend(group):
     """Our backend object of ``group`` (None: the default group)."""
     if group is None:
         group = dist.distributed_c10d._get_default_group()
+    elif group is dist.GroupMember.NON_GROUP_MEMBER:
+        raise ValueError("collc: this rank is not a member of the group")
     # PyTorch 2.x wraps backends in a ProcessGroup; 1.x hands ours out.
     if hasattr(group, "_get_backend"):
         group = group._get_backend(torch.device("cpu"))
@@ -175,6 +177,8 @@ def empty(shape, dtype=torch.float32, group=None):
     if isinstance(shape, int):
         shape = (shape,)
     shape = tuple(int(d) for d in shape)
+    if any(d < 0 for d in shape):
+        raise ValueError("collc: negative dimension in the shape %s" % (shape,))
     numel = 1
     for d in shape:
         numel *= d

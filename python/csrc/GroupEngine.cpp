@@ -64,7 +64,7 @@ void Task::run() {
   finish(std::move(s));
 }
 
-void Task::finish(Status outcomeOfTask) {
+void Task::finish(Status outcomeOfTask, GroupEngine *callbacksOn) {
   {
     std::lock_guard<std::mutex> lock(mu);
     if (finished)
@@ -77,8 +77,38 @@ void Task::finish(Status outcomeOfTask) {
   if (onDone) {
     std::function<void(const Status &)> f = std::move(onDone);
     onDone = nullptr;
-    f(outcomeOfTask);
+    if (callbacksOn)
+      callbacksOn->runCallback([f = std::move(f), outcomeOfTask] { f(outcomeOfTask); });
+    else
+      f(outcomeOfTask);
   }
+}
+
+void GroupEngine::runCallback(std::function<void()> f) {
+  std::unique_lock<std::mutex> lock(callbackMu);
+  if (callbacksStopping) {
+    // The group is going: its callback thread may be gone already.
+    lock.unlock();
+    f();
+    return;
+  }
+  if (!callbackThread.joinable())
+    callbackThread = std::thread([this] {
+      std::unique_lock<std::mutex> lock(callbackMu);
+      for (;;) {
+        callbackCv.wait(lock, [&] { return callbacksStopping || !callbacks.empty(); });
+        if (callbacks.empty())
+          return;
+        std::function<void()> next = std::move(callbacks.front());
+        callbacks.pop_front();
+        lock.unlock();
+        next();
+        next = nullptr;
+        lock.lock();
+      }
+    });
+  callbacks.push_back(std::move(f));
+  callbackCv.notify_one();
 }
 
 Result<std::unique_ptr<GroupEngine>> GroupEngine::create(const std::string &job, int rank, int size,
@@ -119,6 +149,14 @@ GroupEngine::~GroupEngine() {
   for (const std::shared_ptr<Task> &t : left)
     t->finish(Status::error("collc: the process group was destroyed before this operation ran"));
   worker.join();
+  // The callbacks posted so far run first.
+  {
+    std::lock_guard<std::mutex> lock(callbackMu);
+    callbacksStopping = true;
+    callbackCv.notify_all();
+  }
+  if (callbackThread.joinable())
+    callbackThread.join();
 }
 
 namespace {

@@ -32,6 +32,8 @@ namespace coll::torchext {
 /// library's tables after the user's rows.
 PlanLibrary &planLibrary();
 
+class GroupEngine;
+
 /// One submitted piece of work.
 class Task {
 public:
@@ -46,8 +48,9 @@ public:
   bool wait(double timeoutSeconds) const;
   /// Finishes it without running its body (a task that stands for work
   /// done elsewhere, or one dropped), with \p outcome; only the first call
-  /// counts.
-  void finish(Status outcome);
+  /// counts. Waiters wake at once; onDone (a future's callbacks) runs here,
+  /// or on \p callbacksOn's callback thread when given.
+  void finish(Status outcome, GroupEngine *callbacksOn = nullptr);
 
 private:
   friend class GroupEngine;
@@ -113,6 +116,12 @@ public:
   /// ProcessGroup::lastDirectMessages() of the last call.
   uint64_t lastDirectMessages() const { return group->lastDirectMessages(); }
 
+  /// Runs \p f on the group's callback thread (started on first use), after
+  /// those posted before: for completions that arrive on a thread that must
+  /// not block, as the message thread that delivers receives. A future's
+  /// callbacks run there may wait for more messages.
+  void runCallback(std::function<void()> f);
+
 private:
   GroupEngine(std::unique_ptr<ProcessGroup> group, int rank, int size);
   void workerLoop();
@@ -152,6 +161,12 @@ private:
   /// woken for each again once it found one nobody ran (async_op=True).
   bool wakeWorker = true;
   std::thread worker;
+  /// runCallback()'s thread and what it has to run.
+  std::mutex callbackMu;
+  std::condition_variable callbackCv;
+  std::deque<std::function<void()>> callbacks;
+  bool callbacksStopping = false;
+  std::thread callbackThread;
   /// The previous call's plan and what it was selected for (tasks run one
   /// at a time: no lock).
   std::shared_ptr<const ValidatedPlan> lastPlan;

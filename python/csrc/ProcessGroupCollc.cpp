@@ -1018,21 +1018,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::receive(std::vector<at::Tensor
   // The receive is posted in the stream's order and completes when its
   // message is in: the stream goes on meanwhile (a receive posted before a
   // send of this rank does not hold the send back).
+  // The message thread completes it: the future's callbacks, which may
+  // wait for another message, run on the group's callback thread instead.
+  std::weak_ptr<GroupEngine> weak = engine;
   return enqueueStarted(
       type, tensors,
       [=](std::shared_ptr<Task> completion, std::shared_ptr<std::atomic<int>> source) -> Status {
         auto staged = std::make_shared<Staged>(t);
-        return p->postRecv(src, tag, staged->data(), uint64_t(t.numel()) * t.element_size(),
-                           [staged, completion, source](const Status &s, int from) {
-                             source->store(from);
-                             if (s) {
-                               at::NoGradGuard noGrad;
-                               staged->finish();
-                               completion->finish(s);
-                             } else {
-                               completion->finish(Status::error("collc: " + s.message()));
-                             }
-                           });
+        return p->postRecv(
+            src, tag, staged->data(), uint64_t(t.numel()) * t.element_size(),
+            [staged, completion, source, weak](const Status &s, int from) {
+              source->store(from);
+              std::shared_ptr<GroupEngine> eng = weak.lock();
+              if (s) {
+                at::NoGradGuard noGrad;
+                staged->finish();
+                completion->finish(s, eng.get());
+              } else {
+                completion->finish(Status::error("collc: " + s.message()), eng.get());
+              }
+            });
       });
 }
 

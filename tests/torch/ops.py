@@ -22,6 +22,7 @@ import argparse
 import os
 import socket
 import sys
+import time
 import traceback
 
 import torch
@@ -437,6 +438,27 @@ def run_p2p(c, group):
             dist.recv(a, src=0, tag=1, group=group)
             c.same("recv tag 2 first", b, value(0, 200, torch.float64, salt=2))
             c.same("then tag 1", a, value(0, 100, torch.float64, salt=1))
+    # A callback of a receive's future that waits for another message:
+    # rank 1 sends both late, so that the first completes on the thread
+    # that delivers messages, which must not run the callback itself.
+    if n >= 2 and rank in (0, 1) and BACKEND != "nccl":
+        if rank == 1:
+            time.sleep(0.2)
+            dist.send(value(1, 300, torch.float32, salt=31), dst=0, tag=31, group=group)
+            time.sleep(0.2)
+            dist.send(value(1, 300, torch.float32, salt=32), dst=0, tag=32, group=group)
+        else:
+            first = torch.empty(300, device=DEV)
+            second = torch.empty(300, device=DEV)
+
+            def receive_second(fut):
+                dist.recv(second, src=1, tag=32, group=group)
+                return fut.value()[0] + second
+
+            chained = dist.irecv(first, src=1, tag=31, group=group).get_future().then(
+                receive_second)
+            c.same("a receive in a receive's callback", chained.wait(),
+                   value(1, 300, torch.float32, salt=31) + value(1, 300, torch.float32, salt=32))
     # Receives from any source: rank 0 hears from everyone else (NCCL has
     # none).
     if BACKEND == "nccl":
