@@ -20,6 +20,10 @@ namespace {
 
 /// The most chunks (over every buffer of every rank) a simulation holds.
 constexpr uint64_t maxSimulatedChunks = uint64_t(1) << 25;
+/// The chunks all steps of a plan move or combine together: the time of a
+/// simulation, and the messages in flight (a value per chunk), grow with
+/// them.
+constexpr uint64_t maxSimulatedChunkSteps = uint64_t(1) << 26;
 
 /// A symbolic chunk: a multiset of input chunks, summarised.
 struct Term {
@@ -98,6 +102,16 @@ public:
     if (slots > maxSimulatedChunks) {
       problem("the plan is too large to simulate: its buffers hold " + std::to_string(slots) +
               " chunks over all ranks (at most " + std::to_string(maxSimulatedChunks) + ")");
+      return std::move(report);
+    }
+    uint64_t chunkSteps = 0;
+    for (const RankPlan &rp : plan.ranks)
+      for (const Threadblock &tb : rp.threadblocks)
+        for (const Instruction &in : tb.steps)
+          chunkSteps += in.count;
+    if (chunkSteps > maxSimulatedChunkSteps) {
+      problem("the plan is too large to simulate: its steps move " + std::to_string(chunkSteps) +
+              " chunks in all (at most " + std::to_string(maxSimulatedChunkSteps) + ")");
       return std::move(report);
     }
     makeKeys();

@@ -66,8 +66,9 @@ struct SimulateReport {
 constexpr uint32_t maxRaceCheckedThreadblocks = 2048;
 
 /// Simulates \p plan (structurally valid: validatePlan()), every rank. A
-/// plan whose buffers hold more than 2^25 chunks over all ranks is refused
-/// (a problem that says so): memory grows with them.
+/// plan whose buffers hold more than 2^25 chunks over all ranks, or whose
+/// steps move more than 2^26 chunks in all, is refused (a problem that says
+/// so): memory and time grow with them.
 SimulateReport simulatePlan(const Plan &plan, const SimulateOptions &options = SimulateOptions());
 
 } // namespace coll
