@@ -705,6 +705,9 @@ bool Instantiator::evalUserCollective(const CollectiveDecl &c) {
           });
           if (!inner)
             return false;
+          if (fact.inputs.empty())
+            return fail(all->getRange(), "the reduction reduces no chunks" + forN() +
+                                             "; a post-condition's reduction needs at least one");
           fact.rank = target.rank;
           fact.index = target.index;
           t.userPost.push_back(std::move(fact));

@@ -291,6 +291,10 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
     }
     if (in <= 0 || out <= 0)
       return std::string("the buffers have no chunks");
+    if (std::max(in, out) > maxChunks)
+      return "the " + std::string(in > out ? "input" : "output") + " holds " +
+             std::to_string(std::max(in, out)) + " chunks, more than a plan's limit of " +
+             std::to_string(maxChunks);
     if (inChunks < 0) {
       inChunks = in;
       outChunks = out;
@@ -512,6 +516,17 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
                            std::to_string(r) + "\"> (ngpus=\"" + std::to_string(ngpus) + "\")");
   plan.info.inputChunks = uint32_t(inChunks);
   plan.info.outputChunks = uint32_t(outChunks);
+  // The executors cut a call into nchunksperloop chunks (of the larger
+  // buffer, as allgather, reducescatter and alltoall count): another number
+  // moves other bytes there than the chunks this plan checks.
+  if (nchunks != std::max(inChunks, outChunks))
+    algo.warnings.push_back(fileName + ":" + std::to_string(algoTag.line) + ":" +
+                            std::to_string(algoTag.col) + ": warning: nchunksperloop=\"" +
+                            std::to_string(nchunks) + "\" is not the " +
+                            std::to_string(std::max(inChunks, outChunks)) +
+                            " chunks of the larger buffer: the MSCCL executors would cut a call "
+                            "into " +
+                            std::to_string(nchunks) + " chunks, and move other bytes than Collc");
   if (Status s = validatePlan(plan); !s)
     return Status::error(fileName + ": error: " + s.message());
   if (algoOut)

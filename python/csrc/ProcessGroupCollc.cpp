@@ -1025,19 +1025,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::receive(std::vector<at::Tensor
       type, tensors,
       [=](std::shared_ptr<Task> completion, std::shared_ptr<std::atomic<int>> source) -> Status {
         auto staged = std::make_shared<Staged>(t);
-        return p->postRecv(
-            src, tag, staged->data(), uint64_t(t.numel()) * t.element_size(),
-            [staged, completion, source, weak](const Status &s, int from) {
-              source->store(from);
-              std::shared_ptr<GroupEngine> eng = weak.lock();
-              if (s) {
-                at::NoGradGuard noGrad;
-                staged->finish();
-                completion->finish(s, eng.get());
-              } else {
-                completion->finish(Status::error("collc: " + s.message()), eng.get());
-              }
-            });
+        return p->postRecv(src, tag, staged->data(), uint64_t(t.numel()) * t.element_size(),
+                           [staged, completion, source, weak](const Status &s, int from) {
+                             source->store(from);
+                             std::shared_ptr<GroupEngine> eng = weak.lock();
+                             if (s) {
+                               at::NoGradGuard noGrad;
+                               staged->finish();
+                               completion->finish(s, eng.get());
+                             } else {
+                               completion->finish(Status::error("collc: " + s.message()),
+                                                  eng.get());
+                             }
+                           });
       });
 }
 

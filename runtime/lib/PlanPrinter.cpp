@@ -16,11 +16,7 @@ namespace coll {
 
 using namespace planformat;
 
-namespace {
-
-/// The name with control and non-ASCII bytes escaped, so a dump stays one
-/// line per item whatever the name holds.
-std::string printableName(const std::string &name) {
+std::string printablePlanName(const std::string &name) {
   if (name.empty())
     return "(unnamed)";
   std::string out;
@@ -35,6 +31,8 @@ std::string printableName(const std::string &name) {
   }
   return out;
 }
+
+namespace {
 
 void printStep(const Threadblock &tb, uint32_t i, std::ostream &os) {
   const Instruction &in = tb.steps[i];
@@ -102,7 +100,7 @@ void printContract(const PlanInfo &info, const PlanContract &c, std::ostream &os
 
 void printPlanText(const Plan &plan, std::ostream &os) {
   const PlanInfo &info = plan.info;
-  os << "plan " << printableName(info.name) << ": ";
+  os << "plan " << printablePlanName(info.name) << ": ";
   if (isValidCollective(info.collective))
     os << collectiveName(info.collective);
   else

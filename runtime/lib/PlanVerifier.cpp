@@ -30,6 +30,10 @@ Status planformat::checkInfo(const PlanInfo &info) {
     return fail("nranks ", info.nranks, " exceeds the limit maxRanks (", PlanLimits::maxRanks, ")");
   if (info.root >= info.nranks)
     return fail("root ", info.root, " is not a rank (nranks ", info.nranks, ")");
+  // One encoding per plan: a collective without a root has root 0.
+  if (info.root != 0 && !collectiveInfo(info.collective).rooted)
+    return fail("root ", info.root, " given, but ", collectiveName(info.collective),
+                " has no root (it must be 0)");
   if (info.inputChunks > PlanLimits::maxChunks)
     return fail("inputChunks ", info.inputChunks, " exceeds the limit maxChunks (",
                 PlanLimits::maxChunks, ")");

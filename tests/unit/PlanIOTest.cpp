@@ -690,6 +690,8 @@ const PlanEdit PlanEdits[] = {
              "plan holds 4 ranks, but nranks is 5"},
     PlanEdit{"RootNotARank", [](Plan &p) { p.info.root = 4; },
              "root 4 is not a rank (nranks 4)"},
+    PlanEdit{"RootOfACollectiveWithout", [](Plan &p) { p.info.root = 3; },
+             "root 3 given, but allreduce has no root (it must be 0)"},
     PlanEdit{"TooManyInputChunks",
              [](Plan &p) { p.info.inputChunks = PlanLimits::maxChunks + 1; },
              "inputChunks 268435457 exceeds the limit maxChunks (268435456)"},
@@ -873,6 +875,7 @@ std::vector<FieldCase> infoAndTableCases() {
       {"nranks", 36, 4, 70000, "nranks 70000 exceeds the limit maxRanks (65536)"},
       {"nranks", 36, 4, 3, "rank table has 4 entries, but nranks is 3"},
       {"root", 40, 4, 4, "root 4 is not a rank (nranks 4)"},
+      {"root", 40, 4, 2, "root 2 given, but allreduce has no root (it must be 0)"},
       {"inputChunks", 44, 4, 2,
        "rank 0 threadblock 0 step 1: source offset 3 + count 1 exceeds input buffer (2 "
        "chunks)"},

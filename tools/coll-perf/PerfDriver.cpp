@@ -4,6 +4,7 @@
 
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/Executor.h"
+#include "coll/Runtime/PlanIO.h"
 #include "coll/Runtime/Predict.h"
 #include "coll/Runtime/ProcessGroup.h"
 #include "coll/Runtime/Reference.h"
@@ -93,11 +94,11 @@ public:
 
   void begin(const std::vector<SweepPlan> &plans) {
     const ValidatedPlan &plan = *plans.front().plan;
-    std::string names = info.name;
+    std::string names = printablePlanName(info.name);
     if (plans.size() > 1) {
       names.clear();
       for (size_t i = 0; i < plans.size(); ++i) {
-        names += (i ? ", " : "") + plans[i].plan->info().name;
+        names += (i ? ", " : "") + printablePlanName(plans[i].plan->info().name);
         if (i + 1 < plans.size())
           names += " up to " + std::to_string(plans[i].maxBytes) + " B";
       }
@@ -160,8 +161,9 @@ public:
     ++rows;
     if (opts.csv) {
       std::printf("%s,%s,%u,%s,%" PRIu64 ",%" PRIu64 ",%s,%s,%s,%.3f,%.4f,%.4f,%" PRIu64,
-                  collectiveName(info.collective), step.plan->info().name.c_str(), info.nranks,
-                  ranksAs(), sizeBytes, count, shortTypeName(opts.type), op,
+                  collectiveName(info.collective),
+                  printablePlanName(step.plan->info().name).c_str(), info.nranks, ranksAs(),
+                  sizeBytes, count, shortTypeName(opts.type), op,
                   step.inPlace ? "in-place" : "out-of-place", m.timeUs, algbw, busbw, m.wrong);
       if (opts.predict)
         std::printf(",%.3f", predicted);

@@ -49,7 +49,7 @@ void printInfo(const Plan &plan, uint64_t checksum, size_t bytes, std::ostream &
   }
   char hash[17];
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(checksum));
-  os << "plan:          " << info.name << "\n"
+  os << "plan:          " << printablePlanName(info.name) << "\n"
      << "collective:    " << collectiveName(info.collective);
   if (collectiveInfo(info.collective).rooted)
     os << " (root " << info.root << ")";

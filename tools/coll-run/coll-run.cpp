@@ -228,9 +228,9 @@ int report(const ValidatedPlan &plan, const Options &o, const std::string &ranks
   const PlanInfo &info = plan.info();
   const uint64_t bytes = count * dataTypeSize(o.type) * sizeFactor(info);
   std::printf("# plan %s: %s, %u ranks, %u chunks per rank unit, %s plan, protocol %s, depth %u\n",
-              info.name.c_str(), collectiveName(info.collective), info.nranks, plan.chunksPerUnit(),
-              info.inplace ? "in-place" : "out-of-place", protocolName(info.protocol),
-              info.connectionDepth);
+              printablePlanName(info.name).c_str(), collectiveName(info.collective), info.nranks,
+              plan.chunksPerUnit(), info.inplace ? "in-place" : "out-of-place",
+              protocolName(info.protocol), info.connectionDepth);
   std::printf("# ranks as %s, slice %" PRIu64 " elements, %s call, %" PRIu64
               " timed runs, protocol %s\n",
               ranksAs.c_str(), o.run.sliceElements, o.inplace ? "in-place" : "out-of-place",

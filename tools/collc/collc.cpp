@@ -775,6 +775,11 @@ int main(int argc, char **argv) {
     diag.errorNoLoc("no input file; usage: collc <input.coll> [options] (see --help)");
     return 1;
   }
+  if (connectionDepth < 1 || connectionDepth > PlanLimits::maxConnectionDepth) {
+    diag.errorNoLoc("--connection-depth " + llvm::Twine(connectionDepth) + " is out of range [1, " +
+                    llvm::Twine(PlanLimits::maxConnectionDepth) + "]");
+    return 1;
+  }
   if (importMscclXml)
     return importXml(diag);
   if (inputFile == "select")
@@ -881,12 +886,6 @@ int main(int argc, char **argv) {
   }
   for (const auto &[name, value] : overrides)
     opts.defines[name] = value;
-
-  if (connectionDepth < 1 || connectionDepth > PlanLimits::maxConnectionDepth) {
-    diag.errorNoLoc("--connection-depth " + llvm::Twine(connectionDepth) + " is out of range [1, " +
-                    llvm::Twine(PlanLimits::maxConnectionDepth) + "]");
-    return 1;
-  }
 
   compiler::PipelineOptions popts;
   popts.instantiate = opts;

@@ -49,6 +49,11 @@ uint64_t planChecksum(const uint8_t *data, size_t size);
 /// A stable, readable dump (collc --emit=plan-text, coll-plan dump).
 void printPlanText(const Plan &plan, std::ostream &os);
 
+/// A plan's name as the tools print it: control, backslash and non-ASCII
+/// bytes as \xNN, so that an output line stays one line whatever the name
+/// holds; "(unnamed)" for an empty one.
+std::string printablePlanName(const std::string &name);
+
 } // namespace coll
 
 #endif // COLL_RUNTIME_PLANIO_H
