@@ -503,7 +503,6 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
                 "see it finish");
         }
       }
-    foldNops(rp, algo.positions[size_t(id)]);
   }
   ev = reader.next(tag);
   if (ev == XmlReader::Event::Error)
@@ -527,6 +526,13 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
                             " chunks of the larger buffer: the MSCCL executors would cut a call "
                             "into " +
                             std::to_string(nchunks) + " chunks, and move other bytes than Collc");
+  // Checked with the file's own steps first (nops too), so that what a
+  // problem names is the file's numbering (a dependency cycle, a step out
+  // of range), then once more with the nops folded.
+  if (Status s = validatePlan(plan); !s)
+    return Status::error(fileName + ": error: " + s.message());
+  for (int64_t r = 0; r < ngpus; ++r)
+    foldNops(plan.ranks[size_t(r)], algo.positions[size_t(r)]);
   if (Status s = validatePlan(plan); !s)
     return Status::error(fileName + ": error: " + s.message());
   if (algoOut)
