@@ -131,9 +131,10 @@ const RankPlan *ValidatedPlan::section(uint32_t rank) const {
 }
 
 std::string describePlan(const std::string &name, CollectiveKind kind, uint32_t nranks,
-                         uint64_t checksum) {
-  return cat("'", name, "' (", collectiveName(kind), ", ", nranks, " ranks, checksum ",
-             formatChecksum(checksum), ")");
+                         uint64_t checksum, uint32_t root) {
+  const bool rooted = isValidCollective(kind) && collectiveInfo(kind).rooted;
+  return cat("'", name, "' (", collectiveName(kind), rooted ? cat(", root ", root) : "", ", ",
+             nranks, " ranks, checksum ", formatChecksum(checksum), ")");
 }
 
 //===----------------------------------------------------------------------===//
@@ -157,7 +158,7 @@ CallError agree(const CallDescription *calls, uint32_t n, uint32_t me) {
   }
   auto describe = [](const CallDescription &c) {
     return describePlan(text(c.planName, sizeof c.planName), CollectiveKind(c.collective),
-                        c.planRanks, c.planChecksum);
+                        c.planRanks, c.planChecksum, c.planRoot);
   };
   auto args = [](const CallDescription &c, bool slice) {
     return cat("count ", c.count, ", ", dataTypeName(DataType(c.type)), ", ",
@@ -325,6 +326,7 @@ PreparedCall prepareCall(const ValidatedPlan &vp, uint32_t rank, const CallArgs 
   d.op = unsigned(args.op);
   d.collective = unsigned(info.collective);
   d.planRanks = info.nranks;
+  d.planRoot = info.root;
   copyText(d.planName, sizeof d.planName, info.name);
   if (CallError e = checkCall(vp.plan(), rank, args, options)) {
     c.fail(std::move(e));

@@ -371,7 +371,7 @@ ValidatedPlan emptyPlan(CollectiveKind kind, bool inplace, bool writeInput = fal
   Plan p = makePlan("p", kind, n, c * uint32_t(bufferUnits(kind, false, n)),
                     c * uint32_t(bufferUnits(kind, true, n)), 1);
   p.info.inplace = inplace;
-  p.info.root = 1;
+  p.info.root = collectiveInfo(kind).rooted ? 1 : 0;
   if (writeInput) {
     Threadblock tb;
     add(tb, step(Opcode::Copy, O, 0, I, 0, 1));
@@ -703,6 +703,19 @@ TEST(Agree, Verdicts) {
                 (unsigned long long)vp.checksum(), (unsigned long long)other.checksum());
   EXPECT_EQ(agree(plans.data(), 4, 3).message, want);
   EXPECT_EQ(agree(plans.data(), 4, 3).kind, ErrorKind::Mismatch);
+  // A rooted collective's plans say their roots (ranks that disagree on the
+  // root of a broadcast call with plans compiled for each).
+  std::vector<CallDescription> rooted = plans;
+  for (CallDescription &c : rooted)
+    c.collective = unsigned(CollectiveKind::Broadcast);
+  rooted[1].planRoot = 2;
+  EXPECT_NE(agree(rooted.data(), 4, 0).message.find(
+                "rank 0 with 'p' (broadcast, root 0, 4 ranks, checksum"),
+            std::string::npos);
+  EXPECT_NE(agree(rooted.data(), 4, 0).message.find(
+                "rank 1 with 'p' (broadcast, root 2, 4 ranks, checksum"),
+            std::string::npos)
+      << agree(rooted.data(), 4, 0).message;
 
   // An argument error wins over a mismatch; its rank gets its own message.
   plans[2] = describeFailedCall({ErrorKind::InvalidPlan, "rank 2: the plan is wrong"});

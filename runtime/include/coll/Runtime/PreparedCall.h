@@ -77,9 +77,10 @@ private:
 /// A plan checksum as 16 hex digits: "0123456789abcdef".
 std::string formatChecksum(uint64_t checksum);
 
-/// "'ring' (allreduce, 8 ranks, checksum 0123456789abcdef)".
+/// "'ring' (allreduce, 8 ranks, checksum 0123456789abcdef)"; a rooted
+/// collective's with its root ("(broadcast, root 1, 8 ranks, ...)").
 std::string describePlan(const std::string &name, CollectiveKind kind, uint32_t nranks,
-                         uint64_t checksum);
+                         uint64_t checksum, uint32_t root = 0);
 
 /// One rank's arguments of a call.
 struct CallArgs {
@@ -175,6 +176,7 @@ struct CallDescription {
   uint32_t planRanks = 0;
   uint32_t errorKind = 0; ///< ErrorKind of the rank's argument error; 0: none.
   uint32_t protocol = 0;  ///< ProtocolKind the call runs.
+  uint32_t planRoot = 0;  ///< The plan's root (rooted collectives).
   char planName[64] = {};
   char error[512] = {}; ///< The argument error's message.
 };
