@@ -709,11 +709,11 @@ TEST(Agree, Verdicts) {
   for (CallDescription &c : rooted)
     c.collective = unsigned(CollectiveKind::Broadcast);
   rooted[1].planRoot = 2;
-  EXPECT_NE(agree(rooted.data(), 4, 0).message.find(
-                "rank 0 with 'p' (broadcast, root 0, 4 ranks, checksum"),
+  EXPECT_NE(agree(rooted.data(), 4, 0)
+                .message.find("rank 0 with 'p' (broadcast, root 0, 4 ranks, checksum"),
             std::string::npos);
-  EXPECT_NE(agree(rooted.data(), 4, 0).message.find(
-                "rank 1 with 'p' (broadcast, root 2, 4 ranks, checksum"),
+  EXPECT_NE(agree(rooted.data(), 4, 0)
+                .message.find("rank 1 with 'p' (broadcast, root 2, 4 ranks, checksum"),
             std::string::npos)
       << agree(rooted.data(), 4, 0).message;
 
