@@ -426,15 +426,20 @@ private:
             "them): the result depends on which runs first");
   }
 
+  /// Whether threadblock \p g's access at \p clock (g < 0: none) is not
+  /// ordered before what \p self knows now.
+  bool unordered(uint32_t self, int32_t g, uint32_t clock) const {
+    return g >= 0 && uint32_t(g) != self && clocks[self][uint32_t(g)] < clock;
+  }
+
   void readChunk(uint32_t r, uint32_t self, uint32_t c, BufferKind b, uint32_t chunk) {
     auto [kind, index] = aliasedChunk(plan.info, r, b, chunk);
     Access &a = accesses[r][unsigned(kind)][index];
-    const std::vector<uint32_t> &v = clocks[self];
-    if (a.writer >= 0 && uint32_t(a.writer) != self && v[a.writer] < a.writeClock)
+    if (unordered(self, a.writer, a.writeClock))
       return race(r, kind, index, a.writer, a.writeClock, "writes", self, c, "reads");
     // A read ordered after the last one stands for both (a write ordered
     // after it is ordered after the other); concurrent ones are all kept.
-    if (a.reader < 0 || uint32_t(a.reader) == self || v[a.reader] >= a.readClock) {
+    if (!unordered(self, a.reader, a.readClock)) {
       a.reader = int32_t(self);
       a.readClock = c;
     } else {
@@ -445,15 +450,14 @@ private:
   void writeChunk(uint32_t r, uint32_t self, uint32_t c, BufferKind b, uint32_t chunk) {
     auto [kind, index] = aliasedChunk(plan.info, r, b, chunk);
     Access &a = accesses[r][unsigned(kind)][index];
-    const std::vector<uint32_t> &v = clocks[self];
-    if (a.writer >= 0 && uint32_t(a.writer) != self && v[a.writer] < a.writeClock)
+    if (unordered(self, a.writer, a.writeClock))
       return race(r, kind, index, a.writer, a.writeClock, "writes", self, c, "writes");
-    if (a.reader >= 0 && uint32_t(a.reader) != self && v[a.reader] < a.readClock)
+    if (unordered(self, a.reader, a.readClock))
       return race(r, kind, index, a.reader, a.readClock, "reads", self, c, "writes");
     if (!otherReads.empty())
       if (auto it = otherReads.find(accessKey(r, kind, index)); it != otherReads.end()) {
         for (auto [g, rc] : it->second)
-          if (g != self && v[g] < rc)
+          if (unordered(self, int32_t(g), rc))
             return race(r, kind, index, int32_t(g), rc, "reads", self, c, "writes");
         otherReads.erase(it);
       }
