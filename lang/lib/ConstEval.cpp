@@ -105,7 +105,7 @@ namespace {
 struct FoldBudget {
   uint64_t calls = uint64_t(1) << 16; ///< Function calls left.
   uint32_t depth = 0;                 ///< Levels being folded.
-  static constexpr uint32_t maxDepth = 10000;
+  static constexpr uint32_t maxDepth = 1000;
 };
 } // namespace
 

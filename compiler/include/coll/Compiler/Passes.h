@@ -38,7 +38,7 @@ struct InstantiateOptions {
   uint64_t maxFunctionCalls = uint64_t(1) << 24;
   /// Levels of an expression under evaluation, counting the bodies of the
   /// functions it calls (each level takes stack).
-  uint32_t maxEvalDepth = 10000;
+  uint32_t maxEvalDepth = 1000;
   uint32_t maxRanks = LanguageLimits::maxRanks;
   uint32_t maxChunksPerBuffer = LanguageLimits::maxChunksPerBuffer;
   /// Chunks of every buffer of every rank together: verification and
