@@ -17,10 +17,6 @@ unsigned coll::loadSourceFile(llvm::StringRef path, DiagnosticEngine &diag,
     diag.errorNoLoc("cannot open '" + path + "': " + ec.message());
     return 0;
   }
-  if (llvm::sys::fs::is_directory(status)) {
-    diag.errorNoLoc("cannot read '" + path + "': it is a directory");
-    return 0;
-  }
   if (status.getSize() > limits.maxSourceBytes) {
     diag.errorNoLoc("'" + path + "' is too large: " + llvm::Twine(status.getSize()) +
                     " bytes; the limit is " + llvm::Twine(limits.maxSourceBytes) + " bytes");

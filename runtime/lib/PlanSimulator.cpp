@@ -118,7 +118,6 @@ public:
     makeBuffers();
     if (!makeConnections())
       return std::move(report);
-    setUpRaceChecks();
     execute();
     if (report.ok())
       checkOutputs();
@@ -269,7 +268,7 @@ private:
     outgoing.tb = t;
     outgoing.step = pc;
     if (checkRaces)
-      orderStep(r, t, in, oi, incoming, recvConn, sendConn);
+      orderStep(r, t, in, oi, incoming, sendConn);
     for (uint32_t j = 0; j < in.count; ++j) {
       Term v;
       switch (in.op) {
@@ -326,11 +325,12 @@ private:
   // threadblock carry that order (happens-before); each chunk keeps its
   // last write and its last reads.
 
+  /// After execute() numbered the threadblocks (tbBase).
   void setUpRaceChecks() {
-    uint64_t total = 0, steps = 0, waitedFor = 0;
+    const uint64_t total = tbBase.back();
+    uint64_t steps = 0, waitedFor = 0;
     for (const RankPlan &rp : plan.ranks)
       for (const Threadblock &tb : rp.threadblocks) {
-        ++total;
         steps += tb.steps.size();
         waitedFor += tb.deps.size();
       }
@@ -343,15 +343,11 @@ private:
     report.racesChecked = checkRaces;
     if (!checkRaces)
       return;
-    numTbs = uint32_t(total);
-    std::vector<uint32_t> base(plan.ranks.size(), 0);
-    for (uint32_t r = 1; r < plan.ranks.size(); ++r)
-      base[r] = base[r - 1] + uint32_t(plan.ranks[r - 1].threadblocks.size());
-    clocks.assign(numTbs, std::vector<uint32_t>(numTbs, 0));
+    clocks.assign(total, std::vector<uint32_t>(total, 0));
     for (uint32_t r = 0; r < plan.ranks.size(); ++r)
       for (const Threadblock &tb : plan.ranks[r].threadblocks)
         for (const Dependency &d : tb.deps)
-          depClocks.emplace(clockKey(base[r] + d.tb, d.step), std::vector<uint32_t>());
+          depClocks.emplace(clockKey(tbBase[r] + d.tb, d.step), std::vector<uint32_t>());
     freed.assign(fifos.size(), {});
     sends.assign(fifos.size(), 0);
     accesses.resize(plan.info.nranks);
@@ -373,7 +369,7 @@ private:
   /// Before step pc of (r, t) runs: what it waited for happened before it;
   /// then its reads and writes are checked against the chunks' last ones.
   void orderStep(uint32_t r, uint32_t t, const Instruction &in, const OpcodeInfo &oi,
-                 const Message &incoming, uint32_t recvConn, uint32_t sendConn) {
+                 const Message &incoming, uint32_t sendConn) {
     const uint32_t self = tbBase[r] + t;
     std::vector<uint32_t> &v = clocks[self];
     const Threadblock &tb = plan.ranks[r].threadblocks[t];
@@ -383,7 +379,6 @@ private:
     }
     if (oi.recv)
       join(v, incoming.clock);
-    (void)recvConn;
     if (oi.send && sends[sendConn]++ >= depth) {
       join(v, freed[sendConn].front());
       freed[sendConn].pop_front();
@@ -489,6 +484,7 @@ private:
       for (uint32_t g = tbBase[r]; g < tbBase[r + 1]; ++g)
         rankOf[g] = r;
     progressWaiters.assign(tbBase.back(), {});
+    setUpRaceChecks();
     dataWaiters.assign(fifos.size(), {});
     spaceWaiters.assign(fifos.size(), {});
     // Event driven: a threadblock runs until it blocks, then waits on the
@@ -647,7 +643,6 @@ private:
   // Race checking (setUpRaceChecks()).
   static constexpr uint32_t maxRaceProblems = 5;
   bool checkRaces = false;
-  uint32_t numTbs = 0;
   uint32_t racesFound = 0;
   std::vector<std::vector<uint32_t>> clocks; ///< Per global threadblock.
   /// The clock of each step another waits for, once it ran.
