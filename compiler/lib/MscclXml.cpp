@@ -229,13 +229,26 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
     collName = "allgather";
   if (collName == "all_to_all")
     collName = "alltoall";
-  const CollectiveInfo *ci = findCollective(collName);
+  // A custom collective (msccl-tools' own Collective classes) says nothing
+  // of what it computes: the simulation derives its contract.
+  const CollectiveInfo *ci =
+      collName == "custom" ? &collectiveInfo(CollectiveKind::Custom) : findCollective(collName);
   if (!ci)
     return a.error("coll=\"" + *coll +
-                   "\" is not a collective Collc checks (allreduce, allgather, reduce_scatter, "
-                   "alltoall, broadcast, reduce, gather, scatter)");
+                   "\" is not a collective Collc knows (allreduce, allgather, reduce_scatter, "
+                   "alltoall, broadcast, reduce, gather, scatter, or custom)");
   if (collectiveInfo(ci->kind).rooted)
     return a.error("coll=\"" + *coll + "\": rooted collectives have no root in MSCCL-IR");
+  const bool custom = ci->kind == CollectiveKind::Custom;
+  if (custom && inplace == 1) {
+    // msccl-tools' base Collective aliases no buffers: its steps name the
+    // input and the output as two buffers, and so does the plan.
+    algo.warnings.push_back(fileName + ":" + std::to_string(algoTag.line) + ":" +
+                            std::to_string(algoTag.col) +
+                            ": warning: inplace=\"1\" on a custom collective: its input and "
+                            "output are imported as the two buffers its steps name");
+    inplace = 0;
+  }
   plan.info.collective = ci->kind;
   plan.info.nranks = uint32_t(ngpus);
   plan.info.inplace = inplace == 1;
@@ -269,6 +282,13 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
   auto sizesFrom = [&](int64_t i, int64_t o) -> std::optional<std::string> {
     const int64_t n = ngpus;
     int64_t in = 0, out = 0;
+    // A custom collective's gpus may use buffers of different sizes (a
+    // pipeline's first stage has no output): the plan's are the largest.
+    if (custom) {
+      inChunks = std::max(inChunks, i);
+      outChunks = std::max(outChunks, o);
+      return std::nullopt;
+    }
     switch (ci->kind) {
     case CollectiveKind::AllReduce:
       in = out = std::max(i, o);
@@ -513,6 +533,10 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
     if (!seen[size_t(r)])
       return Status::error(reader.at(algoTag.line, algoTag.col) + "<algo> has no <gpu id=\"" +
                            std::to_string(r) + "\"> (ngpus=\"" + std::to_string(ngpus) + "\")");
+  if (custom && (inChunks <= 0 || outChunks <= 0))
+    return Status::error(reader.at(algoTag.line, algoTag.col) + "no gpu has " +
+                         (inChunks <= 0 ? "input" : "output") +
+                         " chunks (i_chunks, o_chunks): a custom collective needs both");
   plan.info.inputChunks = uint32_t(inChunks);
   plan.info.outputChunks = uint32_t(outChunks);
   // The executors cut a call into nchunksperloop chunks (of the larger
@@ -578,19 +602,24 @@ Status exportMscclXml(const Plan &plan, const MscclLimits &limits, std::string &
   case CollectiveKind::AllToAll:
     coll = "alltoall";
     break;
+  case CollectiveKind::Custom:
+    // What it computes is not written: an import derives it again.
+    coll = "custom";
+    break;
   default:
-    return Status::error(std::string("MSCCL-IR has no ") +
-                         (kind == CollectiveKind::Custom
-                              ? "user-declared collectives"
-                              : std::string(collectiveName(kind)) + " (it has no root)") +
-                         ": plan '" + info.name + "' cannot be written as MSCCL-IR");
+    return Status::error("MSCCL-IR has no " + std::string(collectiveName(kind)) +
+                         " (it has no root): plan '" + info.name +
+                         "' cannot be written as MSCCL-IR");
   }
   if (plan.loadedRank >= 0)
     return Status::error("the plan holds one rank only");
   const uint32_t n = info.nranks;
   // The chunk MSCCL-IR counts in: count * (ngpus for allgather,
   // reducescatter, alltoall) / nchunksperloop elements.
-  const uint32_t nchunks = kind == CollectiveKind::AllGather ? info.outputChunks : info.inputChunks;
+  const uint32_t nchunks = kind == CollectiveKind::AllGather ? info.outputChunks
+                           : kind == CollectiveKind::Custom
+                               ? std::max(info.inputChunks, info.outputChunks)
+                               : info.inputChunks;
   // In place, msccl-tools names one buffer, as the alias makes it: the
   // input for allreduce and reducescatter, the output for allgather.
   uint32_t iChunks = info.inputChunks, oChunks = info.outputChunks;

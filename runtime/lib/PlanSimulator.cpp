@@ -24,6 +24,9 @@ constexpr uint64_t maxSimulatedChunks = uint64_t(1) << 25;
 /// simulation, and the messages in flight (a value per chunk), grow with
 /// them.
 constexpr uint64_t maxSimulatedChunkSteps = uint64_t(1) << 26;
+/// The operands the explicit terms of a derived contract may hold in all
+/// (every reduction makes a term of its own).
+constexpr uint64_t maxDerivedOperands = uint64_t(1) << 26;
 
 /// A symbolic chunk: a multiset of input chunks, summarised.
 struct Term {
@@ -32,6 +35,10 @@ struct Term {
   /// wrapped too would let a chunk counted 2^64 extra times pass.
   uint64_t count = 0;
   bool defined = false;
+  /// When a contract is derived: 1 + the index of the term's operands in
+  /// the simulator's table of explicit terms (0: none).
+  uint32_t id = 0;
+  /// The summary alone decides.
   bool operator==(const Term &o) const {
     return defined == o.defined && count == o.count && h1 == o.h1 && h2 == o.h2;
   }
@@ -114,13 +121,18 @@ public:
               " chunks in all (at most " + std::to_string(maxSimulatedChunkSteps) + ")");
       return std::move(report);
     }
+    deriving =
+        options.derivedContract && plan.info.collective == CollectiveKind::Custom && !plan.contract;
     makeKeys();
     makeBuffers();
     if (!makeConnections())
       return std::move(report);
     execute();
+    if (deriving && report.ok() && !checkRaces)
+      problem("a contract is not derived from a plan this large: its threadblocks are not "
+              "checked for races, so another order of them might compute something else");
     if (report.ok())
-      checkOutputs();
+      deriving ? deriveContract() : checkOutputs();
     return std::move(report);
   }
 
@@ -144,12 +156,36 @@ private:
     for (size_t i = 0; i < keys.size(); ++i) {
       keys[i] = {gen() | 1, gen()};
       leafOf[keys[i].first] = uint32_t(i);
+      if (deriving)
+        explicitTerms.push_back({uint32_t(i)});
     }
+    explicitOperands = explicitTerms.size();
   }
 
   Term leaf(uint32_t rank, uint32_t chunk) const {
-    const auto &k = keys[size_t(rank) * plan.info.inputChunks + chunk];
-    return Term{k.first, k.second, 1, true};
+    const size_t i = size_t(rank) * plan.info.inputChunks + chunk;
+    const auto &k = keys[i];
+    return Term{k.first, k.second, 1, true, deriving ? uint32_t(i + 1) : 0};
+  }
+
+  /// The reduction of \p a and \p b, with its operands when deriving.
+  Term combine(const Term &a, const Term &b) {
+    Term t = reduceTerms(a, b);
+    if (!deriving || !a.id || !b.id)
+      return t;
+    const std::vector<uint32_t> &x = explicitTerms[a.id - 1], &y = explicitTerms[b.id - 1];
+    if (explicitOperands + x.size() + y.size() > maxDerivedOperands) {
+      deriving = false;
+      problem("the plan reduces too much to derive its contract: its reductions hold more than " +
+              std::to_string(maxDerivedOperands) + " operands in all");
+      return t;
+    }
+    std::vector<uint32_t> merged(x.size() + y.size());
+    std::merge(x.begin(), x.end(), y.begin(), y.end(), merged.begin());
+    explicitOperands += merged.size();
+    explicitTerms.push_back(std::move(merged));
+    t.id = uint32_t(explicitTerms.size());
+    return t;
   }
 
   Term &slot(uint32_t rank, BufferKind b, uint32_t chunk) {
@@ -285,12 +321,12 @@ private:
         v = slot(r, in.srcBuf, in.srcOff + j);
         break;
       case Opcode::Reduce:
-        v = reduceTerms(slot(r, in.srcBuf, in.srcOff + j), slot(r, in.dstBuf, in.dstOff + j));
+        v = combine(slot(r, in.srcBuf, in.srcOff + j), slot(r, in.dstBuf, in.dstOff + j));
         break;
       case Opcode::RecvReduceCopy:
       case Opcode::RecvReduceSend:
       case Opcode::RecvReduceCopySend:
-        v = reduceTerms(incoming.chunks[j], slot(r, in.srcBuf, in.srcOff + j));
+        v = combine(incoming.chunks[j], slot(r, in.srcBuf, in.srcOff + j));
         break;
       }
       if (oi.writeDst) {
@@ -571,6 +607,39 @@ private:
             " holds " + describe(have) + by + "; it must hold " + wantText);
   }
 
+  /// SimulateOptions::derivedContract: what every output chunk holds now.
+  void deriveContract() {
+    const PlanInfo &info = plan.info;
+    PlanContract c;
+    c.outputs.assign(size_t(info.nranks) * info.outputChunks, 0);
+    std::map<std::vector<uint32_t>, uint32_t> termOf; // Operands -> 1 + term.
+    for (uint32_t r = 0; r < info.nranks; ++r)
+      for (uint32_t i = 0; i < info.outputChunks; ++i) {
+        const Term &t = slot(r, BufferKind::Output, i);
+        const Writer &w = writer(r, BufferKind::Output, i);
+        if (!t.defined && w.tb < 0)
+          continue; // Never written: free.
+        if (!t.defined || !t.id) {
+          if (!problem("gpu " + std::to_string(r) + " output chunk " + std::to_string(i) +
+                       " is written last by " + where(r, uint32_t(w.tb), w.step) +
+                       " with a value made from chunks nobody wrote: what it holds is not a "
+                       "function of the inputs"))
+            return;
+          continue;
+        }
+        const std::vector<uint32_t> &ops = explicitTerms[t.id - 1];
+        auto [it, fresh] = termOf.emplace(ops, c.numTerms() + 1);
+        if (fresh) {
+          for (uint32_t leafIndex : ops)
+            c.operands.push_back({leafIndex / info.inputChunks, leafIndex % info.inputChunks});
+          c.termBegin.push_back(uint32_t(c.operands.size()));
+        }
+        c.outputs[size_t(r) * info.outputChunks + i] = it->second;
+      }
+    if (report.ok())
+      *options.derivedContract = std::move(c);
+  }
+
   void checkOutputs() {
     const PlanInfo &info = plan.info;
     if (info.collective == CollectiveKind::Custom) {
@@ -630,6 +699,12 @@ private:
   uint32_t depth = 1;
   std::vector<std::pair<uint64_t, uint64_t>> keys;
   std::unordered_map<uint64_t, uint32_t> leafOf;
+  /// SimulateOptions::derivedContract: whether the run derives it, and
+  /// every term's operands (leaf indices, sorted; Term::id); the first ones
+  /// are the input chunks themselves.
+  bool deriving = false;
+  std::vector<std::vector<uint32_t>> explicitTerms;
+  uint64_t explicitOperands = 0;
   std::vector<std::array<std::vector<Term>, 3>> buffers;
   std::vector<std::array<std::vector<Writer>, 3>> writers;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> connectionOf;

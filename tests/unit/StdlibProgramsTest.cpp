@@ -111,6 +111,32 @@ TEST_P(StdlibProgram, RunsOnTheCpuExecutors) {
     SimulateReport sim = simulatePlan(plan);
     EXPECT_TRUE(sim.ok()) << GetParam() << " N=" << n << ": "
                           << (sim.problems.empty() ? "" : sim.problems.front());
+    if (custom) {
+      // Derived from the plan alone (as an imported coll="custom" is), the
+      // contract holds every term the compiler proved, on the same chunks.
+      Plan bare = plan;
+      bare.contract.reset();
+      PlanContract derived;
+      SimulateOptions options;
+      options.derivedContract = &derived;
+      SimulateReport d = simulatePlan(bare, options);
+      ASSERT_TRUE(d.ok()) << GetParam() << " N=" << n << ": " << d.problems.front();
+      const PlanContract &want = *plan.contract;
+      ASSERT_EQ(derived.outputs.size(), want.outputs.size());
+      auto operands = [](const PlanContract &c, uint32_t entry) {
+        std::vector<std::pair<uint32_t, uint32_t>> ops;
+        for (uint32_t k = c.termBegin[entry - 1]; k < c.termBegin[entry]; ++k)
+          ops.push_back({c.operands[k].rank, c.operands[k].chunk});
+        std::sort(ops.begin(), ops.end());
+        return ops;
+      };
+      for (size_t i = 0; i < want.outputs.size(); ++i)
+        if (want.outputs[i]) {
+          ASSERT_NE(derived.outputs[i], 0u) << GetParam() << " N=" << n << " output entry " << i;
+          EXPECT_EQ(operands(derived, derived.outputs[i]), operands(want, want.outputs[i]))
+              << GetParam() << " N=" << n << " output entry " << i;
+        }
+    }
     ++ran;
 #ifdef COLL_STDLIB_SWEEP
     std::vector<DataType> types;

@@ -63,8 +63,9 @@ void printInfo(const Plan &plan, uint64_t checksum, size_t bytes, std::ostream &
       uint64_t constrained = 0;
       for (uint32_t e : plan.contract->outputs)
         constrained += e != 0;
-      os << plan.contract->numTerms() << " terms, " << constrained << " of "
-         << plan.contract->outputs.size() << " output chunks constrained\n";
+      os << plan.contract->numTerms() << (plan.contract->numTerms() == 1 ? " term, " : " terms, ")
+         << constrained << " of " << plan.contract->outputs.size()
+         << " output chunks constrained\n";
     }
   }
   os << "ranks:         " << info.nranks << "\n"

@@ -709,17 +709,38 @@ int importXml(DiagnosticEngine &diag) {
     return algo.positions[rank][tb][step];
   };
   sim.maxProblems = verifyOnly ? (errorLimit ? errorLimit : ~size_t(0)) : 1;
+  // A custom collective's contract is what it computes.
+  const bool custom = plan->info.collective == CollectiveKind::Custom;
+  PlanContract derived;
+  if (custom)
+    sim.derivedContract = &derived;
   SimulateReport report = simulatePlan(*plan, sim);
   for (const std::string &p : report.problems)
     llvm::errs() << inputFile << ": error: " << p << "\n";
   if (!report.ok())
     return 1;
+  if (custom) {
+    plan->contract = std::move(derived);
+    if (Status s = validatePlan(*plan); !s) {
+      llvm::errs() << inputFile << ": error: " << s.message() << "\n";
+      return 1;
+    }
+  }
   if (verifyOnly) {
     llvm::outs() << inputFile << ": " << plan->info.name << " ("
                  << collectiveName(plan->info.collective) << ", " << plan->info.nranks << " gpus"
-                 << (plan->info.inplace ? ", in place" : "")
-                 << "): computes its collective and finishes with " << sim.depth
-                 << " slots per connection (" << report.stepsRun << " steps)\n";
+                 << (plan->info.inplace ? ", in place" : "") << "): ";
+    if (custom) {
+      const PlanContract &c = *plan->contract;
+      const size_t defined =
+          c.outputs.size() - size_t(std::count(c.outputs.begin(), c.outputs.end(), 0u));
+      llvm::outs() << "its contract is what it computes (" << defined << " of " << c.outputs.size()
+                   << " output chunks defined, " << c.numTerms()
+                   << (c.numTerms() == 1 ? " term" : " terms") << "), and it finishes with ";
+    } else {
+      llvm::outs() << "computes its collective and finishes with ";
+    }
+    llvm::outs() << sim.depth << " slots per connection (" << report.stepsRun << " steps)\n";
     return 0;
   }
   if (emit == EmitKind::PlanText) {

@@ -47,6 +47,13 @@ struct SimulateOptions {
   /// The number problems give step \p step of threadblock \p tb of rank
   /// \p rank (an imported file's own numbering); empty: the step index.
   std::function<uint32_t(uint32_t rank, uint32_t tb, uint32_t step)> position;
+  /// For a user-declared collective's plan without a contract (an imported
+  /// MSCCL-IR `coll="custom"`): instead of checking the outputs, the run
+  /// writes here what every output chunk holds at the end (a chunk no step
+  /// writes is free), when it finds no problem. Only with the race check:
+  /// a plan too large for it gets a problem, as one whose outputs hold a
+  /// value read from a chunk nobody wrote.
+  PlanContract *derivedContract = nullptr;
 };
 
 /// What simulatePlan() found: nothing when the plan computes its
