@@ -481,11 +481,27 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
         if (depid >= 0) {
           if (deps < 0)
             return st.error("depid=\"" + std::to_string(depid) + "\" without a step in 'deps'");
-          if (depid == tbId)
-            return st.error("a step cannot depend on its own threadblock");
-          in.depBegin = uint32_t(tb.deps.size());
-          in.depCount = 1;
-          tb.deps.push_back(Dependency{uint32_t(depid), uint32_t(deps)});
+          if (depid == tbId) {
+            // The executors accept a wait on an earlier step of the same
+            // threadblock (it has run: nothing to wait for, as long as
+            // its progress is published); one on itself or a later step
+            // never ends.
+            if (deps >= int64_t(index))
+              return st.error("deps=\"" + std::to_string(deps) +
+                              "\" of its own threadblock: a step cannot wait for itself or a "
+                              "later step of its threadblock");
+            if (!stepFacts[tbId][size_t(deps)].first)
+              algo.warnings.push_back(
+                  fileName + ":" + std::to_string(stepTag.line) + ":" +
+                  std::to_string(stepTag.col) + ": warning: " + stepName + " depends on step " +
+                  std::to_string(deps) +
+                  " of its own threadblock, which does not have hasdep=\"1\" (or is a nop): "
+                  "the MSCCL executors would not see it finish");
+          } else {
+            in.depBegin = uint32_t(tb.deps.size());
+            in.depCount = 1;
+            tb.deps.push_back(Dependency{uint32_t(depid), uint32_t(deps)});
+          }
         }
         tb.steps.push_back(in);
       }
