@@ -319,6 +319,16 @@ private:
 
     std::string msg = expected.empty() ? "syntax error" : "expected " + expected;
     llvm::SMLoc loc = map.loc(offending->getStartIndex());
+    // `fence` is a name too, so a fence without its ';' reads as neither a
+    // fence statement nor an expression: say what is missing, where.
+    if (expected == "statement" && offending->getTokenIndex() > 0) {
+      auto *stream = dynamic_cast<antlr4::BufferedTokenStream *>(parser->getTokenStream());
+      antlr4::Token *before = stream ? stream->get(offending->getTokenIndex() - 1) : nullptr;
+      if (before && before->getType() != antlr4::Token::EOF && map.text(before) == "fence") {
+        diag.error(map.after(before), "expected ';' after 'fence'");
+        return;
+      }
+    }
     if (single && expected == "';'") {
       // A missing ';' belongs right after the construct it ends.
       if (const char *what = constructBefore(parser->getContext()))

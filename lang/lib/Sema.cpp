@@ -457,7 +457,7 @@ ValueKind Sema::checkChunkRef(ChunkRefExpr &e) {
     return ValueKind::Unknown;
   if (e.step && context == Context::Collective) {
     diag.error(e.step->getRange(), "a strided chunk range moves data in an algorithm; a "
-                                   "collective's conditions name chunks one at a time");
+                                   "collective's conditions name single chunks or plain ranges");
     return ValueKind::Unknown;
   }
   if (auto r = e.rank->getConstant(); r && *r < 0)

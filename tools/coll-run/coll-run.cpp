@@ -419,7 +419,10 @@ int main(int argc, char **argv) {
   const BufferElements elems = planBufferElements(info, count);
   const uint64_t unitBytes = count * es;
   if (o.inplace && !hasInPlaceForm(info.collective))
-    return fail(std::string(collectiveName(info.collective)) + " has no in-place form");
+    return fail(info.collective == CollectiveKind::Custom
+                    ? "plan '" + printablePlanName(info.name) +
+                          "' is a user-declared collective, which has no in-place form"
+                    : std::string(collectiveName(info.collective)) + " has no in-place form");
 
   // Buffers and test data. Processes mode: the send and receive buffers
   // (and, in place, a snapshot of the checked output) in shared memory.

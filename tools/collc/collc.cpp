@@ -849,8 +849,24 @@ int main(int argc, char **argv) {
   for (ParamDecl *p : module->params())
     paramNames.push_back(p->name);
   for (const auto &[name, value] : overrides)
-    if (std::find(paramNames.begin(), paramNames.end(), name) == paramNames.end())
-      diag.errorNoLoc("-D " + name + ": '" + inputFile + "' declares no parameter '" + name + "'");
+    if (std::find(paramNames.begin(), paramNames.end(), name) == paramNames.end()) {
+      // A near miss by spelling, else the names there are.
+      std::string guess;
+      unsigned best = unsigned(name.size() / 3 + 1);
+      for (const std::string &p : paramNames)
+        if (unsigned d = llvm::StringRef(name).edit_distance(p, true, best);
+            d <= best && (guess.empty() || d < best)) {
+          guess = p;
+          best = d;
+        }
+      std::string known;
+      for (const std::string &p : paramNames)
+        known += (known.empty() ? "'" : ", '") + p + "'";
+      diag.errorNoLoc("-D " + name + ": '" + inputFile + "' declares no parameter '" + name + "'" +
+                      (!guess.empty()  ? "; did you mean '" + guess + "'?"
+                       : known.empty() ? " (it declares none)"
+                                       : "; it declares " + known));
+    }
 
   std::vector<AlgorithmDecl *> algorithms = module->algorithms();
   AlgorithmDecl *algorithm = algorithms.empty() ? nullptr : algorithms.front();
