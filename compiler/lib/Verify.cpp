@@ -426,8 +426,12 @@ void Verifier::explainWrong(uint32_t rank, uint32_t index, uint64_t slot, const 
     return;
   }
   if (lastWriter[slot] == UINT32_MAX) {
+    // In place, an output chunk no step writes is the input it aliases.
     diag.error(t.algorithm->nameRange,
-               outName + " is never written" + forN() + "; it should hold " + should);
+               outName + " is never written" + forN() +
+                   (have ? ", so it still holds " + describe(have) + " (in place, its input)"
+                         : std::string()) +
+                   "; it should hold " + should);
     return;
   }
   std::string detail;
