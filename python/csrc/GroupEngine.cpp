@@ -312,6 +312,37 @@ Result<std::shared_ptr<const ValidatedPlan>> GroupEngine::planFor(const std::str
   return lastPlan;
 }
 
+Status GroupEngine::agree(const std::string &what, DataType type, uint64_t count) {
+  if (mySize == 1)
+    return Status::success();
+  auto it = agreementPlans.find(what);
+  if (it == agreementPlans.end()) {
+    Plan p;
+    p.info.name = what;
+    p.info.collective = CollectiveKind::Custom;
+    p.info.nranks = uint32_t(mySize);
+    p.info.inputChunks = p.info.outputChunks = 1;
+    p.info.connectionDepth = 2;
+    Threadblock tb;
+    tb.steps.push_back(
+        makeInstruction(Opcode::Copy, BufferKind::Input, 0, BufferKind::Output, 0, 1));
+    p.ranks.assign(size_t(mySize), RankPlan());
+    for (RankPlan &rank : p.ranks)
+      rank.threadblocks.push_back(tb);
+    Result<ValidatedPlan> plan = ValidatedPlan::make(std::move(p));
+    if (!plan)
+      return Status::error("collc: " + plan.message());
+    it =
+        agreementPlans.emplace(what, std::make_shared<const ValidatedPlan>(std::move(*plan))).first;
+  }
+  // Room for one unit of the widest element there is, times count.
+  std::vector<uint8_t> in(size_t(count * dataTypeSize(type)), 0), out(in.size());
+  Status s = group->execute(*it->second, CallArgs{in.data(), out.data(), count, type, RedOp::Sum});
+  if (!s)
+    return Status::error("collc: " + s.message());
+  return s;
+}
+
 Status GroupEngine::run(const std::string &collective, uint32_t root, const void *sendbuf,
                         void *recvbuf, uint64_t count, DataType type, RedOp op) {
   return execute(collective, root, CallArgs{sendbuf, recvbuf, count, type, op});

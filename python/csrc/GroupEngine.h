@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -104,6 +105,14 @@ public:
                    const std::vector<const void *> &sendBlocks, void *recvbuf,
                    const std::vector<void *> &recvBlocks, uint64_t count, DataType type, RedOp op);
 
+  /// Meets the group's other ranks in a call that moves nothing: a plan of
+  /// its own named \p what, in which every rank copies one unit of \p count
+  /// elements of \p type to itself. The runtime compares the ranks' calls as
+  /// for any plan, so a rank that calls anything else (another plan, or
+  /// agree() with another name, type or count) fails every rank with both
+  /// calls named, and the group stays usable. Call it from a task.
+  Status agree(const std::string &what, DataType type, uint64_t count);
+
   int rank() const { return myRank; }
   int size() const { return mySize; }
 
@@ -170,6 +179,8 @@ private:
   /// The previous call's plan and what it was selected for (tasks run one
   /// at a time: no lock).
   std::shared_ptr<const ValidatedPlan> lastPlan;
+  /// agree()'s plans by name.
+  std::map<std::string, std::shared_ptr<const ValidatedPlan>> agreementPlans;
   std::string lastCollective;
   uint32_t lastRoot = 0;
   uint64_t lastBytes = 0;

@@ -869,6 +869,23 @@ Status pairwiseAllToAll(PeerMessages *peers, const std::vector<at::Tensor> &send
   return Status::success();
 }
 
+/// Before a direct exchange, whose messages no plan call would take: a call
+/// that moves nothing (GroupEngine::agree()), named after the exchange and
+/// of the tensors' element type, so that every rank of the group is known
+/// to make the same exchange. A rank that runs a plan instead (an
+/// all_to_all_single without split lists, any other collective), or an
+/// exchange of another kind or type, fails every rank with both calls
+/// named; without it the exchange and the plan would each wait for the
+/// other until the group's timeout.
+Status directExchangeGuard(GroupEngine *eng, const char *what, const at::Tensor &like) {
+  if (!eng)
+    return Status::success();
+  const Elements e = movedAs(like);
+  return eng->agree(std::string("torch ") + what + " of " + c10::toString(like.scalar_type()) +
+                        " (a direct exchange)",
+                    e.type, e.perElement);
+}
+
 /// Rows of dim 0 per peer: \p splits, or equal when empty.
 std::vector<int64_t> rowSplits(const std::vector<int64_t> &splits, const at::Tensor &t, int n,
                                const char *what) {
@@ -936,7 +953,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::alltoall_base(at::Tensor &outp
       inAt += inRows[j] * inRow;
       outAt += outRows[j] * outRow;
     }
-    Status st = pairwiseAllToAll(p.get(), sendBlocks, recvBlocks);
+    Status st = directExchangeGuard(eng, "all_to_all_single with split lists", input);
+    if (st)
+      st = pairwiseAllToAll(p.get(), sendBlocks, recvBlocks);
     if (st)
       out.finish();
     return st;
@@ -956,7 +975,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::alltoall(std::vector<at::Tenso
         fail("all_to_all's tensors must have one type");
     }
   std::shared_ptr<PeerMessages> p = peers;
+  auto *eng = engine.get();
+  const at::Tensor like = inputs[0];
   return enqueue(c10d::OpType::ALLTOALL, outputs, [=]() mutable -> Status {
+    if (Status st = directExchangeGuard(eng, "all_to_all of tensor lists", like); !st)
+      return st;
     std::vector<at::Tensor> sendBlocks, recvBlocks;
     for (const at::Tensor &t : inputs)
       sendBlocks.push_back(t.contiguous().reshape({-1}));

@@ -60,6 +60,43 @@ def rank_main(case, rank, n, port, queue, done):
                 dist.broadcast(t, src=0)
         elif case == "mismatch-dtype":
             dist.all_reduce(t.to(torch.float64) if rank == 0 else t)
+        elif case == "mismatch-split":
+            # A direct exchange (split lists) on one rank, a plan on the
+            # other: each would wait for the other's messages.
+            out = torch.zeros(4 * n)
+            if rank == 0:
+                dist.all_to_all_single(out, torch.ones(4 * n), [4] * n, [4] * n)
+            else:
+                dist.all_to_all_single(out, torch.ones(4 * n))
+        elif case == "mismatch-exchange":
+            if rank == 0:
+                dist.all_to_all([torch.zeros(3) for _ in range(n)],
+                                [torch.ones(3) for _ in range(n)])
+            else:
+                dist.all_reduce(t)
+        elif case == "mismatch-exchange-dtype":
+            x = torch.ones(2 * n, dtype=torch.float32 if rank == 0 else torch.int32)
+            dist.all_to_all_single(torch.zeros_like(x), x, [2] * n, [2] * n)
+        elif case == "after-exchange-mismatch":
+            try:
+                if rank == 0:
+                    dist.all_to_all_single(torch.zeros(2 * n), torch.ones(2 * n), [2] * n, [2] * n)
+                else:
+                    dist.all_reduce(torch.ones(8))
+                queue.put((rank, "the mismatch was not reported", 0))
+            except RuntimeError:
+                pass
+            start = time.time()
+            x = torch.arange(3 * n, dtype=torch.float32) + 100 * rank
+            y = torch.zeros(3 * n)
+            dist.all_to_all_single(y, x, [3] * n, [3] * n)
+            want = torch.cat([torch.arange(3 * rank, 3 * rank + 3, dtype=torch.float32) + 100 * r
+                              for r in range(n)])
+            if not torch.equal(y, want):
+                raise RuntimeError("wrong result after a mismatch: %s" % y.tolist())
+            dist.all_reduce(t)
+            if not torch.equal(t, n * (torch.arange(100, dtype=torch.float32) * n + n * (n - 1) / 2)):
+                raise RuntimeError("wrong all_reduce after a mismatch: %s" % t[:4].tolist())
         elif case == "after-mismatch":
             # Mismatched arguments are found before any data moves: the
             # group stays usable, and the next call computes right.
@@ -105,6 +142,11 @@ CASES = {
     "mismatch-op": (2, [0, 1], ["RuntimeError", "collc"]),
     "mismatch-dtype": (2, [0, 1], ["RuntimeError", "collc"]),
     "after-mismatch": (2, [0, 1], None),
+    "mismatch-split": (3, [0, 1, 2], ["RuntimeError", "split lists"]),
+    "mismatch-exchange": (2, [0, 1], ["RuntimeError", "all_to_all of tensor lists"]),
+    "mismatch-exchange-dtype": (2, [0, 1], ["RuntimeError", "split lists of Float",
+                                            "split lists of Int"]),
+    "after-exchange-mismatch": (3, [0, 1, 2], None),
     "foreign-plan": (2, [0, 1], ["allgather", "not allreduce"]),
 }
 
@@ -148,7 +190,8 @@ def run(case):
         elif what == "no error" or not all(s in what for s in needles):
             print("%s: rank %d: expected an error with %s, got: %s" % (case, r, needles, what))
             ok = False
-        elif seconds > TIMEOUT * 2:
+        elif seconds > (TIMEOUT / 2 if case.startswith("mismatch") else TIMEOUT * 2):
+            # Mismatched calls are found when they meet, not at the timeout.
             print("%s: rank %d took %.1f s to fail" % (case, r, seconds))
             ok = False
         else:
