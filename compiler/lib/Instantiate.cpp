@@ -15,6 +15,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 
@@ -732,6 +733,37 @@ bool Instantiator::evalUserCollective(const CollectiveDecl &c) {
       if (!ok)
         return false;
     }
+  }
+  // Two post-conditions of one output chunk must agree: no algorithm could
+  // meet both otherwise. A reduction's operands are a multiset.
+  auto valueOf = [](const PostFact &f) {
+    std::vector<std::pair<uint32_t, uint32_t>> in = f.inputs;
+    if (f.isReduction)
+      std::sort(in.begin(), in.end());
+    return std::make_pair(f.isReduction && in.size() > 1, in);
+  };
+  auto describe = [](const PostFact &f) {
+    std::string out = f.isReduction && f.inputs.size() > 1 ? "the reduction of " : "";
+    for (size_t k = 0; k < f.inputs.size(); ++k)
+      out += (k ? " + in[" : "in[") + std::to_string(f.inputs[k].first) + "][" +
+             std::to_string(f.inputs[k].second) + "]";
+    return out;
+  };
+  llvm::DenseMap<uint64_t, uint32_t> firstFact;
+  for (uint32_t i = 0; i < t.userPost.size(); ++i) {
+    const PostFact &f = t.userPost[i];
+    auto [it, fresh] = firstFact.try_emplace((uint64_t(f.rank) << 32) | f.index, i);
+    if (fresh)
+      continue;
+    const PostFact &g = t.userPost[it->second];
+    if (valueOf(f) == valueOf(g))
+      continue;
+    fail(f.site->getRange(), "post-conditions contradict" + forN() + ": output[" + Twine(f.rank) +
+                                 "][" + Twine(f.index) + "] must hold " + describe(f) +
+                                 " here and " + describe(g) +
+                                 " by an earlier one; no algorithm can meet both");
+    diag.note(g.site->getRange(), "the earlier post-condition");
+    return false;
   }
   return true;
 }
