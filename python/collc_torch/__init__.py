@@ -21,8 +21,8 @@ import torch.distributed as dist
 
 from . import _C
 
-__all__ = ["use_selection_table", "use_program", "use_host_table", "calibrate_host",
-           "plan_for", "paths", "empty", "last_direct_messages", "host_identity"]
+__all__ = ["use_selection_table", "use_program", "forget_programs", "use_host_table",
+           "calibrate_host", "plan_for", "paths", "empty", "last_direct_messages", "host_identity"]
 
 _ANY = (1 << 64) - 1
 
@@ -133,6 +133,13 @@ def use_program(collective, program, ranks=None, max_bytes=None, **params):
     defines = ["%s=%s" % (k, v) for k, v in sorted(params.items())]
     _C.use_program(collective, str(program), lo, hi,
                    _ANY if max_bytes is None else int(max_bytes), defines)
+
+
+def forget_programs(collective=None):
+    """Drops what ``use_program()`` said for ``collective`` (for every
+    collective when ``None``); returns how many of its rows went. Later
+    calls select as if they had never been given."""
+    return _C.forget_programs(collective or "")
 
 
 def plan_for(collective, nranks, nbytes, root=0, across_hosts=False):

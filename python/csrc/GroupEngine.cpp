@@ -240,6 +240,20 @@ void GroupEngine::help(const std::shared_ptr<Task> &task) {
     idleCv.notify_all();
 }
 
+void GroupEngine::handToWorker(const std::shared_ptr<Task> &task) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!runsTasksHere()) {
+      // From now on the worker is woken for each task (as for
+      // async_op=True), and for this one now.
+      wakeWorker = true;
+      workerCv.notify_one();
+      return;
+    }
+  }
+  help(task);
+}
+
 void GroupEngine::workerLoop() {
   std::unique_lock<std::mutex> lock(mu);
   auto poll = std::chrono::steady_clock::duration(minPoll);
@@ -312,6 +326,27 @@ Result<std::shared_ptr<const ValidatedPlan>> GroupEngine::planFor(const std::str
   return lastPlan;
 }
 
+Status GroupEngine::failed(const Status &s, ErrorKind kind) {
+  // A timeout or a peer's failure breaks the runtime's group for later
+  // calls; point-to-point messages learn it here.
+  if (kind == ErrorKind::Timeout || kind == ErrorKind::Remote)
+    markBroken(s.message());
+  return Status::error("collc: " + s.message());
+}
+
+void GroupEngine::markBroken(const std::string &why) {
+  std::lock_guard<std::mutex> lock(brokenMu);
+  if (brokenWhy.empty())
+    brokenWhy = why;
+}
+
+Status GroupEngine::broken() const {
+  std::lock_guard<std::mutex> lock(brokenMu);
+  if (brokenWhy.empty())
+    return Status::success();
+  return Status::error("collc: the group is broken by an earlier failure: " + brokenWhy);
+}
+
 Status GroupEngine::agree(const std::string &what, DataType type, uint64_t count) {
   if (mySize == 1)
     return Status::success();
@@ -337,9 +372,11 @@ Status GroupEngine::agree(const std::string &what, DataType type, uint64_t count
   }
   // Room for one unit of the widest element there is, times count.
   std::vector<uint8_t> in(size_t(count * dataTypeSize(type)), 0), out(in.size());
-  Status s = group->execute(*it->second, CallArgs{in.data(), out.data(), count, type, RedOp::Sum});
+  ErrorKind kind = ErrorKind::None;
+  Status s =
+      group->execute(*it->second, CallArgs{in.data(), out.data(), count, type, RedOp::Sum}, &kind);
   if (!s)
-    return Status::error("collc: " + s.message());
+    return failed(s, kind);
   return s;
 }
 
@@ -386,9 +423,10 @@ Status GroupEngine::execute(const std::string &collective, uint32_t root, const 
   Result<std::shared_ptr<const ValidatedPlan>> plan = planFor(collective, root, elements * es);
   if (!plan)
     return plan.getStatus();
-  Status s = group->execute(**plan, args);
+  ErrorKind kind = ErrorKind::None;
+  Status s = group->execute(**plan, args, &kind);
   if (!s)
-    return Status::error("collc: " + s.message());
+    return failed(s, kind);
   return s;
 }
 

@@ -90,6 +90,10 @@ public:
   /// which runs where its operation finished), runs every task queued up
   /// to \p task in order, there and then.
   void help(const std::shared_ptr<Task> &task);
+  /// For a caller that waits for \p task with a time limit of its own: the
+  /// worker runs it (woken now), so that the caller's wait can end first.
+  /// Called from the thread that runs the group's tasks, it is help().
+  void handToWorker(const std::shared_ptr<Task> &task);
 
   /// Runs \p collective (a built-in collective's name, or a user-declared
   /// one's) with root \p root on this rank's buffers through the plan the
@@ -112,6 +116,13 @@ public:
   /// agree() with another name, type or count) fails every rank with both
   /// calls named, and the group stays usable. Call it from a task.
   Status agree(const std::string &what, DataType type, uint64_t count);
+
+  /// After a timeout or a peer's death, in a plan's call or a message
+  /// (markBroken()), the group is broken: this is an error saying why, and
+  /// operations fail with it at once. Any thread.
+  Status broken() const;
+  /// Breaks the group with \p why (the first reason stays). Any thread.
+  void markBroken(const std::string &why);
 
   int rank() const { return myRank; }
   int size() const { return mySize; }
@@ -179,6 +190,11 @@ private:
   /// The previous call's plan and what it was selected for (tasks run one
   /// at a time: no lock).
   std::shared_ptr<const ValidatedPlan> lastPlan;
+  /// A failed call's error, prefixed; breaks the group for \p kind Timeout
+  /// and Remote.
+  Status failed(const Status &s, ErrorKind kind);
+  mutable std::mutex brokenMu;
+  std::string brokenWhy; ///< Empty: not broken.
   /// agree()'s plans by name.
   std::map<std::string, std::shared_ptr<const ValidatedPlan>> agreementPlans;
   std::string lastCollective;

@@ -54,6 +54,10 @@ PYBIND11_MODULE(_C, m) {
       py::arg("collective"), py::arg("program"), py::arg("min_ranks"), py::arg("max_ranks"),
       py::arg("max_bytes"), py::arg("defines"));
   m.def(
+      "forget_programs",
+      [](const std::string &collective) { return planLibrary().removeUserRows(collective); },
+      py::arg("collective"));
+  m.def(
       "plan_for",
       [](const std::string &collective, uint32_t nranks, uint64_t nbytes, uint32_t root,
          bool acrossHosts) {

@@ -135,9 +135,9 @@ std::pair<Elements, RedOp> reducedAs(const at::Tensor &t, const c10d::ReduceOp &
     red = RedOp::Max;
     break;
   default:
-    fail(std::string("ReduceOp.") + reduceOpName(op) +
-         " is not supported (Collc reduces with SUM, AVG, PRODUCT, MIN and MAX; BAND and BOR "
-         "of Bool tensors)");
+    fail(std::string("ReduceOp.") + reduceOpName(op) + " of " + type +
+         " tensors is not supported (Collc reduces with SUM, AVG, PRODUCT, MIN and MAX, and "
+         "Bool tensors with BAND and BOR too)");
   }
   Elements e;
   if (nativeType(t.scalar_type(), e.type))
@@ -148,8 +148,9 @@ std::pair<Elements, RedOp> reducedAs(const at::Tensor &t, const c10d::ReduceOp &
            " tensors is not supported (complex numbers reduce with SUM and AVG)");
     return {{t.scalar_type() == at::kComplexFloat ? DataType::Float32 : DataType::Float64, 2}, red};
   }
-  fail(type + " tensors cannot be reduced: Collc reduces uint8, int8, int32, int64, float16, "
-              "bfloat16, float32, float64 (and bool, complex64, complex128 as such)");
+  fail((t.scalar_type() == at::kShort ? std::string("int16 (Short)") : type) +
+       " tensors cannot be reduced: Collc reduces uint8, int8, int32, int64, float16, "
+       "bfloat16, float32, float64 (and bool, complex64, complex128 as such)");
 }
 
 /// Refuses a tensor the runtime cannot address.
@@ -332,8 +333,11 @@ public:
   std::vector<at::Tensor> result() override { return outputs; }
   void synchronize() override {}
   bool wait(std::chrono::milliseconds timeout) override {
+    // Without a limit of its own, the caller runs the operation (no
+    // hand-over); with one, the worker does, and the wait ends at the limit
+    // whether or not the operation has (it goes on, as torch's works do).
     if (std::shared_ptr<GroupEngine> e = engine.lock())
-      e->help(task);
+      timeout == kNoTimeout ? e->help(task) : e->handToWorker(task);
     if (!completion->wait(timeout == kNoTimeout ? -1.0 : timeout.count() / 1000.0))
       throw std::runtime_error("collc: the operation did not complete within " +
                                std::to_string(timeout.count()) + " ms");
@@ -504,7 +508,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::enqueue(c10d::OpType type,
                                                           std::function<Status()> body) {
   ++issued;
   auto work = c10::make_intrusive<CollcWork>(rank_, type, outputs, engine);
-  auto guarded = [body = std::move(body)]() -> Status {
+  auto guarded = [body = std::move(body), eng = engine.get()]() -> Status {
+    if (Status b = eng->broken(); !b)
+      return b;
     at::NoGradGuard noGrad;
     return body();
   };
@@ -520,7 +526,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::enqueueStarted(
   auto work = c10::make_intrusive<CollcWork>(rank_, type, outputs, engine);
   auto completion = std::make_shared<Task>(nullptr, completeFuture(work->future, outputs));
   auto source = std::make_shared<std::atomic<int>>(-1);
-  auto started = [body = std::move(body), completion, source]() -> Status {
+  auto started = [body = std::move(body), completion, source, eng = engine.get()]() -> Status {
+    if (Status b = eng->broken(); !b) {
+      completion->finish(b);
+      return b;
+    }
     at::NoGradGuard noGrad;
     Status s = body(completion, source);
     if (!s)
@@ -649,23 +659,31 @@ c10::intrusive_ptr<c10d::Work>
 ProcessGroupCollc::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputLists,
                                        std::vector<at::Tensor> &inputs,
                                        const c10d::AllgatherOptions &) {
-  if (outputLists.size() != inputs.size())
-    fail("all_gather_coalesced takes one list of outputs per input tensor");
+  // As torch and Gloo lay it out: outputLists[r][i] receives rank r's
+  // inputs[i].
+  if (outputLists.size() != size_t(size_))
+    fail("all_gather_coalesced takes one list of outputs per rank (" + std::to_string(size_) +
+         "), not " + std::to_string(outputLists.size()));
   std::vector<at::Tensor> flat;
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  std::vector<std::vector<at::Tensor>> perInput(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
     checkTensor(inputs[i], "an input tensor of all_gather_coalesced");
-    if (outputLists[i].size() != size_t(size_))
-      fail("all_gather_coalesced takes lists of " + std::to_string(size_) + " output tensors");
-    for (const at::Tensor &o : outputLists[i]) {
-      checkLike(o, inputs[i], "an output tensor of all_gather_coalesced");
-      flat.push_back(o);
+  for (size_t r = 0; r < outputLists.size(); ++r) {
+    if (outputLists[r].size() != inputs.size())
+      fail("all_gather_coalesced's output list of rank " + std::to_string(r) + " has " +
+           std::to_string(outputLists[r].size()) + " tensors, not one per input (" +
+           std::to_string(inputs.size()) + ")");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      checkLike(outputLists[r][i], inputs[i], "an output tensor of all_gather_coalesced");
+      perInput[i].push_back(outputLists[r][i]);
+      flat.push_back(outputLists[r][i]);
     }
   }
   ProcessGroupCollc *self = this;
   return enqueue(c10d::OpType::ALLGATHER_COALESCED, flat, [=]() mutable -> Status {
     // One allgather per input, in order, within this one operation.
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (Status st = self->gatherList(inputs[i], outputLists[i]); !st)
+      if (Status st = self->gatherList(inputs[i], perInput[i]); !st)
         return st;
     return Status::success();
   });
@@ -808,12 +826,32 @@ namespace {
 /// user can give (an int), so that they never match a user's receive.
 constexpr int64_t allToAllTag = int64_t(1) << 40;
 
+/// A failed message \p s, as the group sees it: a message whose length is
+/// not the receive's (both transports say "sent N bytes with tag", or that
+/// a message "is longer than" the receive) is the caller's error and leaves
+/// the group usable; anything else (no message within the timeout, a peer
+/// that died, a message lost) breaks it, as it does a plan's call, so that
+/// later operations fail at once instead of waiting for the timeout again.
+/// Internal tags are named for what they carry.
+Status messageFailure(GroupEngine *eng, const Status &s) {
+  const std::string &m = s.message();
+  if (eng && m.find(" bytes with tag ") == std::string::npos &&
+      m.find("is longer than the") == std::string::npos)
+    eng->markBroken(m);
+  std::string text = m;
+  const std::string internal = "tag " + std::to_string(allToAllTag);
+  for (size_t at; (at = text.find(internal)) != std::string::npos;)
+    text.replace(at, internal.size(), "the tag of all_to_all blocks");
+  return Status::error("collc: " + text);
+}
+
 /// An all-to-all of blocks of any sizes, as NCCL and Gloo do it for uneven
 /// splits: every block a message straight to its rank. \p sendBlocks[j]
 /// goes to rank j and \p recvBlocks[j] receives from rank j (flat,
 /// contiguous). A block whose size the two ranks disagree on is an error
 /// naming both sizes.
-Status pairwiseAllToAll(PeerMessages *peers, const std::vector<at::Tensor> &sendBlocks,
+Status pairwiseAllToAll(GroupEngine *eng, PeerMessages *peers,
+                        const std::vector<at::Tensor> &sendBlocks,
                         std::vector<at::Tensor> &recvBlocks) {
   // A group of one has no peers.
   const int n = peers ? peers->size() : 1, me = peers ? peers->rank() : 0;
@@ -852,21 +890,21 @@ Status pairwiseAllToAll(PeerMessages *peers, const std::vector<at::Tensor> &send
     const at::Tensor &b = sendBlocks[size_t(dst)];
     sent = peers->send(dst, allToAllTag, b.data_ptr(), uint64_t(b.numel()) * b.element_size());
   }
-  if (recvBlocks[size_t(me)].numel() != sendBlocks[size_t(me)].numel() && sent)
-    sent =
-        Status::error("all_to_all: rank " + std::to_string(me) + " sends itself " +
-                      std::to_string(sendBlocks[size_t(me)].numel()) + " elements and receives " +
-                      std::to_string(recvBlocks[size_t(me)].numel()));
-  if (sent && recvBlocks[size_t(me)].numel())
+  Status own = Status::success();
+  if (recvBlocks[size_t(me)].numel() != sendBlocks[size_t(me)].numel())
+    own = Status::error("collc: all_to_all: rank " + std::to_string(me) + " sends itself " +
+                        std::to_string(sendBlocks[size_t(me)].numel()) + " elements and receives " +
+                        std::to_string(recvBlocks[size_t(me)].numel()));
+  else if (sent && recvBlocks[size_t(me)].numel())
     recvBlocks[size_t(me)].copy_(sendBlocks[size_t(me)]);
   // The receives posted are waited for in every case: their buffers are ours.
   std::unique_lock<std::mutex> lock(pending->mu);
   pending->cv.wait(lock, [&] { return pending->left == 0; });
   if (!sent)
-    return Status::error("collc: " + sent.message());
+    return messageFailure(eng, sent);
   if (!pending->status)
-    return Status::error("collc: " + pending->status.message());
-  return Status::success();
+    return messageFailure(eng, pending->status);
+  return own;
 }
 
 /// Before a direct exchange, whose messages no plan call would take: a call
@@ -955,7 +993,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::alltoall_base(at::Tensor &outp
     }
     Status st = directExchangeGuard(eng, "all_to_all_single with split lists", input);
     if (st)
-      st = pairwiseAllToAll(p.get(), sendBlocks, recvBlocks);
+      st = pairwiseAllToAll(eng, p.get(), sendBlocks, recvBlocks);
     if (st)
       out.finish();
     return st;
@@ -991,7 +1029,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::alltoall(std::vector<at::Tenso
     const bool inPlace = contiguousApart(both);
     for (const at::Tensor &t : outputs)
       recvBlocks.push_back(inPlace ? t.view({-1}) : at::empty({t.numel()}, t.options()));
-    Status st = pairwiseAllToAll(p.get(), sendBlocks, recvBlocks);
+    Status st = pairwiseAllToAll(eng, p.get(), sendBlocks, recvBlocks);
     if (st && !inPlace)
       for (size_t j = 0; j < outputs.size(); ++j)
         outputs[j].copy_(recvBlocks[j].view(outputs[j].sizes()));
@@ -1010,10 +1048,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::send(std::vector<at::Tensor> &
     fail("send to rank " + std::to_string(dstRank) + ": not another rank of the group of " +
          std::to_string(size_));
   std::shared_ptr<PeerMessages> p = peers;
+  auto *eng = engine.get();
   return enqueue(c10d::OpType::SEND, tensors, [=]() -> Status {
     at::Tensor src = t.contiguous();
     Status s = p->send(dstRank, tag, src.data_ptr(), uint64_t(src.numel()) * src.element_size());
-    return s ? s : Status::error("collc: " + s.message());
+    return s ? s : messageFailure(eng, s);
   });
 }
 
@@ -1057,8 +1096,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::receive(std::vector<at::Tensor
                                staged->finish();
                                completion->finish(s, eng.get());
                              } else {
-                               completion->finish(Status::error("collc: " + s.message()),
-                                                  eng.get());
+                               completion->finish(messageFailure(eng.get(), s), eng.get());
                              }
                            });
       });

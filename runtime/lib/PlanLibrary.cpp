@@ -273,6 +273,17 @@ Status PlanLibrary::addUserRow(const std::string &collective, const std::string 
   return Status::success();
 }
 
+size_t PlanLibrary::removeUserRows(const std::string &collective) {
+  std::lock_guard<std::mutex> lock(mu);
+  const size_t removed = userRows.removeRows(collective);
+  if (removed) {
+    merged[0].reset();
+    merged[1].reset();
+    gen.fetch_add(1, std::memory_order_acq_rel);
+  }
+  return removed;
+}
+
 Result<const SelectionTable *> PlanLibrary::table(bool acrossHosts) {
   if (!userTableError.empty())
     return Status::error("COLLC_PLANS: " + userTableError);

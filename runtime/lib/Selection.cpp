@@ -2,6 +2,7 @@
 
 #include "coll/Runtime/Selection.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -185,6 +186,16 @@ std::vector<std::string> SelectionTable::collectives() const {
 
 void SelectionTable::prepend(const SelectionTable &first) {
   theRows.insert(theRows.begin(), first.theRows.begin(), first.theRows.end());
+}
+
+size_t SelectionTable::removeRows(const std::string &collective) {
+  const size_t before = theRows.size();
+  theRows.erase(std::remove_if(theRows.begin(), theRows.end(),
+                               [&](const SelectionRow &r) {
+                                 return collective.empty() || r.collective == collective;
+                               }),
+                theRows.end());
+  return before - theRows.size();
 }
 
 } // namespace coll

@@ -97,6 +97,31 @@ def rank_main(case, rank, n, port, queue, done):
             dist.all_reduce(t)
             if not torch.equal(t, n * (torch.arange(100, dtype=torch.float32) * n + n * (n - 1) / 2)):
                 raise RuntimeError("wrong all_reduce after a mismatch: %s" % t[:4].tolist())
+        elif case == "wait-timeout":
+            # wait(timeout) ends at its own limit, the group's being longer,
+            # even after calls that ran on the calling thread.
+            if rank == 1:
+                time.sleep(TIMEOUT / 2)
+                dist.all_reduce(t)
+            else:
+                work = dist.all_reduce(t, async_op=True)
+                work.wait(timeout=datetime.timedelta(seconds=1))
+        elif case == "recv-timeout-breaks":
+            # A receive that times out breaks the group: the next call fails
+            # at once, not after another timeout.
+            if rank == 1:
+                time.sleep(TIMEOUT * 1.5)
+                os._exit(0)
+            try:
+                dist.recv(t, src=1)
+                queue.put((rank, "the receive did not time out", 0))
+            except RuntimeError as e:
+                first = str(e)
+            start = time.time()
+            try:
+                dist.all_reduce(t)
+            except RuntimeError as e:
+                raise RuntimeError("after '%s': %s" % (first, e))
         elif case == "after-mismatch":
             # Mismatched arguments are found before any data moves: the
             # group stays usable, and the next call computes right.
@@ -142,6 +167,8 @@ CASES = {
     "mismatch-op": (2, [0, 1], ["RuntimeError", "collc"]),
     "mismatch-dtype": (2, [0, 1], ["RuntimeError", "collc"]),
     "after-mismatch": (2, [0, 1], None),
+    "wait-timeout": (2, [0], ["did not complete within 1000 ms"]),
+    "recv-timeout-breaks": (2, [0], ["no message", "broken by an earlier failure"]),
     "mismatch-split": (3, [0, 1, 2], ["RuntimeError", "split lists"]),
     "mismatch-exchange": (2, [0, 1], ["RuntimeError", "all_to_all of tensor lists"]),
     "mismatch-exchange-dtype": (2, [0, 1], ["RuntimeError", "split lists of Float",
@@ -190,7 +217,8 @@ def run(case):
         elif what == "no error" or not all(s in what for s in needles):
             print("%s: rank %d: expected an error with %s, got: %s" % (case, r, needles, what))
             ok = False
-        elif seconds > (TIMEOUT / 2 if case.startswith("mismatch") else TIMEOUT * 2):
+        elif seconds > (TIMEOUT / 2 if case.startswith("mismatch") or case in
+                        ("wait-timeout", "recv-timeout-breaks") else TIMEOUT * 2):
             # Mismatched calls are found when they meet, not at the timeout.
             print("%s: rank %d took %.1f s to fail" % (case, r, seconds))
             ok = False

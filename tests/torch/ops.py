@@ -514,17 +514,19 @@ def run_objects(c, group):
         c.failures.append("rank %d: scatter_object_list gave %s" % (rank, sl))
     if BACKEND == "nccl":
         return  # NCCL's backend has no allgather_coalesced.
-    # torch wants one type for all of them.
-    outs = [[torch.empty(3, device=DEV) for _ in range(n)],
-            [torch.empty(2, device=DEV) for _ in range(n)]]
+    # torch wants one type for all of them. outs[r][i] receives rank r's
+    # input i (torch's and Gloo's layout); the sizes differ per input, and
+    # two inputs of one size as well, so that no other layout fits.
+    sizes = [3, 2, 2]
+    outs = [[torch.empty(k, device=DEV) for k in sizes] for _ in range(n)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dist.all_gather_coalesced(outs, [value(rank, 3, torch.float32),
-                                         value(rank, 2, torch.float32, salt=1)], group=group)
+        dist.all_gather_coalesced(outs, [value(rank, k, torch.float32, salt=i)
+                                         for i, k in enumerate(sizes)], group=group)
     for r in range(n):
-        c.same("all_gather_coalesced [0] from %d" % r, outs[0][r], value(r, 3, torch.float32))
-        c.same("all_gather_coalesced [1] from %d" % r, outs[1][r],
-               value(r, 2, torch.float32, salt=1))
+        for i, k in enumerate(sizes):
+            c.same("all_gather_coalesced [%d][%d]" % (r, i), outs[r][i],
+                   value(r, k, torch.float32, salt=i))
 
 
 def run_subgroups(c):

@@ -70,6 +70,17 @@ expect("user row, beyond its sizes", name("allreduce", 2, 16 << 20), "twoshot_al
 expect("user row, other ranks", name("allreduce", 4, 4096), "recursive_doubling_allreduce")
 collc_torch.use_program("allgather", os.path.join(STDLIB, "bruck_allgather.coll"))
 expect("user row, any", name("allgather", 6, 1 << 20), "bruck_allgather")
+# forget_programs() takes them back, one collective or all.
+before_allgather = name("allgather", 6, 1 << 20)
+collc_torch.use_program("reducescatter", os.path.join(STDLIB, "ring_reducescatter.coll"))
+expect("forget one collective", collc_torch.forget_programs("allgather"), 1)
+expect("forgotten", name("allgather", 6, 1 << 20) != before_allgather, True)
+expect("the others stay", name("allreduce", 2, 4096), "ring_allreduce")
+expect("forget the rest", collc_torch.forget_programs(), 2)
+expect("all forgotten", name("allreduce", 2, 4096) != "ring_allreduce", True)
+collc_torch.use_program("allreduce", os.path.join(STDLIB, "ring_allreduce.coll"), ranks=2,
+                        max_bytes=1 << 20)
+collc_torch.use_program("allgather", os.path.join(STDLIB, "bruck_allgather.coll"))
 
 # A table with a compiled plan, through COLLC_PLANS, in a process of its own.
 with tempfile.TemporaryDirectory() as d:

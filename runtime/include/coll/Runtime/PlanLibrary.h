@@ -99,6 +99,9 @@ public:
   /// \p minRanks to \p maxRanks ranks up to \p maxBytes.
   Status addUserRow(const std::string &collective, const std::string &program, uint32_t minRanks,
                     uint32_t maxRanks, uint64_t maxBytes, const std::vector<std::string> &defines);
+  /// Drops the rows addUserRow() added for \p collective (all of them for
+  /// ""); returns how many.
+  size_t removeUserRows(const std::string &collective);
 
   /// Whether some row of the table serves \p collective on \p nranks
   /// ranks at \p bytes (plan() may still fail to make its plan); an

@@ -73,6 +73,8 @@ public:
   const std::vector<SelectionRow> &rows() const { return theRows; }
   /// Puts \p first's rows before this table's.
   void prepend(const SelectionTable &first);
+  /// Drops the rows of \p collective (every row for ""); returns how many.
+  size_t removeRows(const std::string &collective);
 
 private:
   std::vector<SelectionRow> theRows;
