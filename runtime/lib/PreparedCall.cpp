@@ -160,9 +160,21 @@ CallError agree(const CallDescription *calls, uint32_t n, uint32_t me) {
     return describePlan(text(c.planName, sizeof c.planName), CollectiveKind(c.collective),
                         c.planRanks, c.planChecksum, c.planRoot);
   };
-  auto args = [](const CallDescription &c, bool slice) {
-    return cat("count ", c.count, ", ", dataTypeName(DataType(c.type)), ", ",
-               redOpName(RedOp(c.op)), slice ? cat(", slice ", c.sliceElements) : std::string());
+  // The operator is named for a collective that reduces (a user-declared
+  // one may), or where the ranks' differ.
+  const bool opsDiffer = [&] {
+    for (uint32_t q = 1; q < n; ++q)
+      if (calls[q].op != calls[0].op)
+        return true;
+    return false;
+  }();
+  auto args = [&](const CallDescription &c, bool slice) {
+    const CollectiveKind kind = CollectiveKind(c.collective);
+    const bool reduces = !isValidCollective(kind) || kind == CollectiveKind::Custom ||
+                         collectiveInfo(kind).reduces || opsDiffer;
+    return cat("count ", c.count, ", ", dataTypeName(DataType(c.type)),
+               reduces ? cat(", ", redOpName(RedOp(c.op))) : std::string(),
+               slice ? cat(", slice ", c.sliceElements) : std::string());
   };
   auto protocol = [](const CallDescription &c) {
     return c.protocol <= unsigned(ProtocolKind::LL128) ? protocolName(ProtocolKind(c.protocol))

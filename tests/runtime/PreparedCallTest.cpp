@@ -686,6 +686,19 @@ TEST(Agree, Verdicts) {
   EXPECT_EQ(e.kind, ErrorKind::Mismatch);
   EXPECT_EQ(e.message, "the ranks called with different arguments: rank 0 with count 8, fp32, max; "
                        "rank 2 with count 9, fp32, max");
+  // A collective that does not reduce leaves its operator out, unless the
+  // ranks' operators differ.
+  std::vector<CallDescription> gathers = args;
+  for (CallDescription &c : gathers)
+    c.collective = unsigned(CollectiveKind::AllGather);
+  EXPECT_EQ(agree(gathers.data(), 4, 0).message,
+            "the ranks called with different arguments: rank 0 with count 8, fp32; rank 2 with "
+            "count 9, fp32");
+  gathers[2].count = 8;
+  gathers[2].op = unsigned(RedOp::Sum);
+  EXPECT_EQ(agree(gathers.data(), 4, 0).message,
+            "the ranks called with different arguments: rank 0 with count 8, fp32, max; rank 2 "
+            "with count 8, fp32, sum");
   args[2].count = 8;
   args[3].sliceElements = 3;
   EXPECT_EQ(agree(args.data(), 4, 1).message,
