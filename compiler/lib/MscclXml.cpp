@@ -18,6 +18,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <regex>
 #include <vector>
 
 namespace coll::compiler {
@@ -177,6 +178,51 @@ void foldNops(RankPlan &rp, std::vector<std::vector<uint32_t>> &positions) {
 }
 
 } // namespace
+
+std::string mscclProblem(const MscclAlgoInfo &algo, const std::string &fileName,
+                         const std::string &problem, bool folded) {
+  std::string text = problem;
+  std::optional<std::pair<unsigned, unsigned>> at;
+  // The plan's own names ("rank 0 threadblock 1 step 2", "rank 1 -> rank 2")
+  // become the file's, and the first step named gives the place.
+  static const std::regex step(R"(rank (\d+) threadblock (\d+) step (\d+))");
+  std::string out;
+  std::smatch m;
+  std::string rest = text;
+  while (std::regex_search(rest, m, step)) {
+    const uint64_t r = std::stoull(m[1]), t = std::stoull(m[2]);
+    uint64_t k = std::stoull(m[3]);
+    if (folded && r < algo.positions.size() && t < algo.positions[r].size() &&
+        k < algo.positions[r][t].size())
+      k = algo.positions[r][t][k];
+    out += m.prefix().str() + "gpu " + std::to_string(r) + " tb " + std::to_string(t) + " step " +
+           std::to_string(k);
+    if (!at && r <= UINT32_MAX && t <= UINT32_MAX && k <= UINT32_MAX) {
+      auto it = algo.stepLocations.find({uint32_t(r), uint32_t(t), uint32_t(k)});
+      if (it != algo.stepLocations.end())
+        at = it->second;
+    }
+    rest = m.suffix().str();
+  }
+  text = out + rest;
+  static const std::regex threadblock(R"(\brank (\d+) threadblock (\d+))");
+  text = std::regex_replace(text, threadblock, "gpu $1 tb $2");
+  static const std::regex rank(R"(\brank (\d+))");
+  text = std::regex_replace(text, rank, "gpu $1");
+  // Simulation problems name steps in the file's terms already.
+  static const std::regex gpuStep(R"(gpu (\d+) tb (\d+) step (\d+))");
+  if (!at && std::regex_search(text, m, gpuStep)) {
+    const uint64_t r = std::stoull(m[1]), t = std::stoull(m[2]), k = std::stoull(m[3]);
+    if (r <= UINT32_MAX && t <= UINT32_MAX && k <= UINT32_MAX) {
+      auto it = algo.stepLocations.find({uint32_t(r), uint32_t(t), uint32_t(k)});
+      if (it != algo.stepLocations.end())
+        at = it->second;
+    }
+  }
+  return fileName +
+         (at ? ":" + std::to_string(at->first) + ":" + std::to_string(at->second) : std::string()) +
+         ": error: " + text;
+}
 
 Result<Plan> importMscclXml(const std::string &text, const std::string &fileName,
                             const MscclImportOptions &options, MscclAlgoInfo *algoOut) {
@@ -478,6 +524,8 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
         if (Status e = st.integer("hasdep", hasdep, 0, 0, 1); !e)
           return e;
         stepFacts[tbId].push_back({hasdep == 1 && *op != Opcode::Nop, {stepTag.line, stepTag.col}});
+        algo.stepLocations[{uint32_t(id), uint32_t(tbId), uint32_t(index)}] = {stepTag.line,
+                                                                               stepTag.col};
         if (depid >= 0) {
           if (deps < 0)
             return st.error("depid=\"" + std::to_string(depid) + "\" without a step in 'deps'");
@@ -570,11 +618,11 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
   // problem names is the file's numbering (a dependency cycle, a step out
   // of range), then once more with the nops folded.
   if (Status s = validatePlan(plan); !s)
-    return Status::error(fileName + ": error: " + s.message());
+    return Status::error(mscclProblem(algo, fileName, s.message()));
   for (int64_t r = 0; r < ngpus; ++r)
     foldNops(plan.ranks[size_t(r)], algo.positions[size_t(r)]);
   if (Status s = validatePlan(plan); !s)
-    return Status::error(fileName + ": error: " + s.message());
+    return Status::error(mscclProblem(algo, fileName, s.message(), /*folded=*/true));
   if (algoOut)
     *algoOut = algo;
   return plan;

@@ -716,13 +716,13 @@ int importXml(DiagnosticEngine &diag) {
     sim.derivedContract = &derived;
   SimulateReport report = simulatePlan(*plan, sim);
   for (const std::string &p : report.problems)
-    llvm::errs() << inputFile << ": error: " << p << "\n";
+    llvm::errs() << compiler::mscclProblem(algo, inputFile, p) << "\n";
   if (!report.ok())
     return 1;
   if (custom) {
     plan->contract = std::move(derived);
     if (Status s = validatePlan(*plan); !s) {
-      llvm::errs() << inputFile << ": error: " << s.message() << "\n";
+      llvm::errs() << compiler::mscclProblem(algo, inputFile, s.message(), /*folded=*/true) << "\n";
       return 1;
     }
   }

@@ -20,7 +20,9 @@
 #include "coll/Runtime/Plan.h"
 #include "coll/Runtime/Status.h"
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -46,7 +48,20 @@ struct MscclAlgoInfo {
   /// What the MSCCL executors would do differently (a dependency on a
   /// step without hasdep="1" waits there forever), as "file:line:col: ...".
   std::vector<std::string> warnings;
+  /// Where each step of the file is: (gpu, tb, the step's number in the
+  /// file) -> (line, column).
+  std::map<std::array<uint32_t, 3>, std::pair<unsigned, unsigned>> stepLocations;
 };
+
+/// \p problem (of a check of a plan imported from \p fileName) as an error
+/// diagnostic: at the line and column of the first step it names, as
+/// `gpu R tb T step S` in the file's numbering (SimulateOptions::position)
+/// or as the plan checks name one (`rank R threadblock T step S`, which
+/// \p folded says are the plan's steps, after nops were folded, rather than
+/// the file's); at the file alone when it names none. The plan's names are
+/// turned into the file's (`gpu`, `tb`).
+std::string mscclProblem(const MscclAlgoInfo &algo, const std::string &fileName,
+                         const std::string &problem, bool folded = false);
 
 /// The limits of the runtime an exported file is for (steps per
 /// threadblock, threadblocks per gpu, channels, chunks per step, the
