@@ -16,6 +16,8 @@ the user's own before both (``COLLC_PLANS=DIR`` with ``DIR/collc.select``,
 (``COLLC_CACHE_DIR``, default ``~/.cache/collc/plans``). See docs/pytorch.md.
 """
 
+import sys
+
 import torch
 import torch.distributed as dist
 
@@ -28,7 +30,19 @@ _ANY = (1 << 64) - 1
 
 
 def _create_process_group(store, rank, size, timeout):
-    return _C.create_process_group(store, rank, size, timeout)
+    # A subgroup's ranks in the default group, which its error messages name
+    # beside its own: torch's new_group() passes the backend none, but the
+    # caller's frame holds them (empty for the default group, or when not
+    # found).
+    global_ranks = []
+    try:
+        frame = sys._getframe(1)
+        ranks = frame.f_locals.get("global_ranks_in_group")
+        if ranks and len(ranks) == size:
+            global_ranks = [int(r) for r in ranks]
+    except Exception:  # noqa: BLE001
+        pass
+    return _C.create_process_group(store, rank, size, timeout, global_ranks)
 
 
 def _register():

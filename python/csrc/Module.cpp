@@ -32,13 +32,14 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "create_process_group",
       [](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-         const std::chrono::duration<float> &timeout)
-          -> c10::intrusive_ptr<coll::torchext::TorchBackendBase> {
+         const std::chrono::duration<float> &timeout,
+         std::vector<int64_t> globalRanks) -> c10::intrusive_ptr<coll::torchext::TorchBackendBase> {
         return c10::make_intrusive<ProcessGroupCollc>(
-            store, rank, size, std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+            store, rank, size, std::chrono::duration_cast<std::chrono::milliseconds>(timeout),
+            std::move(globalRanks));
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-      py::call_guard<py::gil_scoped_release>());
+      py::arg("global_ranks") = std::vector<int64_t>(), py::call_guard<py::gil_scoped_release>());
   m.def(
       "use_selection_table",
       [](const std::string &path) { check(planLibrary().setUserTable(path)); }, py::arg("path"));

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <pybind11/pybind11.h>
 #include <random>
+#include <regex>
 #include <stdexcept>
 #include <unistd.h>
 
@@ -306,12 +307,37 @@ void unpack(const at::Tensor &whole, std::vector<at::Tensor> &tensors) {
 /// One operation: its place in the group's stream (a task of the engine),
 /// what completes it (the same task, or one finished when a message
 /// arrives), and a future that holds its output tensors.
+/// \p message with each "rank N" of a subgroup also named by its rank in
+/// the default group (\p globalRanks[N]), as the user knows it: the runtime
+/// and the messages number a group's own ranks.
+std::string withGlobalRanks(const std::vector<int64_t> *globalRanks, const std::string &message) {
+  if (!globalRanks || globalRanks->empty())
+    return message;
+  static const std::regex rank(R"(\brank (\d+))");
+  std::string out;
+  std::smatch m;
+  std::string rest = message;
+  while (std::regex_search(rest, m, rank)) {
+    out += m.prefix().str() + m.str();
+    const std::string digits = m[1].str();
+    if (digits.size() < 10) {
+      const uint64_t r = std::stoull(digits);
+      if (r < globalRanks->size() && uint64_t((*globalRanks)[r]) != r)
+        out += " (global rank " + std::to_string((*globalRanks)[r]) + ")";
+    }
+    rest = m.suffix().str();
+  }
+  return out + rest;
+}
+
 class CollcWork : public c10d::Work {
 public:
   CollcWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
-            std::weak_ptr<GroupEngine> engine)
+            std::weak_ptr<GroupEngine> engine,
+            std::shared_ptr<const std::vector<int64_t>> globalRanks)
       : c10d::Work(rank, type), outputs(std::move(outputs)), engine(std::move(engine)),
-        future(c10::make_intrusive<c10::ivalue::Future>(tensorListType())) {}
+        future(c10::make_intrusive<c10::ivalue::Future>(tensorListType())),
+        globalRanks(std::move(globalRanks)) {}
 
   static const c10::TypePtr &tensorListType() {
     static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
@@ -343,7 +369,7 @@ public:
                                std::to_string(timeout.count()) + " ms");
     Status s = completion->outcome();
     if (!s)
-      throw std::runtime_error(s.message());
+      throw std::runtime_error(withGlobalRanks(globalRanks.get(), s.message()));
     return true;
   }
   void abort() override {}
@@ -355,16 +381,20 @@ public:
   std::shared_ptr<Task> task;               ///< Its place in the stream.
   std::shared_ptr<Task> completion;         ///< Done when the operation is.
   std::shared_ptr<std::atomic<int>> source; ///< A receive from any source's.
+  /// A subgroup's ranks in the default group, for messages (empty: none).
+  std::shared_ptr<const std::vector<int64_t>> globalRanks;
 };
 
 /// The future's completion for \p outputs, as a task's onDone.
-std::function<void(const Status &)> completeFuture(c10::intrusive_ptr<c10::ivalue::Future> future,
-                                                   std::vector<at::Tensor> outputs) {
-  return [future, outputs](const Status &s) {
+std::function<void(const Status &)>
+completeFuture(c10::intrusive_ptr<c10::ivalue::Future> future, std::vector<at::Tensor> outputs,
+               std::shared_ptr<const std::vector<int64_t>> globalRanks) {
+  return [future, outputs, globalRanks](const Status &s) {
     if (s)
       future->markCompleted(c10::IValue(outputs));
     else
-      future->setError(std::make_exception_ptr(std::runtime_error(s.message())));
+      future->setError(std::make_exception_ptr(
+          std::runtime_error(withGlobalRanks(globalRanks.get(), s.message()))));
   };
 }
 
@@ -409,8 +439,11 @@ private:
 } // namespace
 
 ProcessGroupCollc::ProcessGroupCollc(const c10::intrusive_ptr<c10d::Store> &store, int rank,
-                                     int size, std::chrono::milliseconds timeout)
+                                     int size, std::chrono::milliseconds timeout,
+                                     std::vector<int64_t> globalRanksOfGroup)
     : TorchBackendBase(rank, size), timeout(timeout) {
+  if (globalRanksOfGroup.size() == size_t(size))
+    globalRanks = std::make_shared<const std::vector<int64_t>>(std::move(globalRanksOfGroup));
   // Each group made on this store gets a generation: the n-th group to be
   // made by these ranks has the n-th block of `size` joins.
   const int64_t joins = store->add("collc/joins", 1);
@@ -507,14 +540,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::enqueue(c10d::OpType type,
                                                           std::vector<at::Tensor> outputs,
                                                           std::function<Status()> body) {
   ++issued;
-  auto work = c10::make_intrusive<CollcWork>(rank_, type, outputs, engine);
+  auto work = c10::make_intrusive<CollcWork>(rank_, type, outputs, engine, globalRanks);
   auto guarded = [body = std::move(body), eng = engine.get()]() -> Status {
     if (Status b = eng->broken(); !b)
       return b;
     at::NoGradGuard noGrad;
     return body();
   };
-  work->task = engine->submit(std::move(guarded), completeFuture(work->future, outputs));
+  work->task =
+      engine->submit(std::move(guarded), completeFuture(work->future, outputs, globalRanks));
   work->completion = work->task;
   return work;
 }
@@ -523,8 +557,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::enqueueStarted(
     c10d::OpType type, std::vector<at::Tensor> outputs,
     std::function<Status(std::shared_ptr<Task>, std::shared_ptr<std::atomic<int>>)> body) {
   ++issued;
-  auto work = c10::make_intrusive<CollcWork>(rank_, type, outputs, engine);
-  auto completion = std::make_shared<Task>(nullptr, completeFuture(work->future, outputs));
+  auto work = c10::make_intrusive<CollcWork>(rank_, type, outputs, engine, globalRanks);
+  auto completion =
+      std::make_shared<Task>(nullptr, completeFuture(work->future, outputs, globalRanks));
   auto source = std::make_shared<std::atomic<int>>(-1);
   auto started = [body = std::move(body), completion, source, eng = engine.get()]() -> Status {
     if (Status b = eng->broken(); !b) {

@@ -43,8 +43,10 @@ public:
   /// Meets the group's other ranks through \p store (rank 0 names the
   /// shared-memory job; every rank checks that all run on one host) and
   /// joins the job. \p timeout bounds every wait for a peer.
+  /// \p globalRanks: a subgroup's ranks in the default group, which
+  /// messages name beside the group's own (empty: none given).
   ProcessGroupCollc(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-                    std::chrono::milliseconds timeout);
+                    std::chrono::milliseconds timeout, std::vector<int64_t> globalRanks = {});
   ~ProcessGroupCollc() override;
 
   const std::string getBackendName() const override { return "collc"; }
@@ -133,6 +135,8 @@ private:
   std::shared_ptr<GroupEngine> engine;
   std::shared_ptr<PeerMessages> peers;
   std::chrono::milliseconds timeout;
+  /// A subgroup's ranks in the default group (null: none given).
+  std::shared_ptr<const std::vector<int64_t>> globalRanks;
 };
 
 } // namespace coll::torchext

@@ -46,6 +46,16 @@ def rank_main(case, rank, n, port, queue, done):
             if rank == 1:
                 os._exit(7)
             dist.recv(t, src=1)
+        elif case == "dead-subgroup":
+            # Messages name a subgroup's ranks by the group's numbers and by
+            # the default group's, which the program uses.
+            sub = dist.new_group([1, 2, 3])
+            if rank != 0:
+                dist.all_reduce(t, group=sub)
+                if rank == 3:
+                    os._exit(7)
+                start = time.time()
+                dist.all_reduce(t, group=sub)
         elif case == "hang":
             if rank == 1:
                 time.sleep(TIMEOUT * 3)
@@ -162,6 +172,7 @@ def free_port():
 CASES = {
     "dead": (3, [0, 2], ["rank 1"]),
     "dead-recv": (2, [0], ["rank 1", "died"]),
+    "dead-subgroup": (4, [1, 2], ["rank 2 (global rank 3)", "died"]),
     "hang": (2, [0], ["rank 1"]),
     "mismatch-size": (2, [0, 1], ["RuntimeError", "collc"]),
     "mismatch-op": (2, [0, 1], ["RuntimeError", "collc"]),
@@ -190,7 +201,7 @@ def run(case):
         p.start()
     results = {}
     deadline = time.time() + TIMEOUT * 2 + 10
-    while len(results) < len(reporters) and time.time() < deadline:
+    while not all(r in results for r in reporters) and time.time() < deadline:
         try:
             rank, what, seconds = queue.get(timeout=1)
             results[rank] = (what, seconds)
