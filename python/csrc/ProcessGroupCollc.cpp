@@ -1079,6 +1079,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::alltoall(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::send(std::vector<at::Tensor> &tensors,
                                                        int dstRank, int tag) {
   const at::Tensor &t = single(tensors, "send");
+  if (tag < 0)
+    fail("send with tag " + std::to_string(tag) + ": tags must not be negative");
   if (dstRank < 0 || dstRank >= size_ || dstRank == rank_)
     fail("send to rank " + std::to_string(dstRank) + ": not another rank of the group of " +
          std::to_string(size_));
@@ -1109,6 +1111,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::recvAnysource(std::vector<at::
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::receive(std::vector<at::Tensor> &tensors, int src,
                                                           int tag) {
   const at::Tensor &t = single(tensors, "recv");
+  if (tag < 0)
+    fail("receive with tag " + std::to_string(tag) + ": tags must not be negative");
   std::shared_ptr<PeerMessages> p = peers;
   const c10d::OpType type =
       src == PeerMessages::anySource ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV;

@@ -412,6 +412,17 @@ def run_p2p(c, group):
     if n == 1:
         return  # torch refuses a send to oneself.
     nxt, prv = (rank + 1) % n, (rank - 1) % n
+    if BACKEND == "collc":
+        # A negative tag is refused at the call, as Gloo refuses it.
+        for call in (lambda: dist.send(torch.zeros(1), dst=nxt, group=group, tag=-1),
+                     lambda: dist.recv(torch.zeros(1), src=prv, group=group, tag=-2)):
+            c.checks += 1
+            try:
+                call()
+                c.failures.append("rank %d: a negative tag was taken" % rank)
+            except RuntimeError as e:
+                if "must not be negative" not in str(e):
+                    c.failures.append("rank %d: negative tag: %s" % (rank, e))
     for size in [0, 1, 1000, 300000]:
         # Everyone sends first, then receives: buffered, no deadlock.
         dist.send(value(rank, size, torch.float32, salt=nxt), dst=nxt, group=group, tag=3)
