@@ -417,7 +417,9 @@ ExprPtr Builder::buildCall(CollParser::CallExprContext &ctx) {
   if (!info && !knownFunctions.contains(callee)) {
     diag.error(range(ctx.callee), "unknown function '" + callee + "'");
     // The guess compares every name: only for errors that are printed.
-    std::string guess = diag.shouldStop() ? "" : detail::closestName(callee, functionNames);
+    std::string guess = diag.shouldStop() || !diag.spendOnGuess(functionNames.size())
+                            ? ""
+                            : detail::closestName(callee, functionNames);
     if (!guess.empty())
       diag.note(range(ctx.callee), "did you mean '" + guess + "'?");
     return invalid(range(&ctx));

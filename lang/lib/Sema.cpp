@@ -141,7 +141,11 @@ void Sema::reportUndeclared(llvm::StringRef name, SMRange range) {
   if (llvm::any_of(name, [](char c) { return static_cast<unsigned char>(c) >= 0x80; }))
     return;
   diag.error(range, "use of undeclared identifier '" + name + "'");
-  std::string guess = detail::closestName(name, visibleNames());
+  if (!diag.canGuess())
+    return;
+  std::vector<std::string> names = visibleNames();
+  std::string guess =
+      diag.spendOnGuess(names.size()) ? detail::closestName(name, names) : std::string();
   if (!guess.empty()) {
     Decl *d = lookup(guess);
     if (d && d->nameRange.isValid())
@@ -379,10 +383,12 @@ ValueKind Sema::checkUserCall(UserCallExpr &e) {
         "copy", "reduce"};
     for (const auto &scope : scopes)
       for (const auto &entry : scope)
-        if (llvm::isa<FuncDecl>(entry.getValue()))
+        if (diag.canGuess() && llvm::isa<FuncDecl>(entry.getValue()))
           candidates.push_back(entry.getKey().str());
     std::sort(candidates.begin(), candidates.end());
-    std::string guess = detail::closestName(e.callee, candidates);
+    std::string guess = diag.spendOnGuess(candidates.size())
+                            ? detail::closestName(e.callee, candidates)
+                            : std::string();
     if (!guess.empty()) {
       Decl *g = lookup(guess);
       diag.note(g && g->nameRange.isValid() ? g->nameRange : e.calleeRange,
@@ -938,7 +944,9 @@ void Sema::checkAlgorithm(AlgorithmDecl &a) {
         candidates.push_back(collectiveName(CollectiveKind(k)));
       for (CollectiveDecl *c : module.collectives())
         candidates.push_back(c->name);
-      std::string guess = detail::closestName(a.collectiveName, candidates);
+      std::string guess = diag.spendOnGuess(candidates.size())
+                              ? detail::closestName(a.collectiveName, candidates)
+                              : std::string();
       if (!guess.empty())
         diag.note(a.collectiveRange, "did you mean '" + guess + "'?");
     }

@@ -60,6 +60,20 @@ public:
   /// True once the error limit was reached; callers stop their work.
   bool shouldStop() const { return limitReached; }
 
+  /// "Did you mean" guesses compare a name with every candidate: whether a
+  /// guess among \p candidates may still be made, which takes them from the
+  /// engine's budget (2^24 comparisons), so that a file of a great many
+  /// misspellings under --error-limit=0 costs seconds, not hours. Once spent,
+  /// errors come without guesses.
+  bool spendOnGuess(size_t candidates) {
+    if (candidates > guessBudget)
+      return guessBudget = 0, false;
+    guessBudget -= candidates;
+    return true;
+  }
+  /// Whether any guess can still be made.
+  bool canGuess() const { return guessBudget != 0; }
+
   /// Program name used for diagnostics without a location.
   void setProgramName(llvm::StringRef name) { programName = name.str(); }
 
@@ -81,6 +95,7 @@ private:
   unsigned errorLimit = 20;
   bool limitReached = false;
   bool lastPrinted = true;
+  size_t guessBudget = size_t(1) << 24;
 };
 
 } // namespace coll
