@@ -101,7 +101,11 @@ DirectSteps directSendSteps(const PlanInfo &info, uint32_t rank, const RankPlan 
 
 RankDirectSends rankDirectSends(const PlanInfo &info, uint32_t rank, const RankPlan &rp,
                                 const OutOfPlaceProgram &outOfPlace) {
-  const StepOrder order = stepOrder(rp);
+  StepOrder order = stepOrder(rp);
+  // A later write must come after a send in every run, not only in the
+  // order walked: where messages alone order them, no send is direct.
+  if (!accessesOrderedByDependencies(info, rank, rp, order))
+    order = StepOrder();
   RankDirectSends d;
   d.inPlace = directSendSteps(info, rank, rp, order, nullptr, info.inplace);
   if (!outOfPlace.empty())

@@ -36,6 +36,11 @@ OutOfPlaceProgram outOfPlaceProgram(const PlanInfo &info, const RankPlan &rp) {
   const StepOrder order = stepOrder(rp);
   if (order.first.empty())
     return {}; // A cycle: the plan would deadlock anyway.
+  // The walk below sees a chunk's accesses in the order of every run only
+  // where dependencies order them: else the staging copy serves the call.
+  // (The whole-buffer alias is the same on every rank: rank 0 serves.)
+  if (!accessesOrderedByDependencies(info, 0, rp, order))
+    return {};
 
   OutOfPlaceProgram out;
   for (const Threadblock &tb : rp.threadblocks)

@@ -38,14 +38,23 @@ struct Term {
   /// When a contract is derived: 1 + the index of the term's operands in
   /// the simulator's table of explicit terms (0: none).
   uint32_t id = 0;
+  /// 1 + the position within its unit of the chunks it came from, which
+  /// fixes its size at every count (ChunkLayout.h); kMixedSizes for a
+  /// reduction of chunks of different positions; 0: not tracked.
+  uint32_t sizeClass = 0;
   /// The summary alone decides.
   bool operator==(const Term &o) const {
     return defined == o.defined && count == o.count && h1 == o.h1 && h2 == o.h2;
   }
 };
 
+constexpr uint32_t kMixedSizes = ~uint32_t(0);
+
 Term reduceTerms(const Term &a, const Term &b) {
   Term t;
+  t.sizeClass = !a.sizeClass || a.sizeClass == b.sizeClass ? b.sizeClass
+                : !b.sizeClass                             ? a.sizeClass
+                                                           : kMixedSizes;
   t.defined = a.defined && b.defined;
   t.count = a.count > UINT64_MAX - b.count ? UINT64_MAX : a.count + b.count;
   t.h1 = a.h1 + b.h1;
@@ -123,6 +132,13 @@ public:
     }
     deriving =
         options.derivedContract && plan.info.collective == CollectiveKind::Custom && !plan.contract;
+    // A built-in collective's count need not be a multiple of its unit's
+    // chunks: chunks then differ in size by one element, by their position
+    // within a unit, and a step moves only as much as the smaller holds.
+    // (A user-declared collective's count is a whole number of chunks.)
+    if (plan.info.collective != CollectiveKind::Custom)
+      if (Result<uint32_t> c = planChunksPerUnit(plan.info); c && *c > 1)
+        unitChunks = *c;
     makeKeys();
     makeBuffers();
     if (!makeConnections())
@@ -133,6 +149,12 @@ public:
               "checked for races, so another order of them might compute something else");
     if (report.ok())
       deriving ? deriveContract() : checkOutputs();
+    // A plan that computes the collective with chunks of one size may still
+    // move a chunk into a place of another size: said after what it
+    // computes, which names a plain mistake better.
+    for (const std::string &m : sizeMismatches)
+      if (!problem(m))
+        break;
     return std::move(report);
   }
 
@@ -165,7 +187,12 @@ private:
   Term leaf(uint32_t rank, uint32_t chunk) const {
     const size_t i = size_t(rank) * plan.info.inputChunks + chunk;
     const auto &k = keys[i];
-    return Term{k.first, k.second, 1, true, deriving ? uint32_t(i + 1) : 0};
+    return Term{k.first,
+                k.second,
+                1,
+                true,
+                deriving ? uint32_t(i + 1) : 0,
+                unitChunks ? chunk % unitChunks + 1 : 0};
   }
 
   /// The reduction of \p a and \p b, with its operands when deriving.
@@ -328,6 +355,23 @@ private:
       case Opcode::RecvReduceCopySend:
         v = combine(incoming.chunks[j], slot(r, in.srcBuf, in.srcOff + j));
         break;
+      }
+      if (oi.writeDst && unitChunks && v.defined && v.sizeClass &&
+          in.dstBuf != BufferKind::Scratch && sizeProblems < maxSizeProblems) {
+        const uint32_t index = aliasedChunk(plan.info, r, in.dstBuf, in.dstOff + j).second;
+        if (v.sizeClass != index % unitChunks + 1) {
+          ++sizeProblems;
+          sizeMismatches.push_back(
+              where(r, t, pc) + " (" + oi.mnemonic + ") writes " + bufferName(in.dstBuf) +
+              " chunk " + std::to_string(in.dstOff + j) +
+              (v.sizeClass == kMixedSizes
+                   ? " with a reduction of chunks of different sizes"
+                   : " with " + describe(v) + ", chunk " + std::to_string(v.sizeClass - 1) +
+                         " of a unit where it is chunk " + std::to_string(index % unitChunks)) +
+              ": chunks differ in size by their place in a unit of " + std::to_string(unitChunks) +
+              " when the count is not a multiple of it, and the executors move only as much "
+              "as the smaller holds");
+        }
       }
       if (oi.writeDst) {
         slot(r, in.dstBuf, in.dstOff + j) = v;
@@ -703,6 +747,11 @@ private:
   /// every term's operands (leaf indices, sorted; Term::id); the first ones
   /// are the input chunks themselves.
   bool deriving = false;
+  /// The chunks of a unit whose sizes Term::sizeClass tracks (0: none).
+  uint32_t unitChunks = 0;
+  static constexpr uint32_t maxSizeProblems = 5;
+  uint32_t sizeProblems = 0;
+  std::vector<std::string> sizeMismatches;
   std::vector<std::vector<uint32_t>> explicitTerms;
   uint64_t explicitOperands = 0;
   std::vector<std::array<std::vector<Term>, 3>> buffers;

@@ -33,6 +33,18 @@ struct StepOrder {
 /// when they form a cycle or a dependency names a step that is not there.
 StepOrder stepOrder(const RankPlan &rp);
 
+/// Whether the dependencies and program order of rank \p rank's steps
+/// (\p rp, in \p order, of a plan with \p info) order every write of an
+/// Input or Output chunk against every other access of that chunk (through
+/// the in-place alias in an in-place plan). A plan may order some of them
+/// by messages alone (a step reads a chunk and sends, a peer answers, and
+/// another threadblock receives into the chunk): every run then keeps them
+/// apart, but one order of the steps, as the analyses walk, may not. Those
+/// analyses hold only where this is true. False too for a plan too large
+/// to check (steps times threadblocks beyond 2^26).
+bool accessesOrderedByDependencies(const PlanInfo &info, uint32_t rank, const RankPlan &rp,
+                                   const StepOrder &order);
+
 } // namespace detail
 } // namespace coll
 

@@ -16,7 +16,11 @@
 ///   plan's contract (a user-declared collective);
 /// - that no two threadblocks of a rank race: steps that touch the same
 ///   chunk, one of them writing, are ordered by dependencies, messages or
-///   slots, so that no other order of the threadblocks gives another result.
+///   slots, so that no other order of the threadblocks gives another result;
+/// - that a built-in collective's values keep their size: a step writes an
+///   input or output chunk only with a value from chunks of the same place
+///   within a unit, since chunks differ by one element by their place when
+///   the count is not a multiple of the unit's chunks (ChunkLayout.h).
 ///
 /// A value is kept as the number of input chunks it combines and two sums
 /// of random 64-bit keys of those chunks: two different multisets have the
