@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "StepOrder.h"
 #include "TestHelpers.h"
 #include "coll/Runtime/PlanIO.h"
 
@@ -147,6 +148,17 @@ TEST_P(CompiledPlanTest, ThreadsMatchSingle) {
   }
   for (uint32_t r = 0; r < n; ++r)
     EXPECT_EQ(results[0][r], results[1][r]) << "rank " << r;
+}
+
+// The compiler orders every access of a chunk of the user's buffers by
+// dependencies or program order, not by messages alone: the runtime's
+// out-of-place program and direct sends serve its plans (StepOrder.h).
+TEST_P(CompiledPlanTest, AccessesOrderedByDependencies) {
+  for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
+    const coll::detail::StepOrder order = coll::detail::stepOrder(plan.ranks[r]);
+    EXPECT_TRUE(coll::detail::accessesOrderedByDependencies(plan.info, r, plan.ranks[r], order))
+        << GetParam() << " rank " << r;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, CompiledPlanTest, ::testing::ValuesIn(planNames()),
