@@ -130,6 +130,13 @@ public:
               " chunks in all (at most " + std::to_string(maxSimulatedChunkSteps) + ")");
       return std::move(report);
     }
+    // A built-in collective's buffers must have its shape before anything
+    // is simulated (a wrong one is reported at once, not after the run).
+    if (plan.info.collective != CollectiveKind::Custom)
+      if (Result<uint32_t> c = planChunksPerUnit(plan.info); !c) {
+        problem(c.message());
+        return std::move(report);
+      }
     deriving =
         options.derivedContract && plan.info.collective == CollectiveKind::Custom && !plan.contract;
     // A built-in collective's count need not be a multiple of its unit's

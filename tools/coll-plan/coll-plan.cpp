@@ -95,8 +95,9 @@ int main(int argc, char **argv) {
     } else if (std::strcmp(argv[i], "--depth") == 0 && i + 1 < argc && cmd == "check") {
       char *end = nullptr;
       long d = std::strtol(argv[++i], &end, 10);
-      if (!*argv[i] || *end || d < 1 || d > 1 << 20) {
-        std::cerr << "coll-plan: error: bad --depth '" << argv[i] << "'\n";
+      if (!*argv[i] || *end || d < 1 || d > long(PlanLimits::maxConnectionDepth)) {
+        std::cerr << "coll-plan: error: bad --depth '" << argv[i] << "' (1 to "
+                  << PlanLimits::maxConnectionDepth << ")\n";
         return 2;
       }
       depth = unsigned(d);
@@ -111,6 +112,10 @@ int main(int argc, char **argv) {
     } else {
       return usage();
     }
+  }
+  if (depth && !simulate) {
+    std::cerr << "coll-plan: error: --depth goes with --simulate\n";
+    return 2;
   }
   if (cmd != "dump" && cmd != "info" && cmd != "check")
     return usage();
