@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanFormat.h"
+#include "coll/Runtime/Executor.h"
 
 #include <algorithm>
 #include <tuple>
@@ -50,6 +51,10 @@ Status planformat::checkInfo(const PlanInfo &info) {
   if (info.instances > PlanLimits::maxInstances)
     return fail("instances ", info.instances, " exceeds the limit maxInstances (",
                 PlanLimits::maxInstances, ")");
+  // The buffers' shape for the collective, and an in-place form where the
+  // plan is in place: what every executor needs before it runs a call.
+  if (Result<uint32_t> c = planChunksPerUnit(info); !c)
+    return c.getStatus();
   return Status::success();
 }
 

@@ -506,7 +506,7 @@ const PlanEdit PlanEdits[] = {
              "chunks)"},
     PlanEdit{"SourceRangePastInput",
              [](Plan &p) {
-               p.info.inputChunks = 16;
+               p.info.inputChunks = p.info.outputChunks = 16;
                tbOf(p, 3, 0).steps[0].srcOff = 15;
                tbOf(p, 3, 0).steps[0].count = 2;
              },
@@ -735,6 +735,7 @@ TEST(ValidateTest, LongDependencyChains) {
   Plan plan;
   plan.info.nranks = 1;
   plan.info.connectionDepth = 1;
+  plan.info.inputChunks = plan.info.outputChunks = 1;
   RankPlan rp;
   for (uint32_t t = 0; t < 4; ++t) {
     Threadblock tb;
@@ -877,13 +878,13 @@ std::vector<FieldCase> infoAndTableCases() {
       {"root", 40, 4, 4, "root 4 is not a rank (nranks 4)"},
       {"root", 40, 4, 2, "root 2 given, but allreduce has no root (it must be 0)"},
       {"inputChunks", 44, 4, 2,
-       "rank 0 threadblock 0 step 1: source offset 3 + count 1 exceeds input buffer (2 "
-       "chunks)"},
+       "allreduce plan has 2 input and 4 output chunks; expected as many output chunks as "
+       "input chunks"},
       {"inputChunks", 44, 4, (1u << 28) + 1,
        "inputChunks 268435457 exceeds the limit maxChunks (268435456)"},
       {"outputChunks", 48, 4, 0,
-       "rank 0 threadblock 1 step 1: destination offset 0 + count 1 exceeds output buffer "
-       "(0 chunks)"},
+       "allreduce plan has 4 input and 0 output chunks; expected as many output chunks as "
+       "input chunks"},
       {"connectionDepth", 52, 4, 0, "connectionDepth is 0, must be at least 1"},
       {"connectionDepth", 52, 4, 65,
        "connectionDepth 65 exceeds the limit maxConnectionDepth (64)"},
