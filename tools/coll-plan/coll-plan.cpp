@@ -136,6 +136,13 @@ int main(int argc, char **argv) {
   if (cmd == "check" && simulate) {
     SimulateOptions options;
     options.depth = depth;
+    // A user-declared collective's plan without a contract has nothing to
+    // be checked against: say what it computes instead.
+    PlanContract derived;
+    const bool uncontracted =
+        plan->info.collective == CollectiveKind::Custom && !plan->contract && plan->loadedRank < 0;
+    if (uncontracted)
+      options.derivedContract = &derived;
     SimulateReport report = simulatePlan(*plan, options);
     for (const std::string &p : report.problems)
       std::cerr << "coll-plan: error: " << path << ": " << p << "\n";
@@ -145,6 +152,15 @@ int main(int argc, char **argv) {
               << plan->info.nranks << " ranks and finishes with "
               << (depth ? depth : plan->info.connectionDepth) << " slots per connection ("
               << report.stepsRun << " steps)\n";
+    if (uncontracted) {
+      uint64_t defined = 0;
+      for (uint32_t e : derived.outputs)
+        defined += e != 0;
+      std::cout << path << ": note: the plan carries no contract, so nothing was checked against "
+                << "one; its outputs hold " << derived.numTerms()
+                << (derived.numTerms() == 1 ? " term" : " terms") << " in " << defined << " of "
+                << derived.outputs.size() << " output chunks (coll-run needs a contract)\n";
+    }
   }
   if (cmd == "dump")
     printPlanText(*plan, std::cout);
