@@ -181,43 +181,39 @@ void foldNops(RankPlan &rp, std::vector<std::vector<uint32_t>> &positions) {
 
 std::string mscclProblem(const MscclAlgoInfo &algo, const std::string &fileName,
                          const std::string &problem, bool folded) {
-  std::string text = problem;
-  std::optional<std::pair<unsigned, unsigned>> at;
   // The plan's own names ("rank 0 threadblock 1 step 2", "rank 1 -> rank 2")
-  // become the file's, and the first step named gives the place.
+  // become the file's, with the file's step numbers.
   static const std::regex step(R"(rank (\d+) threadblock (\d+) step (\d+))");
-  std::string out;
+  std::string text;
   std::smatch m;
-  std::string rest = text;
+  std::string rest = problem;
   while (std::regex_search(rest, m, step)) {
     const uint64_t r = std::stoull(m[1]), t = std::stoull(m[2]);
     uint64_t k = std::stoull(m[3]);
     if (folded && r < algo.positions.size() && t < algo.positions[r].size() &&
         k < algo.positions[r][t].size())
       k = algo.positions[r][t][k];
-    out += m.prefix().str() + "gpu " + std::to_string(r) + " tb " + std::to_string(t) + " step " +
-           std::to_string(k);
-    if (!at && r <= UINT32_MAX && t <= UINT32_MAX && k <= UINT32_MAX) {
-      auto it = algo.stepLocations.find({uint32_t(r), uint32_t(t), uint32_t(k)});
-      if (it != algo.stepLocations.end())
-        at = it->second;
-    }
+    text += m.prefix().str() + "gpu " + std::to_string(r) + " tb " + std::to_string(t) + " step " +
+            std::to_string(k);
     rest = m.suffix().str();
   }
-  text = out + rest;
+  text += rest;
   static const std::regex threadblock(R"(\brank (\d+) threadblock (\d+))");
   text = std::regex_replace(text, threadblock, "gpu $1 tb $2");
   static const std::regex rank(R"(\brank (\d+))");
   text = std::regex_replace(text, rank, "gpu $1");
-  // Simulation problems name steps in the file's terms already.
+  // The first step named that the file has, in its terms now, gives the
+  // place.
   static const std::regex gpuStep(R"(gpu (\d+) tb (\d+) step (\d+))");
-  if (!at && std::regex_search(text, m, gpuStep)) {
-    const uint64_t r = std::stoull(m[1]), t = std::stoull(m[2]), k = std::stoull(m[3]);
-    if (r <= UINT32_MAX && t <= UINT32_MAX && k <= UINT32_MAX) {
-      auto it = algo.stepLocations.find({uint32_t(r), uint32_t(t), uint32_t(k)});
-      if (it != algo.stepLocations.end())
-        at = it->second;
-    }
+  std::optional<std::pair<unsigned, unsigned>> at;
+  for (auto i = std::sregex_iterator(text.begin(), text.end(), gpuStep);
+       !at && i != std::sregex_iterator(); ++i) {
+    const uint64_t r = std::stoull((*i)[1]), t = std::stoull((*i)[2]), k = std::stoull((*i)[3]);
+    if (r > UINT32_MAX || t > UINT32_MAX || k > UINT32_MAX)
+      continue;
+    auto it = algo.stepLocations.find({uint32_t(r), uint32_t(t), uint32_t(k)});
+    if (it != algo.stepLocations.end())
+      at = it->second;
   }
   return fileName +
          (at ? ":" + std::to_string(at->first) + ":" + std::to_string(at->second) : std::string()) +

@@ -419,7 +419,7 @@ ExprPtr Builder::buildCall(CollParser::CallExprContext &ctx) {
     // The guess compares every name: only for errors that are printed.
     std::string guess = diag.shouldStop() || !diag.spendOnGuess(functionNames.size())
                             ? ""
-                            : detail::closestName(callee, functionNames);
+                            : closestName(callee, functionNames);
     if (!guess.empty())
       diag.note(range(ctx.callee), "did you mean '" + guess + "'?");
     return invalid(range(&ctx));
@@ -527,8 +527,7 @@ ExprPtr Builder::buildTransfer(CollParser::CallExprContext &ctx, bool isCopy) {
       std::vector<std::string> known = {destLabel, "channel", "tb", "sendtb", "recvtb"};
       diag.error(labelRange, "unknown argument '" + label + "' to '" + callee + "'");
       // The other transfer's destination label is the likeliest slip.
-      std::string guess =
-          label == (isCopy ? "into" : "to") ? destLabel : detail::closestName(label, known);
+      std::string guess = label == (isCopy ? "into" : "to") ? destLabel : closestName(label, known);
       if (guess.empty())
         diag.note(labelRange, "'" + llvm::Twine(callee) + "' takes '" + destLabel +
                                   "', 'channel', 'tb', 'sendtb' and 'recvtb'");
@@ -568,7 +567,7 @@ std::unique_ptr<Module> detail::buildModule(CollParser::ProgramContext &program,
   return Builder(map, diag).buildProgram(program);
 }
 
-std::string detail::closestName(llvm::StringRef name, llvm::ArrayRef<std::string> candidates) {
+std::string coll::closestName(llvm::StringRef name, llvm::ArrayRef<std::string> candidates) {
   std::string best;
   unsigned bestDist = 0;
   // Short names are within a small distance of every other short name

@@ -46,9 +46,6 @@ private:
 std::unique_ptr<ast::Module> buildModule(collgrammar::CollParser::ProgramContext &program,
                                          const SourceMap &map, DiagnosticEngine &diag);
 
-/// Suggests the closest of \p candidates to \p name, or "" when none is close.
-std::string closestName(llvm::StringRef name, llvm::ArrayRef<std::string> candidates);
-
 } // namespace coll::detail
 
 #endif // COLL_LANG_LIB_PARSERIMPL_H

@@ -144,8 +144,7 @@ void Sema::reportUndeclared(llvm::StringRef name, SMRange range) {
   if (!diag.canGuess())
     return;
   std::vector<std::string> names = visibleNames();
-  std::string guess =
-      diag.spendOnGuess(names.size()) ? detail::closestName(name, names) : std::string();
+  std::string guess = diag.spendOnGuess(names.size()) ? closestName(name, names) : std::string();
   if (!guess.empty()) {
     Decl *d = lookup(guess);
     if (d && d->nameRange.isValid())
@@ -386,9 +385,8 @@ ValueKind Sema::checkUserCall(UserCallExpr &e) {
         if (diag.canGuess() && llvm::isa<FuncDecl>(entry.getValue()))
           candidates.push_back(entry.getKey().str());
     std::sort(candidates.begin(), candidates.end());
-    std::string guess = diag.spendOnGuess(candidates.size())
-                            ? detail::closestName(e.callee, candidates)
-                            : std::string();
+    std::string guess =
+        diag.spendOnGuess(candidates.size()) ? closestName(e.callee, candidates) : std::string();
     if (!guess.empty()) {
       Decl *g = lookup(guess);
       diag.note(g && g->nameRange.isValid() ? g->nameRange : e.calleeRange,
@@ -923,7 +921,7 @@ void Sema::checkOptions(AlgorithmDecl &a) {
       continue;
     }
     diag.error(opt.nameRange, "unknown option '" + opt.name + "'");
-    std::string guess = detail::closestName(opt.name, known);
+    std::string guess = closestName(opt.name, known);
     diag.note(opt.nameRange, guess.empty() ? "options are 'nranks', 'instances', 'protocol' and "
                                              "'inplace'"
                                            : "did you mean '" + guess + "'?");
@@ -945,7 +943,7 @@ void Sema::checkAlgorithm(AlgorithmDecl &a) {
       for (CollectiveDecl *c : module.collectives())
         candidates.push_back(c->name);
       std::string guess = diag.spendOnGuess(candidates.size())
-                              ? detail::closestName(a.collectiveName, candidates)
+                              ? closestName(a.collectiveName, candidates)
                               : std::string();
       if (!guess.empty())
         diag.note(a.collectiveRange, "did you mean '" + guess + "'?");

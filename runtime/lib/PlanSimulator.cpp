@@ -130,22 +130,23 @@ public:
               " chunks in all (at most " + std::to_string(maxSimulatedChunkSteps) + ")");
       return std::move(report);
     }
-    // A built-in collective's buffers must have its shape before anything
-    // is simulated (a wrong one is reported at once, not after the run).
-    if (plan.info.collective != CollectiveKind::Custom)
-      if (Result<uint32_t> c = planChunksPerUnit(plan.info); !c) {
+    if (plan.info.collective != CollectiveKind::Custom) {
+      // A built-in collective's buffers must have its shape before anything
+      // is simulated (a wrong one is reported at once, not after the run).
+      Result<uint32_t> c = planChunksPerUnit(plan.info);
+      if (!c) {
         problem(c.message());
         return std::move(report);
       }
+      // Its count need not be a multiple of its unit's chunks: chunks then
+      // differ in size by one element, by their position within a unit, and
+      // a step moves only as much as the smaller holds. (A user-declared
+      // collective's count is a whole number of chunks.)
+      if (*c > 1)
+        unitChunks = *c;
+    }
     deriving =
         options.derivedContract && plan.info.collective == CollectiveKind::Custom && !plan.contract;
-    // A built-in collective's count need not be a multiple of its unit's
-    // chunks: chunks then differ in size by one element, by their position
-    // within a unit, and a step moves only as much as the smaller holds.
-    // (A user-declared collective's count is a whole number of chunks.)
-    if (plan.info.collective != CollectiveKind::Custom)
-      if (Result<uint32_t> c = planChunksPerUnit(plan.info); c && *c > 1)
-        unitChunks = *c;
     makeKeys();
     makeBuffers();
     if (!makeConnections())
@@ -364,10 +365,9 @@ private:
         break;
       }
       if (oi.writeDst && unitChunks && v.defined && v.sizeClass &&
-          in.dstBuf != BufferKind::Scratch && sizeProblems < maxSizeProblems) {
+          in.dstBuf != BufferKind::Scratch && sizeMismatches.size() < maxSizeMismatches) {
         const uint32_t index = aliasedChunk(plan.info, r, in.dstBuf, in.dstOff + j).second;
         if (v.sizeClass != index % unitChunks + 1) {
-          ++sizeProblems;
           sizeMismatches.push_back(
               where(r, t, pc) + " (" + oi.mnemonic + ") writes " + bufferName(in.dstBuf) +
               " chunk " + std::to_string(in.dstOff + j) +
@@ -756,8 +756,9 @@ private:
   bool deriving = false;
   /// The chunks of a unit whose sizes Term::sizeClass tracks (0: none).
   uint32_t unitChunks = 0;
-  static constexpr uint32_t maxSizeProblems = 5;
-  uint32_t sizeProblems = 0;
+  /// Values written into chunks of another size (at most the first
+  /// maxSizeMismatches), reported after the outputs.
+  static constexpr size_t maxSizeMismatches = 5;
   std::vector<std::string> sizeMismatches;
   std::vector<std::vector<uint32_t>> explicitTerms;
   uint64_t explicitOperands = 0;

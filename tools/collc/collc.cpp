@@ -851,14 +851,7 @@ int main(int argc, char **argv) {
   for (const auto &[name, value] : overrides)
     if (std::find(paramNames.begin(), paramNames.end(), name) == paramNames.end()) {
       // A near miss by spelling, else the names there are.
-      std::string guess;
-      unsigned best = unsigned(name.size() / 3 + 1);
-      for (const std::string &p : paramNames)
-        if (unsigned d = llvm::StringRef(name).edit_distance(p, true, best);
-            d <= best && (guess.empty() || d < best)) {
-          guess = p;
-          best = d;
-        }
+      const std::string guess = closestName(name, paramNames);
       std::string known;
       for (const std::string &p : paramNames)
         known += (known.empty() ? "'" : ", '") + p + "'";

@@ -7,6 +7,7 @@
 #ifndef COLL_LANG_DIAGNOSTICS_H
 #define COLL_LANG_DIAGNOSTICS_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/SMLoc.h"
@@ -97,6 +98,11 @@ private:
   bool lastPrinted = true;
   size_t guessBudget = size_t(1) << 24;
 };
+
+/// The closest of \p candidates to \p name by edit distance (at most a
+/// third of the name's length), for "did you mean" notes; "" when none is
+/// close, or for names shorter than 3 characters.
+std::string closestName(llvm::StringRef name, llvm::ArrayRef<std::string> candidates);
 
 } // namespace coll
 
