@@ -102,10 +102,20 @@ std::unique_ptr<Compilation> compiler::compile(const ast::Module &module,
     return nullptr;
   if (after(PassId::AssignThreadblocks, print))
     return c;
-  // Passes 5-9, with or without moving receives next to their forwards.
-  bool pair = opts.fuse != PipelineOptions::Fuse::Never;
+  // Passes 5-9. The order pairs receives with their forwards (for fusion)
+  // unless --fuse=never. Forwarding holds a received slot while waiting to
+  // send, which the connection depth cannot always afford, and sending all
+  // a threadblock holds before receiving can fill a connection too: where
+  // the order can deadlock, lower again without pairs, then in an order
+  // found by running the plan with the depth; the last try reports.
+  enum class Try { Paired, Unpaired, BySlots };
+  Try attempt = opts.fuse != PipelineOptions::Fuse::Never ? Try::Paired : Try::Unpaired;
   for (;;) {
-    orderSteps(sched, pair);
+    orderSteps(sched, attempt == Try::Paired);
+    // Where no such order is found, the order stays the unpaired one, whose
+    // deadlock is reported.
+    if (attempt == Try::BySlots)
+      orderStepsBySlots(sched);
     if (after(PassId::Order, print))
       return c;
     fuseSteps(sched, opts.fuse != PipelineOptions::Fuse::Never);
@@ -117,14 +127,14 @@ std::unique_ptr<Compilation> compiler::compile(const ast::Module &module,
     insertDependencies(sched);
     if (after(PassId::Dependencies, print))
       return c;
-    bool retry = pair && opts.fuse == PipelineOptions::Fuse::Auto;
-    if (checkDeadlock(sched, diag, /*quiet=*/retry))
+    bool last = attempt == Try::BySlots ||
+                (attempt == Try::Paired && opts.fuse == PipelineOptions::Fuse::Always);
+    if (checkDeadlock(sched, diag, /*quiet=*/!last))
       break;
-    if (!retry)
+    if (last)
       return nullptr;
-    // Forwarding holds a received slot while waiting to send, which the
-    // connection depth cannot always afford: lower again without it (the
-    // same steps and threadblocks as before, deterministically).
+    // Lower again (the same steps and threadblocks as before,
+    // deterministically) for the next try.
     Dag kept = std::move(sched.dag);
     std::optional<Schedule> again = splitTransfers(t, std::move(kept), opts.connectionDepth, diag);
     if (!again)
@@ -132,7 +142,7 @@ std::unique_ptr<Compilation> compiler::compile(const ast::Module &module,
     sched = std::move(*again);
     if (!assignThreadblocks(sched, diag))
       return nullptr;
-    pair = false;
+    attempt = attempt == Try::Paired ? Try::Unpaired : Try::BySlots;
   }
   if (after(PassId::DeadlockCheck,
             [&] { os << "no deadlock with depth " << sched.connectionDepth << "\n"; }))

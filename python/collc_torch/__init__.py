@@ -159,8 +159,9 @@ def forget_programs(collective=None):
 def plan_for(collective, nranks, nbytes, root=0, across_hosts=False):
     """The plan this process runs ``collective`` with on ``nranks`` ranks for
     a message of ``nbytes`` (nccl-tests' size: the larger per-rank buffer),
-    compiling it if need be: a dict of its name, collective, nranks, root
-    and checksum. Collective names are Collc's: allreduce, allgather,
+    compiling it if need be: a dict of its name, collective, nranks, root,
+    checksum, and the file it was loaded from (``file``: for coll-perf or
+    coll-plan). Collective names are Collc's: allreduce, allgather,
     reducescatter, broadcast, reduce, gather, scatter, alltoall.
     ``across_hosts``: for a group whose ranks span hosts (the standard
     library's rows from stdlib/network.select)."""

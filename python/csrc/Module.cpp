@@ -70,7 +70,8 @@ PYBIND11_MODULE(_C, m) {
         return py::dict(py::arg("name") = info.name,
                         py::arg("collective") = std::string(coll::collectiveName(info.collective)),
                         py::arg("nranks") = info.nranks, py::arg("root") = info.root,
-                        py::arg("checksum") = coll::formatChecksum((*plan)->checksum()));
+                        py::arg("checksum") = coll::formatChecksum((*plan)->checksum()),
+                        py::arg("file") = planLibrary().fileOf(plan->get()));
       },
       py::arg("collective"), py::arg("nranks"), py::arg("nbytes"), py::arg("root") = 0,
       py::arg("across_hosts") = false);

@@ -424,7 +424,15 @@ PlanLibrary::planOf(const SelectionRow &row, uint32_t nranks, uint32_t root, boo
   Result<ValidatedPlan> loaded = ValidatedPlan::load(path);
   if (!loaded)
     return remember(Status::error(row.where + ": " + loaded.message()));
-  return remember(std::make_shared<const ValidatedPlan>(std::move(*loaded)));
+  auto shared = std::make_shared<const ValidatedPlan>(std::move(*loaded));
+  planFiles[shared.get()] = path;
+  return remember(std::move(shared));
+}
+
+std::string PlanLibrary::fileOf(const ValidatedPlan *plan) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = planFiles.find(plan);
+  return it == planFiles.end() ? std::string() : it->second;
 }
 
 Result<std::shared_ptr<const ValidatedPlan>> PlanLibrary::plan(const std::string &collective,

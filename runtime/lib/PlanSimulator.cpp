@@ -616,7 +616,8 @@ private:
     if (stuck) {
       problem("the plan does not finish: the steps above wait for each other or for messages "
               "nobody sends (a deadlock with " +
-              std::to_string(depth) + " slots per connection, or unmatched steps)");
+              std::to_string(depth) + (depth == 1 ? " slot" : " slots") +
+              " per connection, or unmatched steps)");
       return;
     }
     for (const auto &[key, id] : connectionOf)

@@ -51,6 +51,14 @@ expect("broadcast large", name("broadcast", 4, 64 << 20, 3), "chain_broadcast")
 p = collc_torch.plan_for("broadcast", 4, 1024, 3)
 expect("broadcast's root", (p["root"], p["nranks"], p["collective"]), (3, 4, "broadcast"))
 expect("alltoall large", name("alltoall", 3, 1 << 20), "pairwise_alltoall")
+# The plan's file: compiled into the cache, named after its program and N,
+# and the plan itself (its checksum is in the header coll-plan reads).
+p = collc_torch.plan_for("allreduce", 4, 65536)
+expect("file in the cache", os.path.dirname(p["file"]), collc_torch.paths()["cache_dir"])
+expect("file's name", os.path.basename(p["file"]).startswith("rabenseifner_allreduce-n4-"), True)
+with open(p["file"], "rb") as f:
+    head = f.read()
+expect("file is a plan", head[:8], b"COLLPLAN")
 # Groups across hosts: stdlib/network.select.
 net = lambda c, n, b: collc_torch.plan_for(c, n, b, across_hosts=True)["name"]  # noqa: E731
 expect("allreduce on 2 across hosts, 4K", net("allreduce", 2, 4096), "oneshot_allreduce")
@@ -93,10 +101,13 @@ with tempfile.TemporaryDirectory() as d:
                 "broadcast any any %s/tree_broadcast.coll\n" % STDLIB)
     script = ("import sys; sys.path.insert(0, %r); import collc_torch as c; "
               "print(c.plan_for('allreduce', 8, 64 << 20)['name'], "
-              "c.plan_for('broadcast', 5, 100, 2)['name'])" % os.environ.get("COLLC_TORCH_PATH", ""))
+              "c.plan_for('broadcast', 5, 100, 2)['name'], "
+              "c.plan_for('allreduce', 8, 64 << 20)['file'])"
+              % os.environ.get("COLLC_TORCH_PATH", ""))
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          env=dict(os.environ, COLLC_PLANS=d))
-    expect("COLLC_PLANS", out.stdout.split(), ["recursive_doubling_allreduce", "tree_broadcast"])
+    expect("COLLC_PLANS", out.stdout.split(),
+           ["recursive_doubling_allreduce", "tree_broadcast", plan])
     if out.returncode:
         failures.append("COLLC_PLANS run: " + out.stderr)
     # The plan is for 8 ranks: selecting it for a call on 8 ranks of another

@@ -334,6 +334,51 @@ TEST_F(RingFusion, DepthOneWithoutFusionGivesTheSamePlanAsTheFallback) {
   EXPECT_TRUE(fallback->plan == never->plan);
 }
 
+/// ring_shift with two chunks: each rank sends two messages to its
+/// successor and receives two from its predecessor, all at DAG depth 0. The
+/// depth order sends both first, which one slot per connection cannot hold
+/// on every rank at once; the order found by running the plan alternates.
+TEST(OrderBySlots, TwoChunkShiftAtDepthOneAlternatesSendsAndReceives) {
+  std::unique_ptr<CompilerRun> shift = CompilerRun::fromStdlib("ring_shift.coll");
+  ASSERT_TRUE(shift->frontendOk()) << shift->text();
+  for (PipelineOptions::Fuse fuse : {PipelineOptions::Fuse::Auto, PipelineOptions::Fuse::Never}) {
+    PipelineOptions opts = options(1, fuse);
+    opts.instantiate.defines["nchunks"] = 2;
+    auto c = shift->compile(3, opts);
+    ASSERT_TRUE(c) << shift->text();
+    EXPECT_TRUE(shift->diag.diagnostics().empty()) << shift->text();
+    for (uint32_t r = 0; r < 3; ++r) {
+      const RankPlan &rp = c->plan.ranks[r];
+      ASSERT_EQ(rp.threadblocks.size(), 1u) << "rank " << r;
+      EXPECT_EQ(opcodeSequence(rp.threadblocks[0]), "s r s r") << "rank " << r;
+      // Chunk 0 before chunk 1 on both ends.
+      EXPECT_EQ(rp.threadblocks[0].steps[0].srcOff, 0u);
+      EXPECT_EQ(rp.threadblocks[0].steps[2].srcOff, 1u);
+    }
+    EXPECT_TRUE(checkDeadlock(c->schedule, shift->diag));
+    EXPECT_TRUE(validatePlan(c->plan).ok());
+    // With two slots the depth order stands: both sends first.
+    opts.connectionDepth = 2;
+    auto two = shift->compile(3, opts);
+    ASSERT_TRUE(two) << shift->text();
+    EXPECT_EQ(opcodeSequence(two->plan.ranks[0].threadblocks[0]), "s s r r");
+  }
+}
+
+/// A plan whose order must be run as it is (--fuse=always) is not
+/// reordered: it is refused as before.
+TEST(OrderBySlots, FusionForcedIsNotReordered) {
+  std::unique_ptr<CompilerRun> shift = CompilerRun::fromStdlib("ring_shift.coll");
+  ASSERT_TRUE(shift->frontendOk()) << shift->text();
+  PipelineOptions opts = options(1, PipelineOptions::Fuse::Always);
+  opts.instantiate.defines["nchunks"] = 2;
+  EXPECT_FALSE(shift->compile(3, opts));
+  auto errors = shift->errors();
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(errors[0]->message.find("can deadlock for N = 3 with 1 slot"), std::string::npos)
+      << errors[0]->message;
+}
+
 TEST_F(RingFusion, DepthFourFusesForThreeRanks) {
   auto c = lib->compile(3, options(4, PipelineOptions::Fuse::Always));
   ASSERT_TRUE(c) << lib->text();

@@ -148,10 +148,11 @@ int main(int argc, char **argv) {
       std::cerr << "coll-plan: error: " << path << ": " << p << "\n";
     if (!report.ok())
       return 1;
+    const uint32_t slots = depth ? depth : plan->info.connectionDepth;
     std::cout << path << ": computes " << collectiveName(plan->info.collective) << " on "
-              << plan->info.nranks << " ranks and finishes with "
-              << (depth ? depth : plan->info.connectionDepth) << " slots per connection ("
-              << report.stepsRun << " steps)\n";
+              << plan->info.nranks << " ranks and finishes with " << slots
+              << (slots == 1 ? " slot" : " slots") << " per connection (" << report.stepsRun
+              << " steps)\n";
     if (uncontracted) {
       uint64_t defined = 0;
       for (uint32_t e : derived.outputs)

@@ -740,7 +740,8 @@ int importXml(DiagnosticEngine &diag) {
     } else {
       llvm::outs() << "computes its collective and finishes with ";
     }
-    llvm::outs() << sim.depth << " slots per connection (" << report.stepsRun << " steps)\n";
+    llvm::outs() << sim.depth << (sim.depth == 1 ? " slot" : " slots") << " per connection ("
+                 << report.stepsRun << " steps)\n";
     return 0;
   }
   if (emit == EmitKind::PlanText) {

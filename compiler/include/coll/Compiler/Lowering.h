@@ -36,6 +36,14 @@ bool assignThreadblocks(Schedule &s, DiagnosticEngine &diag);
 /// so nothing fuses).
 void orderSteps(Schedule &s, bool pairForwards = true);
 
+/// The order pass's fallback, after orderSteps() without pairs, when that
+/// order can deadlock with the connection depth: runs the plan with the
+/// depth, each threadblock taking the first step of its next few that can
+/// run, and keys the steps in the order they ran (both ends of every
+/// connection agree, dependencies come first; nothing paired). False when
+/// that run gets stuck too (the order is then left as it was).
+bool orderStepsBySlots(Schedule &s);
+
 /// Pass `fuse`: merges a receive and the send of what it received into one
 /// step (rcs, rrcs; rrs where the received value is dead afterwards).
 /// With \p localChains false, local chains are left alone.

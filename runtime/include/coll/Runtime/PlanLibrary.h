@@ -110,6 +110,11 @@ public:
   /// The rows that admit \p nranks ranks, in order: the user's first.
   std::vector<SelectionRow> rowsFor(uint32_t nranks);
 
+  /// The file \p plan (one plan() returned) was loaded from: a compiled
+  /// program's in the plan cache, or a table's plan file; "" for a plan
+  /// this library did not load.
+  std::string fileOf(const ValidatedPlan *plan);
+
   const PlanLibraryPaths &paths() const { return thePaths; }
   /// Bumped by every change of the user's selection: a plan chosen under
   /// an older generation is chosen again.
@@ -144,6 +149,8 @@ private:
   std::string userTableError; ///< COLLC_PLANS's table could not be read.
   /// Plans by "path|N|root|defines"; a failure is kept as its message.
   std::map<std::string, Result<std::shared_ptr<const ValidatedPlan>>> plans;
+  /// The file each loaded plan came from (plans are kept: never dangling).
+  std::map<const ValidatedPlan *, std::string> planFiles;
   unsigned userRowCount = 0; ///< The first rows of `merged` that are the user's.
   std::atomic<uint64_t> gen{0};
   bool standardTables = true;
