@@ -154,7 +154,13 @@ public:
     execute();
     if (deriving && report.ok() && !checkRaces)
       problem("a contract is not derived from a plan this large: its threadblocks are not "
-              "checked for races, so another order of them might compute something else");
+              "checked for races, so another order of them might compute something else" +
+              raceCheckSize());
+    else if (options.requireRaceCheck && report.ok() && !checkRaces)
+      problem("the plan is too large to check for races, so another order of its "
+              "threadblocks might compute something else: it is refused rather than run "
+              "unchecked" +
+              raceCheckSize());
     if (report.ok())
       deriving ? deriveContract() : checkOutputs();
     // A plan that computes the collective with chunks of one size may still
@@ -444,6 +450,21 @@ private:
       for (unsigned k = 0; k < 3; ++k)
         accesses[r][k].assign(sizes[k], Access());
     }
+  }
+
+  /// What the race check's limits measure, in parentheses.
+  std::string raceCheckSize() const {
+    uint64_t steps = 0, waitedFor = 0;
+    for (const RankPlan &rp : plan.ranks)
+      for (const Threadblock &tb : rp.threadblocks) {
+        steps += tb.steps.size();
+        waitedFor += tb.deps.size();
+      }
+    return " (" + std::to_string(tbBase.back()) + " threadblocks, " + std::to_string(steps) +
+           " steps, " + std::to_string(waitedFor) + " dependencies; the check takes at most " +
+           std::to_string(maxRaceCheckedThreadblocks) +
+           " threadblocks, steps times threadblocks up to 2^28, and dependencies and slots " +
+           "times threadblocks up to 2^26)";
   }
 
   static uint64_t clockKey(uint32_t tb, uint32_t step) { return uint64_t(tb) << 32 | step; }

@@ -23,7 +23,8 @@ bool parseQuantity(const std::string &text, const std::pair<const char *, double
   const char *s = text.c_str();
   char *end = nullptr;
   const double v = std::strtod(s, &end);
-  if (end == s || !std::isfinite(v) || v < 0)
+  // Decimal only: strtod also reads hexadecimal (no unit has an x).
+  if (end == s || !std::isfinite(v) || v < 0 || text.find_first_of("xX") != std::string::npos)
     return false;
   const std::string unit(end);
   for (const auto &u : units)
@@ -39,6 +40,11 @@ bool parseBandwidth(const std::string &text, double &out) {
       {"B/s", 1},          {"KB/s", 1e3},       {"MB/s", 1e6},       {"GB/s", 1e9},
       {"TB/s", 1e12},      {"bit/s", 1.0 / 8},  {"Kbit/s", 1e3 / 8}, {"Mbit/s", 1e6 / 8},
       {"Gbit/s", 1e9 / 8}, {"Tbit/s", 1e12 / 8}};
+  // 0 needs no unit.
+  if (text == "0") {
+    out = 0;
+    return true;
+  }
   // Below a byte per second is no link (and its times would overflow).
   return parseQuantity(text, units, out) && (out == 0 || out >= 1);
 }
@@ -96,6 +102,39 @@ std::string attr(const XmlTag &tag, const char *name) {
   return "";
 }
 
+/// Attribute \p name of \p tag as a number in [\p lo, \p hi]: all of it,
+/// or its leading number when \p suffixOk ("16.0 GT/s PCIe"); \p absent
+/// when the tag lacks it. An error at the tag otherwise.
+Status numberAttr(const XmlReader &reader, const XmlTag &tag, const char *name, double lo,
+                  double hi, double absent, double &out, bool suffixOk = false) {
+  bool present = false;
+  std::string text;
+  for (const auto &a : tag.attrs)
+    if (a.first == name) {
+      present = true;
+      text = a.second;
+    }
+  if (!present) {
+    out = absent;
+    return Status::success();
+  }
+  const char *s = text.c_str();
+  char *end = nullptr;
+  const double v = std::strtod(s, &end);
+  // Decimal only: strtod also reads hexadecimal.
+  const std::string read(s, size_t(end - s));
+  const bool number = end != s && (suffixOk || !*end) && std::isfinite(v) &&
+                      read.find_first_of("xXpP") == std::string::npos;
+  if (!number || v < lo || v > hi) {
+    char range[96];
+    std::snprintf(range, sizeof range, "%g to %g", lo, hi);
+    return Status::error(reader.at(tag.line, tag.col) + "<" + tag.name + "> attribute " + name +
+                         "=\"" + text + "\" is not a number from " + range);
+  }
+  out = v;
+  return Status::success();
+}
+
 /// NCCL's bandwidth of one NVLink of a GPU of compute capability \p sm,
 /// bytes per second (NCCL's topology model: SMxx_NVLINK_BW).
 double nvlinkBandwidth(int sm) {
@@ -113,9 +152,7 @@ double nvlinkBandwidth(int sm) {
 /// A PCIe link's bandwidth from NCCL's attributes ("16.0 GT/s PCIe", 16
 /// lanes), bytes per second, as NCCL rates it: lanes x {15, 30, 60, 120,
 /// 240, 480} / 80 GB/s for 2.5 to 64 GT/s (0 when unknown).
-double pciBandwidth(const std::string &speed, const std::string &width) {
-  const double gts = std::strtod(speed.c_str(), nullptr);
-  const double lanes = std::strtod(width.c_str(), nullptr);
+double pciBandwidth(double gts, double lanes) {
   double perLane = 0; // NCCL's units of 100 Mbit/s per lane.
   if (gts >= 64)
     perLane = 480;
@@ -153,7 +190,13 @@ Status parseNcclTopology(const std::string &text, const std::string &source, Top
       // No NVLink: the GPU's PCIe link (its parent <pci>).
       for (auto it = open.rbegin(); it != open.rend(); ++it)
         if (it->name == "pci") {
-          bw = pciBandwidth(attr(*it, "link_speed"), attr(*it, "link_width"));
+          double gts = 0, lanes = 0;
+          if (Status st = numberAttr(reader, *it, "link_speed", 0, 1e4, 0, gts, true); !st)
+            return st;
+          if (Status st = numberAttr(reader, *it, "link_width", 0, 1024, 0, lanes); !st)
+            return st;
+          // Less than a lane is no link.
+          bw = lanes >= 1 ? pciBandwidth(gts, lanes) : 0;
           break;
         }
     }
@@ -187,15 +230,24 @@ Status parseNcclTopology(const std::string &text, const std::string &source, Top
       gpuLinks = 0;
       gpuSm = std::atoi(attr(tag, "sm").c_str());
     } else if (tag.name == "nvlink") {
-      const double count = std::strtod(attr(tag, "count").c_str(), nullptr);
-      gpuLinks += (count > 0 ? count : 1) * nvlinkBandwidth(gpuSm);
+      double count = 1;
+      if (Status st = numberAttr(reader, tag, "count", 1, 1024, 1, count); !st)
+        return st;
+      gpuLinks += count * nvlinkBandwidth(gpuSm);
     } else if (tag.name == "net") {
-      const double mbps = std::strtod(attr(tag, "speed").c_str(), nullptr);
-      if (!(mbps > 0))
-        return Status::error(reader.at(tag.line, tag.col) + "<net> has no speed (Mbit/s)");
+      // Mbit/s, from a kbit/s to a Pbit/s; latency in microseconds, up to
+      // an hour.
+      double mbps = 0, latency = 0;
+      if (Status st = numberAttr(reader, tag, "speed", 0, 1e9, 0, mbps); !st)
+        return st;
+      if (mbps < 1e-3)
+        return Status::error(reader.at(tag.line, tag.col) +
+                             "<net> has no speed (Mbit/s, at least 0.001)");
+      if (Status st = numberAttr(reader, tag, "latency", 0, 3.6e9, 0, latency); !st)
+        return st;
       const double bw = mbps * 1e6 / 8;
       nic = nets == 0 ? bw : std::min(nic, bw);
-      nicLatency = std::max(nicLatency, std::strtod(attr(tag, "latency").c_str(), nullptr) * 1e-6);
+      nicLatency = std::max(nicLatency, latency * 1e-6);
       ++nets;
     }
     if (tag.selfClosing) {
@@ -228,12 +280,14 @@ Status parseNcclTopology(const std::string &text, const std::string &source, Top
 } // namespace
 
 Status parseTopology(const std::string &text, const std::string &source, Topology &out) {
-  const size_t first = text.find_first_not_of(" \t\r\n");
+  // A UTF-8 byte order mark is no text, in either format.
+  const size_t bom = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  const size_t first = text.find_first_not_of(" \t\r\n", bom);
   if (first != std::string::npos && text[first] == '<')
     return parseNcclTopology(text, source, out);
   Topology t;
   bool haveIntra = false, haveInter = false;
-  std::istringstream in(text);
+  std::istringstream in(text.substr(bom));
   std::string line;
   for (unsigned lineNo = 1; std::getline(in, line); ++lineNo) {
     if (size_t hash = line.find('#'); hash != std::string::npos)
@@ -329,9 +383,11 @@ Status parseTopology(const std::string &text, const std::string &source, Topolog
     } else if (key == "oversubscription") {
       char *end = nullptr;
       t.oversubscription = std::strtod(value.c_str(), &end);
+      // Up to a million: a core of a millionth of the leaves' links.
       ok = end != value.c_str() && !*end && std::isfinite(t.oversubscription) &&
-           t.oversubscription >= 1;
-      expects = "a ratio of at least 1";
+           t.oversubscription >= 1 && t.oversubscription <= 1e6;
+      ok = ok && value.find_first_of("xX") == std::string::npos;
+      expects = "a ratio from 1 to 1000000";
     } else {
       return fail("unknown key '" + key + "'");
     }

@@ -864,7 +864,17 @@ TEST(Topology, ErrorsNameTheLine) {
   EXPECT_EQ(error("intra-bandwidth 1GB/s\nrail-optimised yes\n"),
             "t.topo:2: 'rail-optimised' expects 0 or 1, not 'yes'");
   EXPECT_EQ(error("intra-bandwidth 1GB/s\noversubscription 0.5\n"),
-            "t.topo:2: 'oversubscription' expects a ratio of at least 1, not '0.5'");
+            "t.topo:2: 'oversubscription' expects a ratio from 1 to 1000000, not '0.5'");
+  EXPECT_EQ(error("intra-bandwidth 1GB/s\noversubscription 1e300\n"),
+            "t.topo:2: 'oversubscription' expects a ratio from 1 to 1000000, not '1e300'");
+  EXPECT_EQ(error("intra-bandwidth 1GB/s\noversubscription 0x10\n"),
+            "t.topo:2: 'oversubscription' expects a ratio from 1 to 1000000, not '0x10'");
+  EXPECT_EQ(error("intra-bandwidth 0x10GB/s\n"),
+            "t.topo:1: 'intra-bandwidth' expects a bandwidth above 0 such as 450GB/s or "
+            "400Gbit/s, not '0x10GB/s'");
+  // A bare 0 needs no unit; a byte order mark is no text.
+  EXPECT_EQ(error("intra-bandwidth 1GB/s\nnode-bandwidth 0\n"), "ok");
+  EXPECT_EQ(error("\xEF\xBB\xBFintra-bandwidth 1GB/s\n"), "ok");
   EXPECT_EQ(error("intra-bandwidth 1GB/s\nnics-per-node 0\n"),
             "t.topo:2: 'nics-per-node' expects a number of NICs, at least 1, not '0'");
   EXPECT_EQ(error("intra-bandwidth 1GB/s\ncache-bytes 32MB/s\n"),
@@ -936,7 +946,29 @@ TEST(Topology, NcclXmlErrorsNameTheLine) {
             "n.xml:1:9: error: unexpected text 'text' (NCCL's topology XML has elements and "
             "attributes only)");
   EXPECT_EQ(error("<system><net speed=\"0\"/></system>"),
-            "n.xml:1:9: error: <net> has no speed (Mbit/s)");
+            "n.xml:1:9: error: <net> has no speed (Mbit/s, at least 0.001)");
+  // Numbers: whole, finite, within bounds.
+  EXPECT_EQ(error("<system><net speed=\"1e300\"/></system>"),
+            "n.xml:1:9: error: <net> attribute speed=\"1e300\" is not a number from 0 to 1e+09");
+  EXPECT_EQ(error("<system><net speed=\"100\" latency=\"inf\"/></system>"),
+            "n.xml:1:9: error: <net> attribute latency=\"inf\" is not a number from 0 to "
+            "3.6e+09");
+  EXPECT_EQ(error("<system><net speed=\"100 fast\"/></system>"),
+            "n.xml:1:9: error: <net> attribute speed=\"100 fast\" is not a number from 0 to "
+            "1e+09");
+  EXPECT_EQ(error("<system><gpu sm=\"90\"><nvlink count=\"nan\"/></gpu></system>"),
+            "n.xml:1:22: error: <nvlink> attribute count=\"nan\" is not a number from 1 to 1024");
+  EXPECT_EQ(error("<system><pci link_speed=\"16.0 GT/s PCIe\" link_width=\"0x10\"><gpu "
+                  "sm=\"80\"/></pci></system>"),
+            "n.xml:1:9: error: <pci> attribute link_width=\"0x10\" is not a number from 0 to 1024");
+  EXPECT_EQ(error("<system><pci link_speed=\"16.0 GT/s PCIe\" link_width=\"1e-300\"><gpu "
+                  "sm=\"80\"/></pci></system>"),
+            "n.xml:1:62: error: <gpu> has neither NVLinks nor a PCIe link speed and width");
+  // XML has no NUL: one in a value would cut it short.
+  const std::string nul("<system>\n<net speed=\"1\0009\"/></system>", 36);
+  Status s = parseTopology(nul, "n.xml", t);
+  EXPECT_EQ(s.ok() ? std::string("ok") : s.message(),
+            "n.xml:2:14: error: a NUL byte (XML has none)");
 }
 
 } // namespace

@@ -153,6 +153,11 @@ int main(int argc, char **argv) {
               << plan->info.nranks << " ranks and finishes with " << slots
               << (slots == 1 ? " slot" : " slots") << " per connection (" << report.stepsRun
               << " steps)\n";
+    if (!report.racesChecked)
+      std::cout << path << ": note: the plan is too large for the race check ("
+                << maxRaceCheckedThreadblocks
+                << " threadblocks at most, steps times threadblocks up to 2^28): another order "
+                << "of its threadblocks was not checked\n";
     if (uncontracted) {
       uint64_t defined = 0;
       for (uint32_t e : derived.outputs)

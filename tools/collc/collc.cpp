@@ -704,6 +704,7 @@ int importXml(DiagnosticEngine &diag) {
   }
   SimulateOptions sim;
   sim.depth = connectionDepth;
+  sim.requireRaceCheck = true;
   // Problems name the file's step numbers (nops included).
   sim.position = [&algo](uint32_t rank, uint32_t tb, uint32_t step) {
     return algo.positions[rank][tb][step];

@@ -58,6 +58,9 @@ struct SimulateOptions {
   /// a plan too large for it gets a problem, as one whose outputs hold a
   /// value read from a chunk nobody wrote.
   PlanContract *derivedContract = nullptr;
+  /// A plan too large for the race check is a problem (an imported file:
+  /// another order of its threadblocks might compute something else).
+  bool requireRaceCheck = false;
 };
 
 /// What simulatePlan() found: nothing when the plan computes its

@@ -34,6 +34,7 @@ public:
     // A UTF-8 byte order mark is no text: XML allows one before the root.
     if (text.compare(0, 3, "\xEF\xBB\xBF") == 0)
       pos = 3;
+    nulAt = text.find('\0', pos);
   }
 
   /// Attributes one element may have: the formats read here use a dozen at
@@ -44,6 +45,12 @@ public:
 
   /// The next start tag (in `tag`) or end tag (name in `tag.name`).
   Event next(XmlTag &tag) {
+    // XML has no NUL character; one in a value would cut it short.
+    if (nulAt != std::string::npos) {
+      advanceTo(nulAt);
+      nulAt = std::string::npos;
+      return fail("a NUL byte (XML has none)");
+    }
     for (;;) {
       skipSpace();
       if (pos >= text.size())
@@ -209,6 +216,7 @@ private:
   size_t pos = 0;
   unsigned line = 1, col = 1;
   std::string err;
+  size_t nulAt = std::string::npos; ///< The first NUL byte, refused at once.
 };
 
 } // namespace coll
