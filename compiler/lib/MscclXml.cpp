@@ -215,6 +215,23 @@ std::string mscclProblem(const MscclAlgoInfo &algo, const std::string &fileName,
     if (it != algo.stepLocations.end())
       at = it->second;
   }
+  // Else the first threadblock named (a connection's ends), else the first
+  // gpu (a dependency cycle of its threadblocks).
+  auto element = [&](const std::regex &re, bool withTb) {
+    for (auto i = std::sregex_iterator(text.begin(), text.end(), re);
+         !at && i != std::sregex_iterator(); ++i) {
+      const std::string gpu = (*i)[1], tb = withTb ? (*i)[2].str() : std::string();
+      if (gpu.size() > 9 || tb.size() > 9)
+        continue;
+      auto it = algo.elementLocations.find(
+          {uint32_t(std::stoull(gpu)), withTb ? uint32_t(std::stoull(tb)) : UINT32_MAX});
+      if (it != algo.elementLocations.end())
+        at = it->second;
+    }
+  };
+  static const std::regex gpuTb(R"(gpu (\d+) tb (\d+))"), gpuOnly(R"(\bgpu (\d+))");
+  element(gpuTb, true);
+  element(gpuOnly, false);
   return fileName +
          (at ? ":" + std::to_string(at->first) + ":" + std::to_string(at->second) : std::string()) +
          ": error: " + text;
@@ -232,6 +249,9 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
   XmlReader::Event ev = reader.next(tag);
   if (ev == XmlReader::Event::Error)
     return readErr();
+  if (ev == XmlReader::Event::Eof)
+    return Status::error(fileName + ": error: the file has no elements (expected <algo> as the "
+                                    "root element)");
   if (ev != XmlReader::Event::Start || tag.name != "algo")
     return Status::error(reader.at(tag.line, tag.col) + "expected <algo> as the root element" +
                          (ev == XmlReader::Event::Start ? ", found <" + tag.name + ">" : ""));
@@ -382,6 +402,7 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
     if (seen[size_t(id)])
       return g.error("gpu " + std::to_string(id) + " appears twice");
     seen[size_t(id)] = true;
+    algo.elementLocations[{uint32_t(id), UINT32_MAX}] = {gpuTag.line, gpuTag.col};
     if (Status s = g.integer("i_chunks", ic, 0, 0, maxChunks); !s)
       return s;
     if (Status s = g.integer("o_chunks", oc, 0, 0, maxChunks); !s)
@@ -413,6 +434,7 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
       Attrs tn(tbTag, reader, tbName);
       if (tbs.count(tbId))
         return tn.error("the threadblock id appears twice");
+      algo.elementLocations[{uint32_t(id), uint32_t(tbId)}] = {tbTag.line, tbTag.col};
       if (Status s = tn.integer("send", send, -1, -1, ngpus - 1); !s)
         return s;
       if (Status s = tn.integer("recv", recv, -1, -1, ngpus - 1); !s)

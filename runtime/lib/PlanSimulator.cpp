@@ -19,14 +19,14 @@ namespace coll {
 namespace {
 
 /// The most chunks (over every buffer of every rank) a simulation holds.
-constexpr uint64_t maxSimulatedChunks = uint64_t(1) << 25;
+constexpr uint64_t maxSimulatedChunks = uint64_t(1) << 23;
 /// The chunks all steps of a plan move or combine together: the time of a
 /// simulation, and the messages in flight (a value per chunk), grow with
 /// them.
-constexpr uint64_t maxSimulatedChunkSteps = uint64_t(1) << 26;
+constexpr uint64_t maxSimulatedChunkSteps = uint64_t(1) << 24;
 /// The operands the explicit terms of a derived contract may hold in all
 /// (every reduction makes a term of its own).
-constexpr uint64_t maxDerivedOperands = uint64_t(1) << 26;
+constexpr uint64_t maxDerivedOperands = uint64_t(1) << 24;
 
 /// A symbolic chunk: a multiset of input chunks, summarised.
 struct Term {

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -150,8 +151,15 @@ public:
       }
       Result<Prediction> p =
           predictPlan(step.plan->plan(), *opts.predict, step.count, opts.type, po);
-      if (p)
+      if (p && std::isfinite(p->seconds))
         predicted = p->seconds * 1e6;
+      else if (!predictionFailed) {
+        // Once: the cells say "-" for every size it fails at.
+        predictionFailed = true;
+        std::fprintf(stderr, "coll-perf: warning: no prediction on '%s': %s\n",
+                     opts.predict->name.c_str(),
+                     p ? "the predicted time overflows" : p.message().c_str());
+      }
     }
     const uint64_t count = sizeBytes / dataTypeSize(opts.type);
     const double algbw = m.timeUs > 0 ? double(sizeBytes) / m.timeUs / 1e3 : 0;
@@ -165,8 +173,10 @@ public:
                   printablePlanName(step.plan->info().name).c_str(), info.nranks, ranksAs(),
                   sizeBytes, count, shortTypeName(opts.type), op,
                   step.inPlace ? "in-place" : "out-of-place", m.timeUs, algbw, busbw, m.wrong);
-      if (opts.predict)
+      if (opts.predict && predicted >= 0)
         std::printf(",%.3f", predicted);
+      else if (opts.predict)
+        std::printf(",");
       std::printf("\n");
       std::fflush(stdout);
       return;
@@ -182,9 +192,11 @@ public:
     if (!lastOfSize)
       return;
     char prediction[64] = "";
-    if (opts.predict)
+    if (opts.predict && firstPredicted >= 0 && firstPredicted < 1e15)
       std::snprintf(prediction, sizeof prediction, "  %10.2f %9.2f", firstPredicted,
                     firstPredicted > 0 ? firstTime / firstPredicted : 0.0);
+    else if (opts.predict)
+      std::snprintf(prediction, sizeof prediction, "  %10s %9s", "-", "-");
     firstTime = -1;
     char none[64];
     std::snprintf(none, sizeof none, "  %10s %7s %7s %6s", "-", "-", "-", "-");
@@ -229,8 +241,9 @@ private:
   double factor;
   int root;
   std::string outOfPlaceCells, inPlaceCells;
-  double firstTime = -1;      ///< The size's out-of-place time, else its in-place one.
-  double firstPredicted = -1; ///< The prediction of the call firstTime measured.
+  double firstTime = -1;         ///< The size's out-of-place time, else its in-place one.
+  double firstPredicted = -1;    ///< The prediction of the call firstTime measured.
+  bool predictionFailed = false; ///< Its error was printed.
   uint64_t totalWrong = 0;
   double busbwSum = 0;
   uint64_t rows = 0;

@@ -347,8 +347,11 @@ std::string findCollc(const Options &o) {
 
 /// Compiles \p program with collc into a temporary plan file; returns its
 /// path, or "" after reporting why not (collc's diagnostics go to stderr).
+/// With \p quiet, a program whose `require` refuses the ranks is passed
+/// over without a word (\p refused set); any other failure is reported.
 std::string compile(const Options &o, const std::string &program,
-                    const std::vector<std::string> &defines, bool quiet = false) {
+                    const std::vector<std::string> &defines, bool quiet = false,
+                    bool *refused = nullptr) {
   const char *tmp = std::getenv("TMPDIR");
   std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/coll-perf-XXXXXX.bin";
   int fd = mkstemps(path.data(), 4);
@@ -368,15 +371,20 @@ std::string compile(const Options &o, const std::string &program,
   for (std::string &a : args)
     argv.push_back(a.data());
   argv.push_back(nullptr);
+  // Quiet: collc's diagnostics into a file, shown unless only a
+  // requirement refused the ranks.
+  std::string errPath;
+  int errFd = -1;
+  if (quiet) {
+    errPath = std::string(tmp && *tmp ? tmp : "/tmp") + "/coll-perf-XXXXXX.err";
+    errFd = mkstemps(errPath.data(), 4);
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   pid_t pid = fork();
   if (pid == 0) {
-    if (quiet) {
-      int devnull = open("/dev/null", O_WRONLY);
-      if (devnull >= 0)
-        dup2(devnull, 2);
-    }
+    if (quiet && errFd >= 0)
+      dup2(errFd, 2);
     execv(collc.c_str(), argv.data());
     std::fprintf(stderr, "coll-perf: error: cannot run %s: %s (give --collc PATH)\n", collc.c_str(),
                  std::strerror(errno));
@@ -385,9 +393,34 @@ std::string compile(const Options &o, const std::string &program,
   int st = 0;
   while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
+  std::string errors;
+  if (errFd >= 0) {
+    char buf[4096];
+    ssize_t got;
+    lseek(errFd, 0, SEEK_SET);
+    while (errors.size() < (1u << 20) && (got = read(errFd, buf, sizeof buf)) > 0)
+      errors.append(buf, size_t(got));
+    close(errFd);
+    std::remove(errPath.c_str());
+  }
   if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     std::remove(path.c_str());
-    if (!quiet && (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 127))
+    if (quiet) {
+      // Every error a refused requirement: the row does not take N.
+      size_t errorsSeen = 0, refusals = 0;
+      for (size_t at = errors.find("error: "); at != std::string::npos;
+           at = errors.find("error: ", at + 7)) {
+        ++errorsSeen;
+        refusals += errors.compare(at + 7, 18, "requirement failed") == 0;
+      }
+      if (errorsSeen && errorsSeen == refusals) {
+        if (refused)
+          *refused = true;
+        return "";
+      }
+      std::fputs(errors.c_str(), stderr);
+    }
+    if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 127)
       fail("collc could not compile " + program);
     return "";
   }
@@ -412,9 +445,10 @@ Result<std::vector<std::pair<ValidatedPlan, uint64_t>>> loadPlans(const Options 
     Options withRanks = o;
     if (!o.collective.empty() && !o.nranks)
       withRanks.nranks = 2;
-    std::string path = compile(withRanks, program, defines, optional);
+    bool refused = false;
+    std::string path = compile(withRanks, program, defines, optional, &refused);
     if (path.empty())
-      return optional ? Status::success() : Status::error("");
+      return refused ? Status::success() : Status::error("");
     Result<ValidatedPlan> plan = ValidatedPlan::load(path);
     std::remove(path.c_str());
     if (!plan)
@@ -457,8 +491,20 @@ Result<std::vector<std::pair<ValidatedPlan, uint64_t>>> loadPlans(const Options 
       continue;
     std::vector<std::string> rowDefines = rows[i]->defines;
     rowDefines.insert(rowDefines.end(), defines.begin(), defines.end());
+    const size_t before = plans.size();
     if (Status s = loadOne(rows[i]->path, rowDefines, maxBytes, !last); !s)
       return s;
+    if (plans.size() == before)
+      continue; // Its program's `require` refuses these ranks.
+    // The row's plan must run the collective asked for, on N ranks.
+    const PlanInfo &info = plans.back().first.info();
+    const bool custom = info.collective == CollectiveKind::Custom;
+    const std::string runs = custom ? info.name : collectiveName(info.collective);
+    const bool fits = c ? info.collective == c->kind : custom;
+    if (!fits || info.nranks != n)
+      return Status::error(rows[i]->where + ": the plan of " + rows[i]->program + " runs " + runs +
+                           " on " + std::to_string(info.nranks) + " ranks, not " + o.collective +
+                           " on " + std::to_string(n) + " ranks");
     taken = std::max(taken, maxBytes);
     if (taken >= o.perf.maxBytes)
       break;

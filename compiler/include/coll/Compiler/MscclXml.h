@@ -51,10 +51,14 @@ struct MscclAlgoInfo {
   /// Where each step of the file is: (gpu, tb, the step's number in the
   /// file) -> (line, column).
   std::map<std::array<uint32_t, 3>, std::pair<unsigned, unsigned>> stepLocations;
+  /// Where each <tb> is, (gpu, tb) -> (line, column), and each <gpu>, as
+  /// (gpu, UINT32_MAX): for problems that name no step.
+  std::map<std::array<uint32_t, 2>, std::pair<unsigned, unsigned>> elementLocations;
 };
 
 /// \p problem (of a check of a plan imported from \p fileName) as an error
-/// diagnostic: at the line and column of the first step it names, as
+/// diagnostic: at the line and column of the first step it names (else of
+/// the first threadblock, else gpu, it names), as
 /// `gpu R tb T step S` in the file's numbering (SimulateOptions::position)
 /// or as the plan checks name one (`rank R threadblock T step S`, which
 /// \p folded says are the plan's steps, after nops were folded, rather than

@@ -80,8 +80,8 @@ struct SimulateReport {
 constexpr uint32_t maxRaceCheckedThreadblocks = 2048;
 
 /// Simulates \p plan (structurally valid: validatePlan()), every rank. A
-/// plan whose buffers hold more than 2^25 chunks over all ranks, or whose
-/// steps move more than 2^26 chunks in all, is refused (a problem that says
+/// plan whose buffers hold more than 2^23 chunks over all ranks, or whose
+/// steps move more than 2^24 chunks in all, is refused (a problem that says
 /// so): memory and time grow with them.
 SimulateReport simulatePlan(const Plan &plan, const SimulateOptions &options = SimulateOptions());
 
