@@ -179,6 +179,32 @@ void foldNops(RankPlan &rp, std::vector<std::vector<uint32_t>> &positions) {
 
 } // namespace
 
+/// Whether \p text is UTF-8 without control characters (tab aside).
+static bool wellFormedText(const std::string &text) {
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\t') || c == 0x7f)
+        return false;
+      ++i;
+      continue;
+    }
+    // The length of the sequence, from its first byte (no overlong forms
+    // of two bytes, nothing past U+10FFFF).
+    const size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+                     : c >= 0xe0 && c <= 0xef ? 3
+                     : c >= 0xf0 && c <= 0xf4 ? 4
+                                              : 0;
+    if (n == 0 || i + n > text.size())
+      return false;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80)
+        return false;
+    i += n;
+  }
+  return true;
+}
+
 std::string mscclProblem(const MscclAlgoInfo &algo, const std::string &fileName,
                          const std::string &problem, bool folded) {
   // The plan's own names ("rank 0 threadblock 1 step 2", "rank 1 -> rank 2")
@@ -529,6 +555,25 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
           return e;
         if (Status e = st.integer("deps", deps, -1, -1, PlanLimits::maxStepsPerThreadblock - 1); !e)
           return e;
+        // As the MSCCL executors' parsers do: an offset within the chunks
+        // this gpu declares for the buffer.
+        auto declared = [&](const char *attr, BufferKind b, int64_t off) -> Status {
+          const int64_t chunks = b == BufferKind::Input ? ic : b == BufferKind::Output ? oc : sc;
+          if (off < chunks)
+            return Status::success();
+          const char *decl = b == BufferKind::Input    ? "i_chunks"
+                             : b == BufferKind::Output ? "o_chunks"
+                                                       : "s_chunks";
+          return st.error(std::string(attr) + "=\"" + std::to_string(off) + "\" is beyond the " +
+                          std::to_string(chunks) + " chunks " + gpuName + " declares (" + decl +
+                          ")");
+        };
+        if (oi.readSrc)
+          if (Status e = declared("srcoff", in.srcBuf, srcoff); !e)
+            return e;
+        if (oi.writeDst)
+          if (Status e = declared("dstoff", in.dstBuf, dstoff); !e)
+            return e;
         if (oi.readSrc)
           in.srcOff = uint32_t(srcoff);
         else
@@ -754,7 +799,9 @@ Status exportMscclXml(const Plan &plan, const MscclLimits &limits, std::string &
   };
   auto num = [&](const char *name, int64_t v) { attr(name, std::to_string(v)); };
   xml += "<algo";
-  attr("name", info.name);
+  // XML holds neither control characters nor bytes that are not UTF-8: a
+  // name with them is written as printablePlanName() spells it.
+  attr("name", wellFormedText(info.name) ? info.name : printablePlanName(info.name));
   attr("proto", info.protocol == ProtocolKind::LL      ? "LL"
                 : info.protocol == ProtocolKind::LL128 ? "LL128"
                                                        : "Simple");

@@ -7,6 +7,7 @@
 #include "coll/Lang/Frontend.h"
 #include "coll/Runtime/Collective.h"
 #include "coll/Runtime/Executor.h"
+#include "coll/Runtime/PlanIO.h"
 #include "coll/Runtime/Predict.h"
 
 #include "llvm/Support/SourceMgr.h"
@@ -92,7 +93,9 @@ Result<std::string> selectPrograms(const Topology &topo, const SelectOptions &op
                          "' compiles for the rank counts asked for");
 
   std::ostringstream out;
-  out << "# Made by collc select on the topology '" << topo.name << "': per collective and\n"
+  // The name may be a path with any byte in it: one line, printable.
+  out << "# Made by collc select on the topology '" << printablePlanName(topo.name)
+      << "': per collective and\n"
       << "# rank count, the program predicted fastest at each size from "
       << sizeText(options.minBytes) << " to " << sizeText(options.maxBytes) << " ("
       << dataTypeName(options.type) << ").\n"

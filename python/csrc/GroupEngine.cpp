@@ -39,6 +39,16 @@ bool Task::done() const {
   return finished;
 }
 
+bool Task::settled() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return claimed;
+}
+
+bool GroupEngine::runsTasksOnThisThread() {
+  std::lock_guard<std::mutex> lock(mu);
+  return runsTasksHere();
+}
+
 Status Task::outcome() const {
   std::lock_guard<std::mutex> lock(mu);
   return result;
@@ -65,23 +75,43 @@ void Task::run() {
 }
 
 void Task::finish(Status outcomeOfTask, GroupEngine *callbacksOn) {
+  std::function<void(const Status &)> f;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (finished)
+    if (claimed)
       return;
+    claimed = true;
     result = outcomeOfTask;
-    finished = true;
     body = nullptr; // Drop what the body holds (buffers) now.
-  }
-  cv.notify_all();
-  if (onDone) {
-    std::function<void(const Status &)> f = std::move(onDone);
+    f = std::move(onDone);
     onDone = nullptr;
-    if (callbacksOn)
-      callbacksOn->runCallback([f = std::move(f), outcomeOfTask] { f(outcomeOfTask); });
-    else
-      f(outcomeOfTask);
   }
+  auto markFinished = [this] {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      finished = true;
+    }
+    cv.notify_all();
+  };
+  if (callbacksOn && f) {
+    // The callback thread runs the future's callbacks, which may wait for
+    // other operations whose futures it completes later: the task is done
+    // now (CollcWork::wait() waits for the future apart).
+    markFinished();
+    callbacksOn->runCallback([f = std::move(f), outcomeOfTask] { f(outcomeOfTask); });
+    return;
+  }
+  // Here the future first (its callbacks may launch operations and wait for
+  // them, which this thread, the one that runs tasks, handles), then the
+  // waiters.
+  if (f) {
+    try {
+      f(outcomeOfTask);
+    } catch (...) {
+      // A callback's error is the future's (torch records it there).
+    }
+  }
+  markFinished();
 }
 
 void GroupEngine::runCallback(std::function<void()> f) {
@@ -94,6 +124,7 @@ void GroupEngine::runCallback(std::function<void()> f) {
   }
   if (!callbackThread.joinable())
     callbackThread = std::thread([this] {
+      callbackThreadId = std::this_thread::get_id();
       std::unique_lock<std::mutex> lock(callbackMu);
       for (;;) {
         callbackCv.wait(lock, [&] { return callbacksStopping || !callbacks.empty(); });
@@ -375,6 +406,31 @@ Status GroupEngine::agree(const std::string &what, DataType type, uint64_t count
   ErrorKind kind = ErrorKind::None;
   Status s =
       group->execute(*it->second, CallArgs{in.data(), out.data(), count, type, RedOp::Sum}, &kind);
+  if (!s)
+    return failed(s, kind);
+  return s;
+}
+
+Status GroupEngine::barrier() {
+  if (mySize == 1)
+    return Status::success();
+  // The allreduce of one byte, under a name of its own.
+  Result<std::shared_ptr<const ValidatedPlan>> base = planFor("allreduce", 0, 1);
+  if (!base)
+    return base.getStatus();
+  if (!barrierPlan || barrierBase != *base) {
+    Plan p = (*base)->plan();
+    p.info.name = "torch barrier";
+    Result<ValidatedPlan> plan = ValidatedPlan::make(std::move(p));
+    if (!plan)
+      return Status::error("collc: " + plan.message());
+    barrierPlan = std::make_shared<const ValidatedPlan>(std::move(*plan));
+    barrierBase = *base;
+  }
+  uint8_t token = 1;
+  ErrorKind kind = ErrorKind::None;
+  Status s =
+      group->execute(*barrierPlan, CallArgs{&token, &token, 1, DataType::Uint8, RedOp::Max}, &kind);
   if (!s)
     return failed(s, kind);
   return s;

@@ -15,6 +15,7 @@
 #include "coll/Runtime/ProcessGroup.h"
 #include "coll/Runtime/Status.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -42,15 +43,20 @@ public:
       : body(std::move(body)), onDone(std::move(onDone)) {}
   /// Whether it has run (successfully or not).
   bool done() const;
-  /// Its outcome; meaningful once done().
+  /// Its outcome; meaningful once done(), or once settled().
   Status outcome() const;
+  /// Whether its outcome is known: it finished, or its completion (the
+  /// future's callbacks) is running.
+  bool settled() const;
   /// Waits until done() or \p timeoutSeconds passed (negative: no limit);
   /// returns done().
   bool wait(double timeoutSeconds) const;
   /// Finishes it without running its body (a task that stands for work
   /// done elsewhere, or one dropped), with \p outcome; only the first call
-  /// counts. Waiters wake at once; onDone (a future's callbacks) runs here,
-  /// or on \p callbacksOn's callback thread when given.
+  /// counts. onDone (the future's completion and its callbacks) runs here
+  /// and then the task is done and its waiters wake, as with Gloo's works;
+  /// with \p callbacksOn, the task is done at once and onDone runs on that
+  /// group's callback thread.
   void finish(Status outcome, GroupEngine *callbacksOn = nullptr);
 
 private:
@@ -61,6 +67,7 @@ private:
   std::function<void(const Status &)> onDone;
   mutable std::mutex mu;
   mutable std::condition_variable cv;
+  bool claimed = false; ///< finish() was called (it may not be done yet).
   bool finished = false;
   Status result = Status::success();
   std::chrono::steady_clock::time_point submitted;
@@ -117,6 +124,12 @@ public:
   /// calls named, and the group stays usable. Call it from a task.
   Status agree(const std::string &what, DataType type, uint64_t count);
 
+  /// Waits until every rank of the group called it: the allreduce of a
+  /// byte, through a plan named "torch barrier", so that a rank that calls
+  /// anything else meanwhile fails every rank with the barrier named. Call
+  /// it from a task.
+  Status barrier();
+
   /// After a timeout or a peer's death, in a plan's call or a message
   /// (markBroken()), the group is broken: this is an error saying why, and
   /// operations fail with it at once. Any thread.
@@ -141,6 +154,11 @@ public:
   /// not block, as the message thread that delivers receives. A future's
   /// callbacks run there may wait for more messages.
   void runCallback(std::function<void()> f);
+  /// Whether this thread runs the group's tasks now (a future's callback
+  /// on it runs inside the task that completed the future).
+  bool runsTasksOnThisThread();
+  /// Whether this thread is the group's callback thread.
+  bool onCallbackThread() const { return callbackThreadId == std::this_thread::get_id(); }
 
 private:
   GroupEngine(std::unique_ptr<ProcessGroup> group, int rank, int size);
@@ -187,6 +205,7 @@ private:
   std::deque<std::function<void()>> callbacks;
   bool callbacksStopping = false;
   std::thread callbackThread;
+  std::atomic<std::thread::id> callbackThreadId{};
   /// The previous call's plan and what it was selected for (tasks run one
   /// at a time: no lock).
   std::shared_ptr<const ValidatedPlan> lastPlan;
@@ -195,6 +214,8 @@ private:
   Status failed(const Status &s, ErrorKind kind);
   mutable std::mutex brokenMu;
   std::string brokenWhy; ///< Empty: not broken.
+  /// barrier()'s plan, and the allreduce plan it was made from.
+  std::shared_ptr<const ValidatedPlan> barrierPlan, barrierBase;
   /// agree()'s plans by name.
   std::map<std::string, std::shared_ptr<const ValidatedPlan>> agreementPlans;
   std::string lastCollective;

@@ -362,14 +362,25 @@ public:
     // Without a limit of its own, the caller runs the operation (no
     // hand-over); with one, the worker does, and the wait ends at the limit
     // whether or not the operation has (it goes on, as torch's works do).
-    if (std::shared_ptr<GroupEngine> e = engine.lock())
+    std::shared_ptr<GroupEngine> e = engine.lock();
+    if (e)
       timeout == kNoTimeout ? e->help(task) : e->handToWorker(task);
-    if (!completion->wait(timeout == kNoTimeout ? -1.0 : timeout.count() / 1000.0))
+    // A callback of this operation's own future, on the thread that runs
+    // the group's tasks, runs inside its completion: the outcome is
+    // settled, and waiting for the rest would wait for this callback.
+    const bool inOwnCompletion = completion->settled() && e && e->runsTasksOnThisThread();
+    if (!inOwnCompletion &&
+        !completion->wait(timeout == kNoTimeout ? -1.0 : timeout.count() / 1000.0))
       throw std::runtime_error("collc: the operation did not complete within " +
                                std::to_string(timeout.count()) + " ms");
     Status s = completion->outcome();
     if (!s)
       throw std::runtime_error(withGlobalRanks(globalRanks.get(), s.message()));
+    // A message's future completes on the group's callback thread: wait
+    // for it (torch reads the future's value right after wait()), unless
+    // this is that thread, which completes it after this callback.
+    if (!inOwnCompletion && !future->completed() && !(e && e->onCallbackThread()))
+      future->wait();
     return true;
   }
   void abort() override {}
@@ -1143,10 +1154,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::receive(std::vector<at::Tensor
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollc::barrier(const c10d::BarrierOptions &) {
   auto *eng = engine.get();
-  return enqueue(c10d::OpType::BARRIER, {}, [=]() -> Status {
-    uint8_t token = 1;
-    return eng->run("allreduce", 0, &token, &token, 1, DataType::Uint8, RedOp::Max);
-  });
+  return enqueue(c10d::OpType::BARRIER, {}, [=]() -> Status { return eng->barrier(); });
 }
 
 void ProcessGroupCollc::monitoredBarrier(const c10d::BarrierOptions &opts, bool) {

@@ -70,6 +70,11 @@ def rank_main(case, rank, n, port, queue, done):
                 dist.broadcast(t, src=0)
         elif case == "mismatch-dtype":
             dist.all_reduce(t.to(torch.float64) if rank == 0 else t)
+        elif case == "mismatch-barrier":
+            if rank == 0:
+                dist.barrier()
+            else:
+                dist.all_reduce(torch.ones(408))
         elif case == "mismatch-split":
             # A direct exchange (split lists) on one rank, a plan on the
             # other: each would wait for the other's messages.
@@ -177,6 +182,7 @@ CASES = {
     "mismatch-size": (2, [0, 1], ["RuntimeError", "collc"]),
     "mismatch-op": (2, [0, 1], ["RuntimeError", "collc"]),
     "mismatch-dtype": (2, [0, 1], ["RuntimeError", "collc"]),
+    "mismatch-barrier": (2, [0, 1], ["RuntimeError", "'torch barrier'"]),
     "after-mismatch": (2, [0, 1], None),
     "wait-timeout": (2, [0], ["did not complete within 1000 ms"]),
     "recv-timeout-breaks": (2, [0], ["no message", "broken by an earlier failure"]),

@@ -389,6 +389,26 @@ def run_ops(c, group, gloo):
     c.same("async all_reduce without wait", t,
            reduce_ref([value(r, 3000, torch.float32, salt=9) for r in range(n)], R.SUM))
 
+    # When wait() returns, the work's future is completed, as with Gloo
+    # (torch's Reducer reads the future's value right after wait(), e.g.
+    # under Join). The ranks arrive at different times, so that the work
+    # is finished by another thread than the waiting one.
+    not_done = 0
+    for i in range(300):
+        u = value(rank, 7, torch.float32, salt=i)
+        if rank == 1:
+            time.sleep(0.0002 * (i % 4))
+        w = dist.all_reduce(u, group=group, async_op=True)
+        if rank == 0:
+            time.sleep(0.0002 * (i % 3))
+        w.wait()
+        if not w.get_future().done():
+            not_done += 1
+    c.checks += 1
+    if not_done:
+        c.failures.append("rank %d: %d of 300 futures were not completed when wait() returned"
+                          % (rank, not_done))
+
     # Errors the backend refuses clearly.
     refusals = [] if BACKEND != "collc" else [
         (lambda: dist.all_reduce(torch.ones(3), op=R.BAND, group=group), "BAND"),

@@ -495,9 +495,10 @@ int printPrediction(const Plan &plan, DiagnosticEngine &diag) {
   const uint64_t lo = setup->lo, hi = setup->hi, perCount = setup->perCount, es = setup->es;
   const DataType type = setup->type;
   const PredictOptions &options = setup->options;
-  llvm::outs() << "# " << plan.info.name << " (" << collectiveName(plan.info.collective) << "), "
-               << plan.info.nranks << " ranks, predicted on '" << topo->name << "', "
-               << dataTypeName(type) << ", protocol "
+  llvm::outs() << "# " << printablePlanName(plan.info.name) << " ("
+               << collectiveName(plan.info.collective) << "), " << plan.info.nranks
+               << " ranks, predicted on '" << topo->name << "', " << dataTypeName(type)
+               << ", protocol "
                << protocolName(options.forceProtocol ? options.protocol : plan.info.protocol)
                << (options.outOfPlace ? ", out of place" : "") << "\n";
   llvm::outs() << "# " << (topo->ranksPerNode ? std::to_string(topo->ranksPerNode) : "all")
@@ -728,7 +729,7 @@ int importXml(DiagnosticEngine &diag) {
     }
   }
   if (verifyOnly) {
-    llvm::outs() << inputFile << ": " << plan->info.name << " ("
+    llvm::outs() << inputFile << ": " << printablePlanName(plan->info.name) << " ("
                  << collectiveName(plan->info.collective) << ", " << plan->info.nranks << " gpus"
                  << (plan->info.inplace ? ", in place" : "") << "): ";
     if (custom) {
