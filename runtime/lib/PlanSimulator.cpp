@@ -427,16 +427,22 @@ private:
         steps += tb.steps.size();
         waitedFor += tb.deps.size();
       }
-    // Each step joins clocks of `total` words, and every step waited for,
-    // message in flight and freed slot keeps one: bounded in time and
-    // memory, or not checked.
+    // A clock has a word per threadblock with steps (one without touches
+    // nothing and waits for nothing). Each step joins clocks of that many
+    // words, and every step waited for, message in flight and freed slot
+    // keeps one: bounded in time and memory, or not checked.
+    lane.assign(total, 0);
+    uint32_t lanes = 0;
+    for (uint32_t r = 0; r < plan.ranks.size(); ++r)
+      for (uint32_t t = 0; t < plan.ranks[r].threadblocks.size(); ++t)
+        lane[tbBase[r] + t] = plan.ranks[r].threadblocks[t].steps.empty() ? 0 : lanes++;
     const uint64_t budget = uint64_t(1) << 28;
-    checkRaces = total <= maxRaceCheckedThreadblocks && steps * total <= budget &&
-                 (waitedFor + uint64_t(fifos.size()) * depth * 2) * total <= budget / 4;
+    checkRaces = lanes <= maxRaceCheckedThreadblocks && steps * lanes <= budget &&
+                 (waitedFor + uint64_t(fifos.size()) * depth * 2) * lanes <= budget / 4;
     report.racesChecked = checkRaces;
     if (!checkRaces)
       return;
-    clocks.assign(total, std::vector<uint32_t>(total, 0));
+    clocks.assign(lanes, std::vector<uint32_t>(lanes, 0));
     for (uint32_t r = 0; r < plan.ranks.size(); ++r)
       for (const Threadblock &tb : plan.ranks[r].threadblocks)
         for (const Dependency &d : tb.deps)
@@ -460,10 +466,14 @@ private:
         steps += tb.steps.size();
         waitedFor += tb.deps.size();
       }
-    return " (" + std::to_string(tbBase.back()) + " threadblocks, " + std::to_string(steps) +
+    uint64_t busy = 0;
+    for (const RankPlan &rp : plan.ranks)
+      for (const Threadblock &tb : rp.threadblocks)
+        busy += !tb.steps.empty();
+    return " (" + std::to_string(busy) + " threadblocks with steps, " + std::to_string(steps) +
            " steps, " + std::to_string(waitedFor) + " dependencies; the check takes at most " +
            std::to_string(maxRaceCheckedThreadblocks) +
-           " threadblocks, steps times threadblocks up to 2^28, and dependencies and slots " +
+           " threadblocks with steps, steps times those up to 2^28, and dependencies and slots " +
            "times threadblocks up to 2^26)";
   }
 
@@ -479,7 +489,7 @@ private:
   void orderStep(uint32_t r, uint32_t t, const Instruction &in, const OpcodeInfo &oi,
                  const Message &incoming, uint32_t sendConn) {
     const uint32_t self = tbBase[r] + t;
-    std::vector<uint32_t> &v = clocks[self];
+    std::vector<uint32_t> &v = clocks[lane[self]];
     const Threadblock &tb = plan.ranks[r].threadblocks[t];
     for (uint32_t d = 0; d < in.depCount; ++d) {
       const Dependency &dep = tb.deps[in.depBegin + d];
@@ -491,7 +501,7 @@ private:
       join(v, freed[sendConn].front());
       freed[sendConn].pop_front();
     }
-    const uint32_t c = ++v[self];
+    const uint32_t c = ++v[lane[self]];
     for (uint32_t j = 0; j < in.count && racesFound < maxRaceProblems; ++j) {
       if (oi.readSrc)
         readChunk(r, self, c, in.srcBuf, in.srcOff + j);
@@ -506,7 +516,7 @@ private:
   void finishStep(uint32_t r, uint32_t t, uint32_t pc, const OpcodeInfo &oi, Message &outgoing,
                   uint32_t recvConn) {
     const uint32_t self = tbBase[r] + t;
-    const std::vector<uint32_t> &v = clocks[self];
+    const std::vector<uint32_t> &v = clocks[lane[self]];
     if (auto it = depClocks.find(clockKey(self, pc)); it != depClocks.end())
       it->second = v;
     if (oi.send)
@@ -532,7 +542,7 @@ private:
   /// Whether threadblock \p g's access at \p clock (g < 0: none) is not
   /// ordered before what \p self knows now.
   bool unordered(uint32_t self, int32_t g, uint32_t clock) const {
-    return g >= 0 && uint32_t(g) != self && clocks[self][uint32_t(g)] < clock;
+    return g >= 0 && uint32_t(g) != self && clocks[lane[self]][lane[uint32_t(g)]] < clock;
   }
 
   void readChunk(uint32_t r, uint32_t self, uint32_t c, BufferKind b, uint32_t chunk) {
@@ -798,7 +808,10 @@ private:
   static constexpr uint32_t maxRaceProblems = 5;
   bool checkRaces = false;
   uint32_t racesFound = 0;
-  std::vector<std::vector<uint32_t>> clocks; ///< Per global threadblock.
+  /// Each global threadblock's word in a clock (threadblocks with steps
+  /// only).
+  std::vector<uint32_t> lane;
+  std::vector<std::vector<uint32_t>> clocks; ///< Per lane.
   /// The clock of each step another waits for, once it ran.
   std::unordered_map<uint64_t, std::vector<uint32_t>> depClocks;
   /// Per connection: the clocks of the receives that freed slots, not yet

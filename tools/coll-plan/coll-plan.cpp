@@ -156,7 +156,8 @@ int main(int argc, char **argv) {
     if (!report.racesChecked)
       std::cout << path << ": note: the plan is too large for the race check ("
                 << maxRaceCheckedThreadblocks
-                << " threadblocks at most, steps times threadblocks up to 2^28): another order "
+                << " threadblocks with steps at most, steps times those up to 2^28): another "
+                << "order "
                 << "of its threadblocks was not checked\n";
     if (uncontracted) {
       uint64_t defined = 0;

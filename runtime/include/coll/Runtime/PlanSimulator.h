@@ -69,14 +69,14 @@ struct SimulateReport {
   std::vector<std::string> problems;
   uint64_t stepsRun = 0;
   /// Whether races between threadblocks were looked for: in plans of at
-  /// most maxRaceCheckedThreadblocks threadblocks over all ranks, whose
-  /// steps times threadblocks stay under 2^28 (the clocks' cost).
+  /// most maxRaceCheckedThreadblocks threadblocks with steps over all
+  /// ranks, whose steps times those stay under 2^28 (the clocks' cost).
   bool racesChecked = false;
   bool ok() const { return problems.empty(); }
 };
 
-/// Plans with more threadblocks over all ranks than this are not checked
-/// for races (the vector clocks take threadblocks^2 words).
+/// Plans with more threadblocks with steps over all ranks than this are not
+/// checked for races (the vector clocks take threadblocks^2 words).
 constexpr uint32_t maxRaceCheckedThreadblocks = 2048;
 
 /// Simulates \p plan (structurally valid: validatePlan()), every rank. A
