@@ -237,9 +237,7 @@ std::string mscclProblem(const MscclAlgoInfo &algo, const std::string &fileName,
     const uint64_t r = std::stoull((*i)[1]), t = std::stoull((*i)[2]), k = std::stoull((*i)[3]);
     if (r > UINT32_MAX || t > UINT32_MAX || k > UINT32_MAX)
       continue;
-    auto it = algo.stepLocations.find({uint32_t(r), uint32_t(t), uint32_t(k)});
-    if (it != algo.stepLocations.end())
-      at = it->second;
+    at = algo.stepLocation(r, t, k);
   }
   // Else the first threadblock named (a connection's ends), else the first
   // gpu (a dependency cycle of its threadblocks).
@@ -587,8 +585,14 @@ Result<Plan> importMscclXml(const std::string &text, const std::string &fileName
         if (Status e = st.integer("hasdep", hasdep, 0, 0, 1); !e)
           return e;
         stepFacts[tbId].push_back({hasdep == 1 && *op != Opcode::Nop, {stepTag.line, stepTag.col}});
-        algo.stepLocations[{uint32_t(id), uint32_t(tbId), uint32_t(index)}] = {stepTag.line,
-                                                                               stepTag.col};
+        {
+          auto &gpuSteps = algo.stepLocations;
+          if (gpuSteps.size() <= size_t(id))
+            gpuSteps.resize(size_t(id) + 1);
+          if (gpuSteps[size_t(id)].size() <= size_t(tbId))
+            gpuSteps[size_t(id)].resize(size_t(tbId) + 1);
+          gpuSteps[size_t(id)][size_t(tbId)].emplace_back(stepTag.line, stepTag.col);
+        }
         if (depid >= 0) {
           if (deps < 0)
             return st.error("depid=\"" + std::to_string(depid) + "\" without a step in 'deps'");

@@ -49,6 +49,13 @@ bool coll::readFileBounded(llvm::StringRef path, uint64_t limit, std::string &ou
     error = ("cannot read '" + path + "': it is a directory").str();
     return false;
   }
+  // A regular file says its size: one too large is refused unread.
+  if (path != "-" && llvm::sys::fs::is_regular_file(status) && status.getSize() > limit) {
+    llvm::sys::fs::closeFile(*file);
+    error = ("'" + path + "' is too large: more than the limit of " + llvm::Twine(limit) + " bytes")
+                .str();
+    return false;
+  }
   char chunk[1 << 16];
   bool ok = true;
   for (;;) {

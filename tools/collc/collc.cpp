@@ -681,9 +681,10 @@ int writeMscclXml(const Plan &plan, DiagnosticEngine &diag) {
   return writeOutput(xml, outputFile.empty() ? "-" : std::string(outputFile), diag) ? 0 : 1;
 }
 
-/// The largest MSCCL XML file read (1 GiB): a device or a larger file is
+/// The largest MSCCL XML file read (256 MiB, some 2 GiB of memory to
+/// import): a device or a larger file is
 /// refused after that much, not read until memory runs out.
-constexpr uint64_t maxMscclXmlBytes = uint64_t(1) << 30;
+constexpr uint64_t maxMscclXmlBytes = uint64_t(1) << 28;
 
 /// collc --import-msccl-xml: read the XML as a plan, simulate it against
 /// its collective, print or write it.

@@ -23,6 +23,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,9 +49,18 @@ struct MscclAlgoInfo {
   /// What the MSCCL executors would do differently (a dependency on a
   /// step without hasdep="1" waits there forever), as "file:line:col: ...".
   std::vector<std::string> warnings;
-  /// Where each step of the file is: (gpu, tb, the step's number in the
-  /// file) -> (line, column).
-  std::map<std::array<uint32_t, 3>, std::pair<unsigned, unsigned>> stepLocations;
+  /// Where each step of the file is: [gpu][tb][the step's number in the
+  /// file] -> (line, column); stepLocation() reads it.
+  std::vector<std::vector<std::vector<std::pair<unsigned, unsigned>>>> stepLocations;
+  /// Where step \p step of threadblock \p tb of gpu \p gpu is, if the file
+  /// has it.
+  std::optional<std::pair<unsigned, unsigned>> stepLocation(uint64_t gpu, uint64_t tb,
+                                                            uint64_t step) const {
+    if (gpu >= stepLocations.size() || tb >= stepLocations[gpu].size() ||
+        step >= stepLocations[gpu][tb].size())
+      return std::nullopt;
+    return stepLocations[gpu][tb][step];
+  }
   /// Where each <tb> is, (gpu, tb) -> (line, column), and each <gpu>, as
   /// (gpu, UINT32_MAX): for problems that name no step.
   std::map<std::array<uint32_t, 2>, std::pair<unsigned, unsigned>> elementLocations;
