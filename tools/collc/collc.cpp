@@ -698,8 +698,14 @@ int importXml(DiagnosticEngine &diag) {
   options.connectionDepth = connectionDepth;
   compiler::MscclAlgoInfo algo;
   Result<Plan> plan = compiler::importMscclXml(text, inputFile, options, &algo);
-  for (const std::string &w : algo.warnings)
-    llvm::errs() << w << "\n";
+  // Warnings stop at --error-limit too (0: all of them).
+  const size_t shownWarnings =
+      errorLimit ? std::min<size_t>(errorLimit, algo.warnings.size()) : algo.warnings.size();
+  for (size_t i = 0; i < shownWarnings; ++i)
+    llvm::errs() << algo.warnings[i] << "\n";
+  if (shownWarnings < algo.warnings.size())
+    llvm::errs() << inputFile << ": note: " << algo.warnings.size() - shownWarnings
+                 << " more warnings not shown (--error-limit=0 shows all)\n";
   if (!plan) {
     llvm::errs() << plan.message() << "\n";
     return 1;
