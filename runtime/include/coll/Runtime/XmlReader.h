@@ -163,7 +163,10 @@ private:
   void advance(size_t n) { advanceTo(pos + n); }
   void advanceTo(size_t to) {
     for (; pos < to && pos < text.size(); ++pos) {
-      if (text[pos] == '\n') {
+      // A line ends at LF, CR LF, or a lone CR (as XML reads them).
+      const bool lineEnd = text[pos] == '\n' ||
+                           (text[pos] == '\r' && (pos + 1 >= text.size() || text[pos + 1] != '\n'));
+      if (lineEnd) {
         ++line;
         col = 1;
       } else {
