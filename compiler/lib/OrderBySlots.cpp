@@ -68,19 +68,9 @@ bool compiler::orderStepsBySlots(Schedule &s) {
     }
 
   // Successors, to wake the threadblocks waiting for an operation.
-  std::vector<uint64_t> succBegin(nops + 1, 0);
-  for (uint32_t k = 0; k < nops; ++k)
-    for (uint64_t e = dag.predBegin[k]; e < dag.predBegin[k + 1]; ++e)
-      ++succBegin[dag.preds[e] + 1];
-  for (size_t k = 0; k < nops; ++k)
-    succBegin[k + 1] += succBegin[k];
-  std::vector<uint32_t> succ(succBegin[nops]);
-  {
-    std::vector<uint64_t> fill(succBegin.begin(), succBegin.end() - 1);
-    for (uint32_t k = 0; k < nops; ++k)
-      for (uint64_t e = dag.predBegin[k]; e < dag.predBegin[k + 1]; ++e)
-        succ[fill[dag.preds[e]]++] = k;
-  }
+  std::vector<uint64_t> succBegin;
+  std::vector<uint32_t> succ;
+  dagSuccessors(dag, succBegin, succ);
 
   // A rank runs a phase (after a `fence`) once every step of the phases
   // before it has run: steps left per rank and phase.

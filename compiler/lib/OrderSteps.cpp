@@ -41,19 +41,9 @@ void compiler::orderSteps(Schedule &s, bool pairForwards) {
   size_t nops = t.ops.size();
 
   // Successors of each operation (the DAG stores predecessors).
-  std::vector<uint64_t> succBegin(nops + 1, 0);
-  for (uint32_t k = 0; k < nops; ++k)
-    for (uint64_t e = dag.predBegin[k]; e < dag.predBegin[k + 1]; ++e)
-      ++succBegin[dag.preds[e] + 1];
-  for (size_t k = 0; k < nops; ++k)
-    succBegin[k + 1] += succBegin[k];
-  std::vector<uint32_t> succ(succBegin[nops]);
-  {
-    std::vector<uint64_t> fill(succBegin.begin(), succBegin.end() - 1);
-    for (uint32_t k = 0; k < nops; ++k)
-      for (uint64_t e = dag.predBegin[k]; e < dag.predBegin[k + 1]; ++e)
-        succ[fill[dag.preds[e]]++] = k;
-  }
+  std::vector<uint64_t> succBegin;
+  std::vector<uint32_t> succ;
+  dagSuccessors(dag, succBegin, succ);
 
   // Candidate forwards: a receive and, on the same threadblock, the send of
   // exactly the chunks it wrote, reading the value it wrote.

@@ -19,6 +19,22 @@ static void printOperand(const Trace &t, uint16_t buf, uint32_t off, uint32_t co
   os << "]";
 }
 
+void compiler::dagSuccessors(const Dag &dag, std::vector<uint64_t> &begin,
+                             std::vector<uint32_t> &succ) {
+  const size_t nops = dag.depth.size();
+  begin.assign(nops + 1, 0);
+  for (uint32_t k = 0; k < nops; ++k)
+    for (uint64_t e = dag.predBegin[k]; e < dag.predBegin[k + 1]; ++e)
+      ++begin[dag.preds[e] + 1];
+  for (size_t k = 0; k < nops; ++k)
+    begin[k + 1] += begin[k];
+  succ.assign(begin[nops], 0);
+  std::vector<uint64_t> fill(begin.begin(), begin.end() - 1);
+  for (uint32_t k = 0; k < nops; ++k)
+    for (uint64_t e = dag.predBegin[k]; e < dag.predBegin[k + 1]; ++e)
+      succ[fill[dag.preds[e]]++] = k;
+}
+
 std::vector<uint32_t> compiler::stepsInKeyOrder(const RankSchedule &rs) {
   std::vector<uint32_t> order;
   for (uint32_t i = 0; i < rs.steps.size(); ++i)

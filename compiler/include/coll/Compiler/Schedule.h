@@ -123,6 +123,10 @@ struct Schedule {
   uint32_t numChannels = 1;
 };
 
+/// The successors of each operation of \p dag (which stores predecessors),
+/// in CSR form: those of operation k are succ[begin[k] .. begin[k + 1]).
+void dagSuccessors(const Dag &dag, std::vector<uint64_t> &begin, std::vector<uint32_t> &succ);
+
 /// The steps of \p rs that survived fusion, in the rank's global key order.
 std::vector<uint32_t> stepsInKeyOrder(const RankSchedule &rs);
 
